@@ -1,0 +1,1 @@
+"""gRPC transport: translates proto <-> domain and nothing else."""

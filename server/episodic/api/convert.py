@@ -1,0 +1,291 @@
+"""Proto <-> domain conversions, one small function per type and direction. Values the
+domain cannot represent (unknown enum numbers, NaN in JSON) are rejected here, naming the
+field; every other rule lives in the domain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar, cast
+
+from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf.json_format import MessageToDict
+
+from episodic.domain.agents import AgentDraft, MemoryDraft
+from episodic.domain.model import (
+    Agent,
+    CloseReason,
+    Episode,
+    EpisodeState,
+    JsonObject,
+    JsonValue,
+    MemoryConfig,
+    Message,
+    NewMessage,
+    RecallMode,
+    Role,
+    ToolCall,
+    ToolResult,
+)
+from episodic.errors import InvalidArgument
+from episodic.v1 import agent_pb2, episode_pb2
+
+E = TypeVar("E")
+K = TypeVar("K", bound=int)
+
+ROLES: dict[episode_pb2.Role.ValueType, Role] = {
+    episode_pb2.ROLE_SYSTEM: Role.SYSTEM,
+    episode_pb2.ROLE_CONTEXT: Role.CONTEXT,
+    episode_pb2.ROLE_USER: Role.USER,
+    episode_pb2.ROLE_ASSISTANT: Role.ASSISTANT,
+    episode_pb2.ROLE_TOOL: Role.TOOL,
+}
+STATES: dict[episode_pb2.Episode.State.ValueType, EpisodeState] = {
+    episode_pb2.Episode.STATE_OPEN: EpisodeState.OPEN,
+    episode_pb2.Episode.STATE_CLOSED: EpisodeState.CLOSED,
+}
+CLOSE_REASONS: dict[episode_pb2.CloseReason.ValueType, CloseReason] = {
+    episode_pb2.CLOSE_REASON_USER_ENDED: CloseReason.USER_ENDED,
+    episode_pb2.CLOSE_REASON_AGENT_DECISION: CloseReason.AGENT_DECISION,
+    episode_pb2.CLOSE_REASON_IDLE_TIMEOUT: CloseReason.IDLE_TIMEOUT,
+}
+RECALL_MODES: dict[agent_pb2.RecallMode.ValueType, RecallMode] = {
+    agent_pb2.RECALL_MODE_NONE: RecallMode.NONE,
+    agent_pb2.RECALL_MODE_RECENCY: RecallMode.RECENCY,
+    agent_pb2.RECALL_MODE_SEMANTIC: RecallMode.SEMANTIC,
+    agent_pb2.RECALL_MODE_HYBRID: RecallMode.HYBRID,
+}
+
+
+def _invert(table: Mapping[K, E]) -> dict[E, K]:
+    return {v: k for k, v in table.items()}
+
+
+ROLE_NUMBERS = _invert(ROLES)
+STATE_NUMBERS = _invert(STATES)
+CLOSE_REASON_NUMBERS = _invert(CLOSE_REASONS)
+RECALL_MODE_NUMBERS = _invert(RECALL_MODES)
+
+
+def enum_in(table: Mapping[K, E], number: int, field: str, *, required: bool) -> E | None:
+    """Maps a proto enum number; 0 (unspecified) is None, or an error when required."""
+    if number in table:
+        return table[cast(K, number)]
+    if number == 0 and not required:
+        return None
+    problem = "is required" if number == 0 else f"has unknown value {number}"
+    raise InvalidArgument.of(field, problem)
+
+
+# --- well-known types -------------------------------------------------------------------
+
+
+def time_in(ts: timestamp_pb2.Timestamp, field: str) -> datetime:
+    try:
+        return ts.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgument.of(field, "is not a valid timestamp") from exc
+
+
+def optional_time_in(parent: object, name: str, field: str) -> datetime | None:
+    if not parent.HasField(name):  # type: ignore[attr-defined]
+        return None
+    return time_in(getattr(parent, name), field)
+
+
+def time_out(value: datetime) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def duration_in(d: duration_pb2.Duration, field: str) -> timedelta:
+    try:
+        return d.ToTimedelta()
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgument.of(field, "is not a valid duration") from exc
+
+
+def duration_out(value: timedelta) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromTimedelta(value)
+    return d
+
+
+def struct_in(s: struct_pb2.Struct, field: str) -> JsonObject:
+    return _to_json(s, field)  # type: ignore[return-value]
+
+
+def value_in(v: struct_pb2.Value, field: str) -> JsonValue:
+    return _to_json(v, field)
+
+
+def _to_json(message: struct_pb2.Struct | struct_pb2.Value, field: str) -> JsonValue:
+    """Struct/Value can hold what JSON cannot (NaN, Infinity, a Value with no kind)."""
+    try:
+        return MessageToDict(message)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InvalidArgument.of(field, f"is not valid JSON: {exc}") from exc
+
+
+def struct_out(data: JsonObject) -> struct_pb2.Struct:
+    s = struct_pb2.Struct()
+    s.update(data)
+    return s
+
+
+def value_out(data: JsonValue) -> struct_pb2.Value:
+    v = struct_pb2.Value()
+    if data is None:
+        v.null_value = struct_pb2.NULL_VALUE
+        return v
+    holder = struct_pb2.Struct()
+    holder.update({"v": data})
+    v.CopyFrom(holder.fields["v"])
+    return v
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+def new_message_in(m: episode_pb2.MessageInput, field: str) -> NewMessage:
+    role = enum_in(ROLES, m.role, f"{field}.role", required=True)
+    assert role is not None
+    return NewMessage(
+        role=role,
+        content=m.content,
+        client_message_id=m.client_message_id or None,
+        created_at=optional_time_in(m, "create_time", f"{field}.create_time"),
+        metadata=struct_in(m.metadata, f"{field}.metadata"),
+        tool_calls=tuple(tool_call_in(c, f"{field}.tool_calls[{i}]") for i, c in enumerate(m.tool_calls)),
+        tool_result=(
+            tool_result_in(m.tool_result, f"{field}.tool_result") if m.HasField("tool_result") else None
+        ),
+    )
+
+
+def tool_call_in(c: episode_pb2.ToolCall, field: str) -> ToolCall:
+    return ToolCall(c.tool_call_id, c.tool_name, struct_in(c.input, f"{field}.input"))
+
+
+def tool_result_in(r: episode_pb2.ToolResult, field: str) -> ToolResult:
+    return ToolResult(
+        tool_call_id=r.tool_call_id,
+        output=value_in(r.output, f"{field}.output") if r.HasField("output") else None,
+        succeeded=r.succeeded,
+        error=r.error,
+        called_at=optional_time_in(r, "called_at", f"{field}.called_at"),
+        duration=duration_in(r.duration, f"{field}.duration") if r.HasField("duration") else None,
+    )
+
+
+def message_out(m: Message) -> episode_pb2.Message:
+    out = episode_pb2.Message(
+        episode_id=m.episode_id,
+        seq=m.seq,
+        role=ROLE_NUMBERS[m.role],
+        content=m.content,
+        token_count=m.token_count,
+        token_encoding=m.token_encoding,
+        client_message_id=m.client_message_id or "",
+        create_time=time_out(m.created_at),
+        tool_calls=[tool_call_out(c) for c in m.tool_calls],
+    )
+    if m.metadata:
+        out.metadata.CopyFrom(struct_out(m.metadata))
+    if m.tool_result is not None:
+        out.tool_result.CopyFrom(tool_result_out(m.tool_result))
+    return out
+
+
+def tool_call_out(c: ToolCall) -> episode_pb2.ToolCall:
+    return episode_pb2.ToolCall(tool_call_id=c.tool_call_id, tool_name=c.tool_name, input=struct_out(c.input))
+
+
+def tool_result_out(r: ToolResult) -> episode_pb2.ToolResult:
+    out = episode_pb2.ToolResult(
+        tool_call_id=r.tool_call_id, output=value_out(r.output), succeeded=r.succeeded, error=r.error
+    )
+    if r.called_at is not None:
+        out.called_at.CopyFrom(time_out(r.called_at))
+    if r.duration is not None:
+        out.duration.CopyFrom(duration_out(r.duration))
+    return out
+
+
+def episode_out(e: Episode) -> episode_pb2.Episode:
+    out = episode_pb2.Episode(
+        episode_id=e.episode_id,
+        agent_id=e.agent_id,
+        user_id=e.user_id,
+        state=STATE_NUMBERS[e.state],
+        start_time=time_out(e.started_at),
+        close_note=e.close_note,
+        metadata=struct_out(e.metadata),
+        message_count=e.message_count,
+        token_count=e.token_count,
+        last_activity_time=time_out(e.last_activity_at),
+        token_encoding=e.token_encoding,
+    )
+    if e.ended_at is not None:
+        out.end_time.CopyFrom(time_out(e.ended_at))
+    if e.close_reason is not None:
+        out.close_reason = CLOSE_REASON_NUMBERS[e.close_reason]
+    return out
+
+
+# --- agents -----------------------------------------------------------------------------
+
+
+def agent_draft_in(a: agent_pb2.Agent, field: str) -> AgentDraft:
+    return AgentDraft(
+        agent_id=a.agent_id,
+        display_name=a.display_name,
+        system_prompt=a.system_prompt,
+        model=a.model,
+        token_encoding=a.token_encoding,
+        memory=memory_draft_in(a.memory_config, f"{field}.memory_config"),
+    )
+
+
+def memory_draft_in(m: agent_pb2.MemoryConfig, field: str) -> MemoryDraft:
+    """Unset optional fields stay None so the domain can tell them from zero."""
+    has = m.HasField
+    return MemoryDraft(
+        max_working_memory_tokens=m.max_working_memory_tokens if has("max_working_memory_tokens") else None,
+        context_window_tokens=m.context_window_tokens if has("context_window_tokens") else None,
+        context_ceiling_percent=m.context_ceiling_percent if has("context_ceiling_percent") else None,
+        recall_mode=enum_in(RECALL_MODES, m.recall_mode, f"{field}.recall_mode", required=False),
+        recall_top_k=m.recall_top_k if has("recall_top_k") else None,
+        recall_min_score=m.recall_min_score if has("recall_min_score") else None,
+        tool_results_kept_verbatim=m.tool_results_kept_verbatim
+        if has("tool_results_kept_verbatim")
+        else None,
+        idle_timeout=duration_in(m.idle_timeout, f"{field}.idle_timeout") if has("idle_timeout") else None,
+    )
+
+
+def agent_out(a: Agent) -> agent_pb2.Agent:
+    return agent_pb2.Agent(
+        agent_id=a.agent_id,
+        display_name=a.display_name,
+        system_prompt=a.system_prompt,
+        model=a.model,
+        token_encoding=a.token_encoding,
+        memory_config=memory_out(a.memory),
+        create_time=time_out(a.created_at),
+        update_time=time_out(a.updated_at),
+    )
+
+
+def memory_out(m: MemoryConfig) -> agent_pb2.MemoryConfig:
+    return agent_pb2.MemoryConfig(
+        max_working_memory_tokens=m.max_working_memory_tokens,
+        context_window_tokens=m.context_window_tokens,
+        context_ceiling_percent=m.context_ceiling_percent,
+        recall_mode=RECALL_MODE_NUMBERS[m.recall_mode],
+        recall_top_k=m.recall_top_k,
+        recall_min_score=m.recall_min_score,
+        tool_results_kept_verbatim=m.tool_results_kept_verbatim,
+        idle_timeout=duration_out(m.idle_timeout),
+    )

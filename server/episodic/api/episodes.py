@@ -1,0 +1,85 @@
+"""EpisodeService servicer: proto -> domain call -> proto. No decisions here."""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import grpc
+
+from episodic.api import convert as c
+from episodic.api.interceptors import current_caller
+from episodic.domain.model import CloseReason
+from episodic.domain.ports import EpisodeFilter
+from episodic.service.episodes import EpisodeService
+from episodic.v1 import episode_service_pb2 as pb
+from episodic.v1 import episode_service_pb2_grpc as pb_grpc
+
+Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+
+
+class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
+    def __init__(self, service: EpisodeService) -> None:
+        self._service = service
+
+    async def OpenEpisode(self, request: pb.OpenEpisodeRequest, context: Context) -> pb.OpenEpisodeResponse:
+        episode, created = await self._service.open_episode(
+            current_caller(),
+            agent_id=request.agent_id,
+            user_id=request.user_id,
+            episode_id=request.episode_id,
+            metadata=c.struct_in(request.metadata, "metadata"),
+            started_at=c.optional_time_in(request, "start_time", "start_time"),
+        )
+        return pb.OpenEpisodeResponse(episode=c.episode_out(episode), created=created)
+
+    async def AddMessage(self, request: pb.AddMessageRequest, context: Context) -> pb.AddMessageResponse:
+        message = c.new_message_in(request.message, "message")
+        stored, replayed = await self._service.add_message(current_caller(), request.episode_id, message)
+        return pb.AddMessageResponse(message=c.message_out(stored), deduplicated=replayed)
+
+    async def AddMessages(self, request: pb.AddMessagesRequest, context: Context) -> pb.AddMessagesResponse:
+        messages = [c.new_message_in(m, f"messages[{i}]") for i, m in enumerate(request.messages)]
+        stored = await self._service.add_messages(current_caller(), request.episode_id, messages)
+        return pb.AddMessagesResponse(messages=[c.message_out(m) for m in stored])
+
+    async def CloseEpisode(
+        self, request: pb.CloseEpisodeRequest, context: Context
+    ) -> pb.CloseEpisodeResponse:
+        reason = c.enum_in(c.CLOSE_REASONS, request.reason, "reason", required=False)
+        episode = await self._service.close_episode(
+            current_caller(),
+            request.episode_id,
+            reason=reason or CloseReason.USER_ENDED,
+            note=request.note,
+            ended_at=c.optional_time_in(request, "end_time", "end_time"),
+        )
+        return pb.CloseEpisodeResponse(episode=c.episode_out(episode))
+
+    async def GetEpisode(self, request: pb.GetEpisodeRequest, context: Context) -> pb.GetEpisodeResponse:
+        episode = await self._service.get_episode(current_caller(), request.episode_id)
+        return pb.GetEpisodeResponse(episode=c.episode_out(episode))
+
+    async def ListEpisodes(
+        self, request: pb.ListEpisodesRequest, context: Context
+    ) -> pb.ListEpisodesResponse:
+        where = EpisodeFilter(
+            agent_id=request.agent_id,
+            user_id=request.user_id,
+            state=c.enum_in(c.STATES, request.state, "state", required=False),
+        )
+        page = await self._service.list_episodes(
+            current_caller(), where, request.page_size, request.page_token
+        )
+        return pb.ListEpisodesResponse(
+            episodes=[c.episode_out(e) for e in page.items], next_page_token=page.next_token
+        )
+
+    async def ListMessages(
+        self, request: pb.ListMessagesRequest, context: Context
+    ) -> pb.ListMessagesResponse:
+        page = await self._service.list_messages(
+            current_caller(), request.episode_id, request.page_size, request.page_token
+        )
+        return pb.ListMessagesResponse(
+            messages=[c.message_out(m) for m in page.items], next_page_token=page.next_token
+        )

@@ -1,0 +1,181 @@
+"""Server interceptors: the error edge (one translation of errors to statuses, plus one
+access-log line per RPC) and authentication (the caller's tenant from the bearer key)."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeAlias
+
+import grpc
+from grpc_status import rpc_status
+
+from episodic.api.handlers import Deserializer, Streaming, Unary, wrap_handler
+from episodic.api.status import internal_status, rich_status
+from episodic.domain.model import Caller
+from episodic.errors import EpisodicError, InvalidArgument, Unauthenticated
+from episodic.keys import KeyRing
+
+log = logging.getLogger("episodic.access")
+Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]]"
+OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+_caller: contextvars.ContextVar[Caller] = contextvars.ContextVar("episodic_caller")
+_UNDECODABLE = object()
+
+
+def current_caller() -> Caller:
+    """The authenticated caller of the RPC being served (set by AuthInterceptor)."""
+    return _caller.get()
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Outermost: turns every error into a status exactly once and logs the outcome."""
+
+    async def intercept_service(
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        method = details.method
+        return wrap_handler(
+            handler,
+            lambda inner: _unary_edge(method, inner),
+            lambda inner: _streaming_edge(method, inner),
+            _tolerant,
+        )
+
+
+def _tolerant(decode: Deserializer) -> Deserializer:
+    """An undecodable request becomes INVALID_ARGUMENT instead of grpc's INTERNAL."""
+
+    def safe(data: bytes) -> Any:
+        try:
+            return decode(data)
+        except Exception:  # protobuf raises DecodeError and, for deep nesting, others
+            return _UNDECODABLE
+
+    return safe
+
+
+def _unary_edge(method: str, inner: Unary) -> Unary:
+    async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        started = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            _check_decoded(request)
+            return await inner(request, context)
+        except Exception as exc:
+            code = await _abort_for(exc, context)
+            raise AssertionError("unreachable: abort raises") from exc
+        finally:
+            _log_access(method, code, started, context)
+
+    return behaviour
+
+
+def _streaming_edge(method: str, inner: Streaming) -> Streaming:
+    async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        started = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            _check_decoded(request)
+            async for item in inner(request, context):
+                yield item
+        except Exception as exc:
+            code = await _abort_for(exc, context)
+        finally:
+            _log_access(method, code, started, context)
+
+    return behaviour
+
+
+def _check_decoded(request: Any) -> None:
+    if request is _UNDECODABLE:
+        raise InvalidArgument.of("request", "is not a valid protobuf message of the method's type")
+
+
+async def _abort_for(exc: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
+    if isinstance(exc, grpc.aio.AbortError):
+        raise exc
+    if isinstance(exc, EpisodicError):
+        code, status = rich_status(exc)
+    else:
+        log.exception("unexpected error serving an RPC")
+        code, status = internal_status()
+    context.set_code(code)  # so tracing interceptors see the failure (abort_with_status hides it)
+    await context.abort_with_status(rpc_status.to_status(status))  # type: ignore[attr-defined]
+    return code
+
+
+def _log_access(
+    method: str, code: grpc.StatusCode, started: float, context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    log.info(
+        "rpc",
+        extra={
+            "rpc_method": method,
+            "grpc_code": code.name,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            "peer": context.peer(),
+        },
+    )
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Resolves the caller from `authorization: Bearer <key>`. In dev mode a request with
+    no known key is served as the dev tenant. Health and reflection stay open."""
+
+    def __init__(self, keys: KeyRing, dev_tenant: str | None) -> None:
+        self._keys = keys
+        self._dev = Caller(dev_tenant) if dev_tenant else None
+
+    async def intercept_service(
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(OPEN_METHOD_PREFIXES):
+            return handler
+        caller = self._caller(details.invocation_metadata or ())
+        return wrap_handler(handler, lambda i: _as_caller(caller, i), lambda i: _stream_as(caller, i))
+
+    def _caller(self, metadata: Any) -> Caller | None:
+        token = _bearer(metadata)
+        known = self._keys.caller_for(token) if token else None
+        return known or self._dev
+
+
+def _bearer(metadata: Any) -> str:
+    for key, value in metadata:
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, token = value.partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else ""
+    return ""
+
+
+def _require(caller: Caller | None) -> Caller:
+    if caller is None:
+        raise Unauthenticated(
+            "missing or unknown API key: send 'authorization: Bearer <key>'", reason="API_KEY_INVALID"
+        )
+    return caller
+
+
+def _as_caller(caller: Caller | None, inner: Unary) -> Unary:
+    async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        _caller.set(_require(caller))
+        return await inner(request, context)
+
+    return behaviour
+
+
+def _stream_as(caller: Caller | None, inner: Streaming) -> Streaming:
+    async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        _caller.set(_require(caller))
+        async for item in inner(request, context):
+            yield item
+
+    return behaviour

@@ -1,0 +1,86 @@
+"""Builds the grpc.aio server: interceptors, servicers, health and reflection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from episodic.api.agents import AgentServicer
+from episodic.api.diagnostics import DiagnosticsServicer
+from episodic.api.episodes import EpisodeServicer
+from episodic.api.interceptors import AuthInterceptor, ErrorInterceptor
+from episodic.config import Settings
+from episodic.keys import KeyRing
+from episodic.service.agents import AgentService
+from episodic.service.episodes import EpisodeService
+from episodic.v1 import (
+    agent_service_pb2,
+    agent_service_pb2_grpc,
+    diagnostics_service_pb2,
+    diagnostics_service_pb2_grpc,
+    episode_service_pb2,
+    episode_service_pb2_grpc,
+)
+
+SERVICE_NAMES = (
+    episode_service_pb2.DESCRIPTOR.services_by_name["EpisodeService"].full_name,
+    agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name,
+    diagnostics_service_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    episodes: EpisodeService
+    agents: AgentService
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcServer:
+    server: grpc.aio.Server
+    health: HealthServicer
+    port: int
+
+    async def set_serving(self, serving: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, status)
+
+
+def server_options(settings: Settings) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
+        ("grpc.max_send_message_length", settings.max_send_message_bytes),
+        ("grpc.keepalive_time_ms", settings.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", settings.keepalive_timeout_ms),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+
+
+async def build_server(settings: Settings, services: Services, keys: KeyRing) -> GrpcServer:
+    """Binds the port and registers everything; health starts NOT_SERVING."""
+    dev_tenant = settings.dev_tenant if settings.insecure_dev else None
+    server = grpc.aio.server(
+        interceptors=[ErrorInterceptor(), AuthInterceptor(keys, dev_tenant)],
+        options=server_options(settings),
+    )
+    episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(EpisodeServicer(services.episodes), server)
+    agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(services.agents), server)
+    diagnostics_service_pb2_grpc.add_DiagnosticsServiceServicer_to_server(DiagnosticsServicer(), server)
+    health_servicer = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+        server,
+    )
+    port = server.add_insecure_port(settings.address)
+    result = GrpcServer(server, health_servicer, port)
+    await result.set_serving(False)
+    return result

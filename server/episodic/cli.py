@@ -1,0 +1,83 @@
+"""The `episodic` command: serve (default), migrate, keygen, config-docs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from episodic import config
+from episodic.errors import EpisodicError
+from episodic.keys import config_line, new_key
+from episodic.logs import configure_logging
+
+COMMANDS = ("serve", "migrate", "keygen", "config-docs")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        return int(args.run(args))
+    except (config.ConfigError, EpisodicError) as exc:
+        print(f"episodic: {exc}", file=sys.stderr)
+        return 2
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    wants_help = argv[:1] in (["-h"], ["--help"])
+    return argv if (argv[:1] and argv[0] in COMMANDS) or wants_help else ["serve", *argv]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="episodic", description="Episodic memory service for LLM agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the gRPC server (default)")
+    config.add_flags(serve)
+    serve.set_defaults(run=_serve)
+    migrate = commands.add_parser("migrate", help="apply database migrations and exit")
+    config.add_flags(migrate)
+    migrate.set_defaults(run=_migrate)
+    keygen = commands.add_parser("keygen", help="make an API key and print its config entry")
+    keygen.add_argument("tenant_id")
+    keygen.set_defaults(run=_keygen)
+    docs = commands.add_parser("config-docs", help="print the configuration table (Markdown)")
+    docs.set_defaults(run=lambda _args: print(config.markdown_table(), end="") or 0)
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> config.Settings:
+    settings = config.load(os.environ, args)
+    configure_logging(settings.log_level)
+    return settings
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from episodic.serve import serve
+
+    asyncio.run(serve(_settings(args)))
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from episodic.store.database import open_database
+    from episodic.store.migrate import current_revision, upgrade_to_head
+
+    async def run() -> str | None:
+        database = open_database(_settings(args).database_url)
+        try:
+            await upgrade_to_head(database.writer)
+            return await current_revision(database.reader)
+        finally:
+            await database.dispose()
+
+    print(f"database at revision {asyncio.run(run())}")
+    return 0
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    key = new_key()
+    print(f"API key (give to the client, shown once): {key}")
+    print(f"config entry (EPISODIC_API_KEYS or keys file): {config_line(args.tenant_id, key)}")
+    return 0

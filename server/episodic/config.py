@@ -1,0 +1,194 @@
+"""Settings, read once from the environment and command-line flags (flags win).
+This is the only module that reads os.environ. OPTIONS is also the source of the
+configuration table in docs/configuration.md (`episodic config-docs`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from episodic.domain.validation import Limits
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """A setting's outside names; its type and default are those of the Settings field."""
+
+    name: str
+    env: str
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def default(self) -> object:
+        return _FIELDS[self.name].default
+
+    @property
+    def kind(self) -> type:
+        return type(self.default)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("address", "EPISODIC_ADDRESS", "HOST:PORT the gRPC server listens on (port 0 picks a free port)."),
+    Option(
+        "database_url",
+        "EPISODIC_DATABASE_URL",
+        "SQLAlchemy URL: sqlite:///FILE (default) or postgresql://USER@HOST:PORT/DB.",
+    ),
+    Option(
+        "insecure_dev",
+        "EPISODIC_INSECURE_DEV",
+        "Serve callers without a known API key as the dev tenant. Local development only.",
+    ),
+    Option(
+        "dev_tenant", "EPISODIC_DEV_TENANT", "Tenant used for unauthenticated calls in --insecure-dev mode."
+    ),
+    Option(
+        "api_keys",
+        "EPISODIC_API_KEYS",
+        "API key hashes, comma-separated: tenant_id=sha256:<hex> (see `episodic keygen`).",
+    ),
+    Option(
+        "api_keys_file",
+        "EPISODIC_API_KEYS_FILE",
+        "File of API key hashes, one tenant_id=sha256:<hex> per line.",
+    ),
+    Option("migrate_on_start", "EPISODIC_MIGRATE_ON_START", "Apply database migrations before serving."),
+    Option(
+        "shutdown_grace_seconds",
+        "EPISODIC_SHUTDOWN_GRACE_SECONDS",
+        "On SIGTERM/SIGINT, how long in-flight RPCs may finish.",
+    ),
+    Option(
+        "max_receive_message_bytes",
+        "EPISODIC_MAX_RECEIVE_MESSAGE_BYTES",
+        "Largest request the server accepts.",
+    ),
+    Option("max_send_message_bytes", "EPISODIC_MAX_SEND_MESSAGE_BYTES", "Largest response the server sends."),
+    Option("keepalive_time_ms", "EPISODIC_KEEPALIVE_TIME_MS", "Interval of server keepalive pings."),
+    Option(
+        "keepalive_timeout_ms",
+        "EPISODIC_KEEPALIVE_TIMEOUT_MS",
+        "How long to wait for a keepalive ack before closing.",
+    ),
+    Option("max_content_bytes", "EPISODIC_MAX_CONTENT_BYTES", "Largest message content (UTF-8 bytes)."),
+    Option("max_batch_messages", "EPISODIC_MAX_BATCH_MESSAGES", "Most messages in one AddMessages call."),
+    Option("max_json_bytes", "EPISODIC_MAX_JSON_BYTES", "Largest metadata or tool payload, as JSON bytes."),
+    Option(
+        "db_pool_size", "EPISODIC_DB_POOL_SIZE", "Database connections for reads (and writes on PostgreSQL)."
+    ),
+    Option(
+        "db_writers",
+        "EPISODIC_DB_WRITERS",
+        "Concurrent group-commit writers on PostgreSQL (SQLite always uses 1).",
+    ),
+    Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR."),
+)
+
+
+class ConfigError(ValueError):
+    """A setting has a value that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    address: str = "127.0.0.1:50051"
+    database_url: str = "sqlite:///episodic.db"
+    insecure_dev: bool = False
+    dev_tenant: str = "dev"
+    api_keys: str = ""
+    api_keys_file: str = ""
+    migrate_on_start: bool = False
+    shutdown_grace_seconds: float = 10.0
+    max_receive_message_bytes: int = 4 * 1024 * 1024
+    max_send_message_bytes: int = 16 * 1024 * 1024
+    keepalive_time_ms: int = 60_000
+    keepalive_timeout_ms: int = 20_000
+    max_content_bytes: int = 256 * 1024
+    max_batch_messages: int = 500
+    max_json_bytes: int = 64 * 1024
+    db_pool_size: int = 8
+    db_writers: int = 4
+    log_level: str = "INFO"
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(
+            max_content_bytes=self.max_content_bytes,
+            max_batch_messages=self.max_batch_messages,
+            max_json_bytes=self.max_json_bytes,
+        )
+
+    def api_key_text(self) -> str:
+        """Inline keys plus the keys file's content (read here, once, at start-up)."""
+        text = self.api_keys
+        if self.api_keys_file:
+            try:
+                text += "\n" + Path(self.api_keys_file).read_text()
+            except OSError as exc:
+                raise ConfigError(f"api_keys_file: cannot read {self.api_keys_file}: {exc}") from exc
+        return text
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"not a boolean: {raw!r}")
+
+
+def _convert(option: Option, raw: str) -> object:
+    parse: Callable[[str], object] = _parse_bool if option.kind is bool else option.kind
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{option.env}: {exc}") from exc
+
+
+def from_environment(environ: Mapping[str, str]) -> dict[str, object]:
+    return {o.name: _convert(o, environ[o.env]) for o in OPTIONS if o.env in environ}
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    for o in OPTIONS:
+        if o.kind is bool:
+            parser.add_argument(o.flag, action="store_true", default=None, help=o.help)
+        else:
+            parser.add_argument(o.flag, type=o.kind, default=None, help=f"{o.help} [env {o.env}]")
+
+
+def load(environ: Mapping[str, str], args: argparse.Namespace) -> Settings:
+    values = from_environment(environ)
+    values.update({o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name, None) is not None})
+    settings = Settings(**values)  # type: ignore[arg-type]
+    _check(settings)
+    return settings
+
+
+def _check(settings: Settings) -> None:
+    host, sep, port = settings.address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"address: want HOST:PORT, got {settings.address!r}")
+    for name in ("max_content_bytes", "max_batch_messages", "db_pool_size", "db_writers"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"{name}: must be at least 1")
+
+
+def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
+    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
+    for o in options:
+        default = "off" if o.default is False else f"`{o.default}`" if o.default != "" else "(empty)"
+        rows.append(f"| `{o.flag}` | `{o.env}` | {default} | {o.help} |")
+    return "\n".join(rows) + "\n"
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+assert list(_FIELDS) == [o.name for o in OPTIONS], "every setting needs exactly one Option"

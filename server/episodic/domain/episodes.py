@@ -1,0 +1,63 @@
+"""Rules of an episode's lifecycle: idempotent open, idempotent close."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+
+from episodic.domain.model import CloseReason, Episode, EpisodeState, JsonObject
+from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRequest:
+    agent_id: str
+    user_id: str
+    episode_id: str
+    metadata: JsonObject
+    started_at: datetime
+
+
+def new_episode(tenant_id: str, request: OpenRequest, token_encoding: str) -> Episode:
+    return Episode(
+        tenant_id=tenant_id,
+        episode_id=request.episode_id,
+        agent_id=request.agent_id,
+        user_id=request.user_id,
+        state=EpisodeState.OPEN,
+        token_encoding=token_encoding,
+        started_at=request.started_at,
+        last_activity_at=request.started_at,
+        metadata=request.metadata,
+    )
+
+
+def reopen(existing: Episode, request: OpenRequest) -> Episode:
+    """Opening an existing id is a retry only if it is the same conversation and still open."""
+    if (existing.agent_id, existing.user_id) != (request.agent_id, request.user_id):
+        raise AlreadyExists(
+            f"episode {existing.episode_id!r} already exists for another agent or user",
+            reason="EPISODE_ID_TAKEN",
+        )
+    if existing.state is not EpisodeState.OPEN:
+        raise FailedPrecondition(
+            f"episode {existing.episode_id!r} is closed and cannot be reopened",
+            reason="EPISODE_CLOSED",
+        )
+    return existing
+
+
+def close(episode: Episode, reason: CloseReason, note: str, ended_at: datetime) -> Episode:
+    """Closing is idempotent: a closed episode keeps its original reason and end time."""
+    if episode.state is EpisodeState.CLOSED:
+        return episode
+    if ended_at < episode.started_at:
+        raise InvalidArgument.of("end_time", "is before the episode's start_time")
+    return dataclasses.replace(
+        episode,
+        state=EpisodeState.CLOSED,
+        ended_at=ended_at,
+        close_reason=reason,
+        close_note=note,
+    )

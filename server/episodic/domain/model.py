@@ -1,0 +1,170 @@
+"""Values of the domain: agents, episodes, messages and tool calls. All frozen."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Generic, TypeVar
+
+JsonValue = None | bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"]
+JsonObject = Mapping[str, JsonValue]
+T = TypeVar("T")
+
+
+class Role(enum.StrEnum):
+    SYSTEM = "system"
+    CONTEXT = "context"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class EpisodeState(enum.StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class CloseReason(enum.StrEnum):
+    USER_ENDED = "user_ended"
+    AGENT_DECISION = "agent_decision"
+    IDLE_TIMEOUT = "idle_timeout"
+
+
+class RecallMode(enum.StrEnum):
+    NONE = "none"
+    RECENCY = "recency"
+    SEMANTIC = "semantic"
+    HYBRID = "hybrid"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """Budgets and recall behaviour of an agent; defaults are the documented ones."""
+
+    max_working_memory_tokens: int = 8000
+    context_window_tokens: int = 128_000
+    context_ceiling_percent: int = 70
+    recall_mode: RecallMode = RecallMode.RECENCY
+    recall_top_k: int = 3
+    recall_min_score: float = 0.0
+    tool_results_kept_verbatim: int = 3
+    idle_timeout: timedelta = timedelta(minutes=30)
+
+    @property
+    def ceiling_tokens(self) -> int:
+        return self.context_window_tokens * self.context_ceiling_percent // 100
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """An agent definition. `encoding_pinned` says token_encoding was set explicitly rather
+    than derived from the model, so a model change does not re-derive it."""
+
+    tenant_id: str
+    agent_id: str
+    display_name: str
+    system_prompt: str
+    model: str
+    token_encoding: str
+    encoding_pinned: bool
+    memory: MemoryConfig
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool-call directive carried by an assistant message."""
+
+    tool_call_id: str
+    tool_name: str
+    input: JsonObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The structured result carried by a tool message."""
+
+    tool_call_id: str
+    output: JsonValue = None
+    succeeded: bool = False
+    error: str = ""
+    called_at: datetime | None = None
+    duration: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """A directive joined with its result, as the log keeps it."""
+
+    tool_call_id: str
+    tool_name: str
+    input: JsonObject
+    call_seq: int
+    result: ToolResult | None = None
+    result_seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message as a client asks to append it, already validated."""
+
+    role: Role
+    content: str
+    client_message_id: str | None = None
+    created_at: datetime | None = None
+    metadata: JsonObject = field(default_factory=dict)
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_result: ToolResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One stored entry of an episode's log."""
+
+    episode_id: str
+    seq: int
+    role: Role
+    content: str
+    token_count: int
+    token_encoding: str
+    created_at: datetime
+    client_message_id: str | None = None
+    metadata: JsonObject = field(default_factory=dict)
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_result: ToolResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    tenant_id: str
+    episode_id: str
+    agent_id: str
+    user_id: str
+    state: EpisodeState
+    token_encoding: str
+    started_at: datetime
+    last_activity_at: datetime
+    metadata: JsonObject = field(default_factory=dict)
+    ended_at: datetime | None = None
+    close_reason: CloseReason | None = None
+    close_note: str = ""
+    message_count: int = 0
+    token_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing; `next_token` is empty on the last page."""
+
+    items: list[T]
+    next_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: the tenant comes from the credential, never from a request field."""
+
+    tenant_id: str

@@ -1,0 +1,149 @@
+"""Shape rules for requests: ids, sizes, roles and tool payloads. Pure functions that
+collect every violation, so a client learns all that is wrong in one round trip."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from episodic.domain.model import JsonValue, NewMessage, Role
+from episodic.errors import FieldViolation, InvalidArgument
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+ID_RULE = "must be 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits every request is checked against (configurable, see docs/configuration.md)."""
+
+    max_content_bytes: int = 256 * 1024
+    max_batch_messages: int = 500
+    max_json_bytes: int = 64 * 1024
+    max_json_depth: int = 32
+    max_tool_calls_per_message: int = 64
+    max_text_field_bytes: int = 64 * 1024
+    default_page_size: int = 50
+    max_page_size: int = 1000
+
+
+class Violations:
+    """Collects field violations; `raise_if_any` turns them into one InvalidArgument."""
+
+    def __init__(self) -> None:
+        self.items: list[FieldViolation] = []
+
+    def add(self, field: str, description: str) -> None:
+        self.items.append(FieldViolation(field, description))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise InvalidArgument(self.items)
+
+
+def check_id(v: Violations, field: str, value: str, *, required: bool = True) -> None:
+    if not value:
+        if required:
+            v.add(field, "is required")
+        return
+    if not ID_PATTERN.fullmatch(value):
+        v.add(field, ID_RULE)
+
+
+def check_text(v: Violations, field: str, value: str, max_bytes: int) -> None:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        v.add(field, f"is {size} bytes, over the limit of {max_bytes}")
+
+
+def check_json(v: Violations, field: str, value: JsonValue, limits: Limits) -> None:
+    """JSON payloads must be finite, shallow enough and small enough to store and render."""
+    problem = _json_problem(value, limits.max_json_depth)
+    if problem:
+        v.add(field, problem)
+        return
+    size = len(json.dumps(value, ensure_ascii=False).encode())
+    if size > limits.max_json_bytes:
+        v.add(field, f"is {size} bytes as JSON, over the limit of {limits.max_json_bytes}")
+
+
+def _json_problem(value: JsonValue, depth_left: int) -> str:
+    if depth_left < 0:
+        return "is nested too deeply"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "is not valid JSON: contains NaN or Infinity"
+    children: Sequence[JsonValue] = ()
+    if isinstance(value, dict):
+        children = list(value.values())
+    elif isinstance(value, list | tuple):
+        children = value
+    for child in children:
+        problem = _json_problem(child, depth_left - 1)
+        if problem:
+            return problem
+    return ""
+
+
+def resolve_page_size(v: Violations, field: str, requested: int, limits: Limits) -> int:
+    """0 means the default; larger than the maximum is read as the maximum (AIP-158)."""
+    if requested < 0:
+        v.add(field, "must not be negative")
+        return limits.default_page_size
+    if requested == 0:
+        return limits.default_page_size
+    return min(requested, limits.max_page_size)
+
+
+def check_new_message(v: Violations, prefix: str, msg: NewMessage, limits: Limits) -> None:
+    check_text(v, f"{prefix}.content", msg.content, limits.max_content_bytes)
+    check_id(v, f"{prefix}.client_message_id", msg.client_message_id or "", required=False)
+    check_json(v, f"{prefix}.metadata", msg.metadata, limits)
+    _check_tool_calls(v, prefix, msg, limits)
+    _check_tool_result(v, prefix, msg, limits)
+    if not msg.content and not msg.tool_calls and msg.tool_result is None:
+        v.add(f"{prefix}.content", "is required unless the message carries tool_calls or tool_result")
+
+
+def _check_tool_calls(v: Violations, prefix: str, msg: NewMessage, limits: Limits) -> None:
+    if msg.tool_calls and msg.role is not Role.ASSISTANT:
+        v.add(f"{prefix}.tool_calls", "are only allowed on ROLE_ASSISTANT messages")
+    if len(msg.tool_calls) > limits.max_tool_calls_per_message:
+        v.add(f"{prefix}.tool_calls", f"has more than {limits.max_tool_calls_per_message} entries")
+    seen: set[str] = set()
+    for i, call in enumerate(msg.tool_calls):
+        field = f"{prefix}.tool_calls[{i}]"
+        check_id(v, f"{field}.tool_call_id", call.tool_call_id)
+        check_id(v, f"{field}.tool_name", call.tool_name)
+        check_json(v, f"{field}.input", call.input, limits)
+        if call.tool_call_id in seen:
+            v.add(f"{field}.tool_call_id", "is repeated within the message")
+        seen.add(call.tool_call_id)
+
+
+def _check_tool_result(v: Violations, prefix: str, msg: NewMessage, limits: Limits) -> None:
+    result = msg.tool_result
+    if msg.role is Role.TOOL and result is None:
+        v.add(f"{prefix}.tool_result", "is required on ROLE_TOOL messages")
+    if result is None:
+        return
+    field = f"{prefix}.tool_result"
+    if msg.role is not Role.TOOL:
+        v.add(field, "is only allowed on ROLE_TOOL messages")
+    check_id(v, f"{field}.tool_call_id", result.tool_call_id)
+    check_json(v, f"{field}.output", result.output, limits)
+    check_text(v, f"{field}.error", result.error, limits.max_text_field_bytes)
+    if result.duration is not None and result.duration.total_seconds() < 0:
+        v.add(f"{field}.duration", "must not be negative")
+
+
+def check_batch(v: Violations, field: str, messages: Sequence[NewMessage], limits: Limits) -> None:
+    if not messages:
+        v.add(field, "must contain at least one message")
+    if len(messages) > limits.max_batch_messages:
+        v.add(field, f"has {len(messages)} messages, over the limit of {limits.max_batch_messages}")
+        return
+    for i, msg in enumerate(messages):
+        check_new_message(v, f"{field}[{i}]", msg, limits)

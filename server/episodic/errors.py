@@ -1,0 +1,82 @@
+"""The one error tree of Episodic. Domain, service and store code raise these;
+the gRPC edge (`episodic.api.status`) maps them to status codes by one table.
+
+    EpisodicError
+    ├── InvalidArgument        bad input; carries field violations
+    ├── Unauthenticated        missing or unknown credential
+    ├── PermissionDenied       credential valid, scope not allowed
+    ├── NotFound               no such resource in the caller's tenant
+    ├── AlreadyExists          an id is taken by something different
+    ├── FailedPrecondition     the resource is in the wrong state (e.g. closed)
+    └── Unavailable            the server is not ready or shutting down
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One wrong field: a dotted path into the request and what is wrong with it."""
+
+    field: str
+    description: str
+
+
+class EpisodicError(Exception):
+    """Root of every error Episodic raises on purpose. `reason` is UPPER_SNAKE_CASE."""
+
+    reason: str = "EPISODIC_ERROR"
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if reason is not None:
+            self.reason = reason
+
+
+class InvalidArgument(EpisodicError):
+    """The request is malformed; `violations` names every wrong field."""
+
+    reason = "INVALID_ARGUMENT"
+
+    def __init__(self, violations: list[FieldViolation], *, reason: str | None = None) -> None:
+        summary = "; ".join(f"{v.field}: {v.description}" for v in violations)
+        super().__init__(f"invalid request: {summary}", reason=reason)
+        self.violations = violations
+
+    @classmethod
+    def of(cls, field: str, description: str) -> InvalidArgument:
+        return cls([FieldViolation(field, description)])
+
+
+class Unauthenticated(EpisodicError):
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(EpisodicError):
+    reason = "PERMISSION_DENIED"
+
+
+class NotFound(EpisodicError):
+    """`kind` is the resource type ("episode", "agent"), `resource_id` its id."""
+
+    reason = "NOT_FOUND"
+
+    def __init__(self, kind: str, resource_id: str) -> None:
+        super().__init__(f"{kind} {resource_id!r} not found", reason=f"{kind.upper()}_NOT_FOUND")
+        self.kind = kind
+        self.resource_id = resource_id
+
+
+class AlreadyExists(EpisodicError):
+    reason = "ALREADY_EXISTS"
+
+
+class FailedPrecondition(EpisodicError):
+    reason = "FAILED_PRECONDITION"
+
+
+class Unavailable(EpisodicError):
+    reason = "UNAVAILABLE"

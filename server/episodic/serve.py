@@ -1,0 +1,54 @@
+"""Running the server until SIGTERM/SIGINT, then draining gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from episodic.api.server import build_server
+from episodic.bootstrap import open_app
+from episodic.config import Settings
+from episodic.store.database import normalize_url
+
+log = logging.getLogger("episodic.server")
+
+DEV_BANNER = """
+************************************************************************
+*  EPISODIC IS RUNNING IN INSECURE DEV MODE                            *
+*  Requests without a known API key are served as tenant '{tenant}'.   
+*  Never expose this server or use this mode in production.            *
+************************************************************************
+"""
+
+
+async def serve(settings: Settings) -> None:
+    if settings.insecure_dev:
+        print(DEV_BANNER.format(tenant=settings.dev_tenant), file=sys.stderr, flush=True)
+    async with open_app(settings) as app:
+        grpc_server = await build_server(settings, app.services, app.keys)
+        await grpc_server.server.start()
+        await grpc_server.set_serving(True)
+        log.info(
+            "serving",
+            extra={
+                "address": settings.address,
+                "port": grpc_server.port,
+                "database": normalize_url(settings.database_url).render_as_string(hide_password=True),
+                "insecure_dev": settings.insecure_dev,
+            },
+        )
+        await _until_signalled()
+        log.info("shutting down", extra={"grace_seconds": settings.shutdown_grace_seconds})
+        await grpc_server.set_serving(False)
+        await grpc_server.server.stop(settings.shutdown_grace_seconds)
+    log.info("stopped")
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()

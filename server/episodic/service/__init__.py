@@ -1,0 +1,1 @@
+"""Use cases: one async method per RPC-sized operation, over the domain's ports."""

@@ -1,0 +1,55 @@
+"""Agent definitions: create, read, update, list."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from episodic.domain.agents import AgentDraft, build_agent, update_agent
+from episodic.domain.model import Agent, Caller, Page
+from episodic.domain.paging import decode_token, encode_token
+from episodic.domain.ports import AgentStore, Clock, TokenCounter
+from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
+
+
+@dataclass(frozen=True, slots=True)
+class AgentService:
+    store: AgentStore
+    tokens: TokenCounter
+    limits: Limits
+    clock: Clock
+
+    async def create_agent(self, caller: Caller, draft: AgentDraft) -> Agent:
+        agent = build_agent(caller.tenant_id, draft, self.tokens, self.limits, self.clock())
+        return await self.store.create_agent(agent)
+
+    async def get_agent(self, caller: Caller, agent_id: str) -> Agent:
+        _require_id("agent_id", agent_id)
+        return await self.store.get_agent(caller.tenant_id, agent_id)
+
+    async def update_agent(self, caller: Caller, draft: AgentDraft, mask: Sequence[str]) -> Agent:
+        _require_id("agent.agent_id", draft.agent_id)
+        now = self.clock()
+
+        def change(agent: Agent) -> Agent:
+            return update_agent(agent, draft, mask, self.tokens, self.limits, now)
+
+        return await self.store.update_agent(caller.tenant_id, draft.agent_id, change)
+
+    async def list_agents(self, caller: Caller, page_size: int, page_token: str) -> Page[Agent]:
+        v = Violations()
+        limit = resolve_page_size(v, "page_size", page_size, self.limits)
+        v.raise_if_any()
+        position = decode_token(page_token, {"list": "agents"})
+        after = str(position["after"]) if position else None
+        agents = await self.store.list_agents(caller.tenant_id, after, limit + 1)
+        if len(agents) <= limit:
+            return Page(agents)
+        token = encode_token({"after": agents[limit - 1].agent_id}, {"list": "agents"})
+        return Page(agents[:limit], token)
+
+
+def _require_id(field: str, value: str) -> None:
+    v = Violations()
+    check_id(v, field, value)
+    v.raise_if_any()

@@ -1,0 +1,223 @@
+"""Episode use cases: open, append, close, read, list, scrollback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from episodic.domain.episodes import OpenRequest
+from episodic.domain.log import PreparedMessage, countable_text
+from episodic.domain.model import (
+    Caller,
+    CloseReason,
+    Episode,
+    JsonObject,
+    Message,
+    NewMessage,
+    Page,
+)
+from episodic.domain.paging import JsonScalar, decode_token, encode_token
+from episodic.domain.ports import (
+    AgentStore,
+    Clock,
+    EpisodeCursor,
+    EpisodeFilter,
+    EpisodeStore,
+    IdFactory,
+    TokenCounter,
+)
+from episodic.domain.validation import (
+    Limits,
+    Violations,
+    check_batch,
+    check_id,
+    check_json,
+    check_new_message,
+    check_text,
+    resolve_page_size,
+)
+from episodic.errors import InvalidArgument
+
+# Above this many characters tokenizing moves off the event loop.
+_INLINE_TOKENIZE_CHARS = 16_384
+
+
+class EncodingCache:
+    """LRU of episode -> token encoding. Always valid: an episode's encoding never changes."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: tuple[str, str], value: str) -> None:
+        self._items[key] = value
+        if len(self._items) > self._capacity:
+            self._items.popitem(last=False)
+
+
+@dataclass(slots=True)
+class EpisodeService:
+    episodes: EpisodeStore
+    agents: AgentStore
+    tokens: TokenCounter
+    limits: Limits
+    clock: Clock
+    new_id: IdFactory
+    encodings: EncodingCache = field(default_factory=EncodingCache)
+
+    async def open_episode(
+        self,
+        caller: Caller,
+        *,
+        agent_id: str,
+        user_id: str,
+        episode_id: str = "",
+        metadata: JsonObject | None = None,
+        started_at: datetime | None = None,
+    ) -> tuple[Episode, bool]:
+        v = Violations()
+        check_id(v, "agent_id", agent_id)
+        check_id(v, "user_id", user_id)
+        check_id(v, "episode_id", episode_id, required=False)
+        check_json(v, "metadata", metadata or {}, self.limits)
+        v.raise_if_any()
+        agent = await self.agents.get_agent(caller.tenant_id, agent_id)
+        request = OpenRequest(
+            agent_id, user_id, episode_id or self.new_id(), metadata or {}, started_at or self.clock()
+        )
+        return await self.episodes.open_episode(caller.tenant_id, request, agent.token_encoding)
+
+    async def add_message(self, caller: Caller, episode_id: str, message: NewMessage) -> tuple[Message, bool]:
+        v = Violations()
+        check_id(v, "episode_id", episode_id)
+        check_new_message(v, "message", message, self.limits)
+        v.raise_if_any()
+        (result,) = await self._append(caller, episode_id, [message], "message")
+        return result
+
+    async def add_messages(
+        self, caller: Caller, episode_id: str, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        v = Violations()
+        check_id(v, "episode_id", episode_id)
+        check_batch(v, "messages", messages, self.limits)
+        v.raise_if_any()
+        stored = await self._append(caller, episode_id, messages, "messages[{}]")
+        return [message for message, _ in stored]
+
+    async def close_episode(
+        self,
+        caller: Caller,
+        episode_id: str,
+        *,
+        reason: CloseReason = CloseReason.USER_ENDED,
+        note: str = "",
+        ended_at: datetime | None = None,
+    ) -> Episode:
+        v = Violations()
+        check_id(v, "episode_id", episode_id)
+        check_text(v, "note", note, self.limits.max_text_field_bytes)
+        if reason is CloseReason.IDLE_TIMEOUT:
+            v.add("reason", "CLOSE_REASON_IDLE_TIMEOUT is reserved for the server's idle reaper")
+        v.raise_if_any()
+        return await self.close_as(caller.tenant_id, episode_id, reason, note, ended_at)
+
+    async def close_as(
+        self, tenant_id: str, episode_id: str, reason: CloseReason, note: str, ended: datetime | None
+    ) -> Episode:
+        """Closes without request checks: the entry point for server-side closers too."""
+        when = ended or self.clock()
+        return await self.episodes.close_episode(tenant_id, episode_id, reason, note, when)
+
+    async def get_episode(self, caller: Caller, episode_id: str) -> Episode:
+        v = Violations()
+        check_id(v, "episode_id", episode_id)
+        v.raise_if_any()
+        return await self.episodes.get_episode(caller.tenant_id, episode_id)
+
+    async def list_episodes(
+        self, caller: Caller, where: EpisodeFilter, page_size: int, page_token: str
+    ) -> Page[Episode]:
+        v = Violations()
+        check_id(v, "agent_id", where.agent_id, required=False)
+        check_id(v, "user_id", where.user_id, required=False)
+        limit = resolve_page_size(v, "page_size", page_size, self.limits)
+        v.raise_if_any()
+        query = _filter_query(where)
+        after = _episode_cursor(decode_token(page_token, query))
+        found = await self.episodes.list_episodes(caller.tenant_id, where, after, limit + 1)
+        if len(found) <= limit:
+            return Page(found)
+        last = found[limit - 1]
+        position = {"started_at": last.started_at.isoformat(), "episode_id": last.episode_id}
+        return Page(found[:limit], encode_token(position, query))
+
+    async def list_messages(
+        self, caller: Caller, episode_id: str, page_size: int, page_token: str
+    ) -> Page[Message]:
+        v = Violations()
+        check_id(v, "episode_id", episode_id)
+        limit = resolve_page_size(v, "page_size", page_size, self.limits)
+        v.raise_if_any()
+        query: dict[str, JsonScalar] = {"episode_id": episode_id}
+        position = decode_token(page_token, query)
+        before = _int_field(position, "before_seq") if position else None
+        found = await self.episodes.list_messages(caller.tenant_id, episode_id, before, limit + 1)
+        if len(found) <= limit:
+            return Page(found)
+        return Page(found[:limit], encode_token({"before_seq": found[limit - 1].seq}, query))
+
+    async def _append(
+        self, caller: Caller, episode_id: str, messages: Sequence[NewMessage], field: str
+    ) -> list[tuple[Message, bool]]:
+        """`field` names each message in errors: "message", or "messages[{}]" for batches."""
+        encoding = await self._encoding_of(caller.tenant_id, episode_id)
+        prepared = [
+            PreparedMessage(m, await self._count(countable_text(m), encoding), encoding, field.format(i))
+            for i, m in enumerate(messages)
+        ]
+        return await self.episodes.append(caller.tenant_id, episode_id, prepared)
+
+    async def _encoding_of(self, tenant_id: str, episode_id: str) -> str:
+        key = (tenant_id, episode_id)
+        cached = self.encodings.get(key)
+        if cached is None:
+            cached = (await self.episodes.get_episode(tenant_id, episode_id)).token_encoding
+            self.encodings.put(key, cached)
+        return cached
+
+    async def _count(self, text: str, encoding: str) -> int:
+        if len(text) <= _INLINE_TOKENIZE_CHARS:
+            return self.tokens.count(text, encoding)
+        return await asyncio.to_thread(self.tokens.count, text, encoding)
+
+
+def _filter_query(where: EpisodeFilter) -> dict[str, JsonScalar]:
+    state = where.state.value if where.state else ""
+    return {"agent_id": where.agent_id, "user_id": where.user_id, "state": state}
+
+
+def _episode_cursor(position: dict[str, JsonScalar] | None) -> EpisodeCursor | None:
+    if position is None:
+        return None
+    try:
+        started = datetime.fromisoformat(str(position["started_at"]))
+        return EpisodeCursor(started, str(position["episode_id"]))
+    except (KeyError, ValueError) as exc:
+        raise InvalidArgument.of("page_token", "is not a token this server issued") from exc
+
+
+def _int_field(position: dict[str, JsonScalar], key: str) -> int:
+    value = position.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgument.of("page_token", "is not a token this server issued")
+    return value

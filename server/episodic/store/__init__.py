@@ -1,0 +1,1 @@
+"""SQL adapter: SQLAlchemy 2 async over SQLite (default) or PostgreSQL."""

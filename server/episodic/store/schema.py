@@ -1,0 +1,152 @@
+"""Tables of the log. Every row carries its tenant; primary keys lead with it so every
+index is tenant-scoped by construction. Changes here need an Alembic migration."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.types import TypeDecorator
+
+ID = String(128)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on the way in and out, whatever the backend keeps."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+agents = Table(
+    "agents",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("agent_id", ID, primary_key=True),
+    Column("display_name", Text, nullable=False),
+    Column("system_prompt", Text, nullable=False),
+    Column("model", String(256), nullable=False),
+    Column("token_encoding", String(64), nullable=False),
+    Column("encoding_pinned", Boolean, nullable=False),
+    Column("max_working_memory_tokens", Integer, nullable=False),
+    Column("context_window_tokens", Integer, nullable=False),
+    Column("context_ceiling_percent", Integer, nullable=False),
+    Column("recall_mode", String(16), nullable=False),
+    Column("recall_top_k", Integer, nullable=False),
+    Column("recall_min_score", Float, nullable=False),
+    Column("tool_results_kept_verbatim", Integer, nullable=False),
+    Column("idle_timeout_seconds", Float, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+episodes = Table(
+    "episodes",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("agent_id", ID, nullable=False),
+    Column("user_id", ID, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("token_encoding", String(64), nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("ended_at", UtcDateTime),
+    Column("close_reason", String(32)),
+    Column("close_note", Text, nullable=False),
+    Column("metadata", Json),
+    Column("message_count", BigInteger, nullable=False),
+    Column("token_count", BigInteger, nullable=False),
+    Column("last_activity_at", UtcDateTime, nullable=False),
+    ForeignKeyConstraint(["tenant_id", "agent_id"], ["agents.tenant_id", "agents.agent_id"]),
+    Index(None, "tenant_id", "agent_id", "user_id", "started_at"),
+    Index(None, "tenant_id", "started_at"),
+    Index(None, "state", "last_activity_at"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("token_encoding", String(64), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("client_message_id", ID),
+    Column("fingerprint", String(64), nullable=False),
+    Column("metadata", Json),
+    Column("tool_calls", Json),
+    Column("tool_result", Json),
+    ForeignKeyConstraint(
+        ["tenant_id", "episode_id"],
+        ["episodes.tenant_id", "episodes.episode_id"],
+        ondelete="CASCADE",
+    ),
+    Index(None, "tenant_id", "episode_id", "client_message_id", unique=True),
+)
+
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("tool_call_id", ID, primary_key=True),
+    Column("tool_name", ID, nullable=False),
+    Column("input", Json),
+    Column("call_seq", BigInteger, nullable=False),
+    Column("has_result", Boolean, nullable=False),
+    Column("output", Json),
+    Column("succeeded", Boolean, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("called_at", UtcDateTime),
+    Column("duration_seconds", Float),
+    Column("result_seq", BigInteger),
+    ForeignKeyConstraint(
+        ["tenant_id", "episode_id"],
+        ["episodes.tenant_id", "episodes.episode_id"],
+        ondelete="CASCADE",
+    ),
+)
