@@ -44,7 +44,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "insecure_dev",
         "EPISODIC_INSECURE_DEV",
-        "Serve callers without a known API key as the dev tenant. Local development only.",
+        "Serve calls that carry no API key as the dev tenant (wrong keys are still refused). Local development only.",
     ),
     Option(
         "dev_tenant", "EPISODIC_DEV_TENANT", "Tenant used for unauthenticated calls in --insecure-dev mode."

@@ -29,7 +29,8 @@ class AgentServicer(pb_grpc.AgentServiceServicer):
 
     async def UpdateAgent(self, request: pb.UpdateAgentRequest, context: Context) -> pb.UpdateAgentResponse:
         draft = c.agent_draft_in(request.agent, "agent")
-        agent = await self._service.update_agent(current_caller(), draft, list(request.update_mask.paths))
+        mask = list(request.update_mask.paths) or c.populated_agent_paths(request.agent)
+        agent = await self._service.update_agent(current_caller(), draft, mask)
         return pb.UpdateAgentResponse(agent=c.agent_out(agent))
 
     async def ListAgents(self, request: pb.ListAgentsRequest, context: Context) -> pb.ListAgentsResponse:

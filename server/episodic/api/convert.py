@@ -265,6 +265,13 @@ def memory_draft_in(m: agent_pb2.MemoryConfig, field: str) -> MemoryDraft:
     )
 
 
+def populated_agent_paths(a: agent_pb2.Agent) -> list[str]:
+    """The implied update mask of AIP-134: every field set to a non-default value."""
+    top = [name for name in ("display_name", "system_prompt", "model", "token_encoding") if getattr(a, name)]
+    memory = [f"memory_config.{field.name}" for field, _ in a.memory_config.ListFields()]
+    return top + memory
+
+
 def agent_out(a: Agent) -> agent_pb2.Agent:
     return agent_pb2.Agent(
         agent_id=a.agent_id,

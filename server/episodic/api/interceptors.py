@@ -127,7 +127,8 @@ def _log_access(
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Resolves the caller from `authorization: Bearer <key>`. In dev mode a request with
-    no known key is served as the dev tenant. Health and reflection stay open."""
+    no key at all is served as the dev tenant; a wrong key is still refused, so a typo
+    never writes into the dev tenant. Health and reflection stay open."""
 
     def __init__(self, keys: KeyRing, dev_tenant: str | None) -> None:
         self._keys = keys
@@ -144,8 +145,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
 
     def _caller(self, metadata: Any) -> Caller | None:
         token = _bearer(metadata)
-        known = self._keys.caller_for(token) if token else None
-        return known or self._dev
+        return self._keys.caller_for(token) if token else self._dev
 
 
 def _bearer(metadata: Any) -> str:

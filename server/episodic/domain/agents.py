@@ -76,8 +76,8 @@ def update_agent(
     limits: Limits,
     now: datetime,
 ) -> Agent:
-    """Applies the masked fields of draft; an empty mask means every mutable field."""
-    paths = list(mask) or list(AGENT_FIELDS)
+    """Applies the masked fields of draft; an empty mask changes nothing."""
+    paths = list(mask)
     _check_mask(paths)
     merged = _merge(agent, draft, paths)
     return dataclasses.replace(

@@ -129,7 +129,8 @@ class UpdateAgentRequest(_message.Message):
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask:
         """Fields to change, for example "system_prompt" or "memory_config.recall_top_k".
-        "memory_config" replaces the whole configuration. Empty means every mutable field.
+        "memory_config" replaces the whole configuration. When empty, the fields set
+        (non-default) in agent are changed (AIP-134).
         """
 
     def __init__(

@@ -105,7 +105,7 @@ class Episode(_message.Message):
     class _StateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[Episode._State.ValueType], _builtins.type):
         DESCRIPTOR: _descriptor.EnumDescriptor
         STATE_UNSPECIFIED: Episode._State.ValueType  # 0
-        """Not set. Never returned by the server; rejected as a filter."""
+        """Not set. Never returned by the server; as a ListEpisodes filter it means any state."""
         STATE_OPEN: Episode._State.ValueType  # 1
         """The episode accepts new messages."""
         STATE_CLOSED: Episode._State.ValueType  # 2
@@ -115,7 +115,7 @@ class Episode(_message.Message):
         """Lifecycle state of an episode."""
 
     STATE_UNSPECIFIED: Episode.State.ValueType  # 0
-    """Not set. Never returned by the server; rejected as a filter."""
+    """Not set. Never returned by the server; as a ListEpisodes filter it means any state."""
     STATE_OPEN: Episode.State.ValueType  # 1
     """The episode accepts new messages."""
     STATE_CLOSED: Episode.State.ValueType  # 2

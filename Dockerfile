@@ -1,0 +1,24 @@
+# Episodic: the gRPC memory service. Installs exactly as the README does (pip install .);
+# the generated stubs and the tokenizer files are committed, so there is no build stage.
+FROM python:3.11-slim
+
+RUN useradd --create-home --uid 10001 episodic \
+ && mkdir /data && chown episodic /data
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY server ./server
+RUN pip install --no-cache-dir . && rm -rf /app/server
+
+USER episodic
+ENV EPISODIC_ADDRESS=0.0.0.0:50051 \
+    EPISODIC_DATABASE_URL=sqlite:////data/episodic.db
+VOLUME ["/data"]
+EXPOSE 50051
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=5s --start-period=20s \
+  CMD ["episodic", "healthcheck"]
+
+# Keys come from EPISODIC_API_KEYS or EPISODIC_API_KEYS_FILE; the server refuses to start
+# without them (there is no dev mode in the image unless EPISODIC_INSECURE_DEV is set).
+CMD ["episodic", "serve"]

@@ -1,0 +1,47 @@
+"""Typed Python client for the Episodic gRPC memory service.
+
+    from episodic_client import AsyncEpisodicClient, EpisodicClient
+
+Methods mirror the RPCs of episodic.v1 and return the generated response messages
+(`episodic_client.v1.*_pb2`). Failures raise `EpisodicClientError` subclasses."""
+
+from episodic_client.aio_client import AsyncEpisodicClient
+from episodic_client.errors import (
+    AlreadyExistsError,
+    EpisodicClientError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+from episodic_client.requests import message_input, tool_call, tool_result
+from episodic_client.sync_client import EpisodicClient
+from episodic_client.v1.agent_pb2 import Agent, MemoryConfig
+from episodic_client.v1.episode_pb2 import Episode, Message, MessageInput, ToolCall, ToolResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AlreadyExistsError",
+    "AsyncEpisodicClient",
+    "Episode",
+    "EpisodicClient",
+    "EpisodicClientError",
+    "FailedPreconditionError",
+    "InvalidArgumentError",
+    "MemoryConfig",
+    "Message",
+    "MessageInput",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ToolCall",
+    "ToolResult",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "message_input",
+    "tool_call",
+    "tool_result",
+]

@@ -1,0 +1,235 @@
+"""AsyncEpisodicClient: the asyncio client over a `grpc.aio.Channel`.
+
+Every method builds its request with `episodic_client.requests`, sends it with the client's
+deadline and API key, and returns the generated response message. Failed calls raise
+`episodic_client.errors.EpisodicClientError` subclasses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from functools import partial
+from types import TracebackType
+from typing import Self, TypeVar
+
+import grpc
+from google.protobuf.message import Message as ProtoMessage
+
+from episodic_client import requests as rq
+from episodic_client.errors import from_rpc_error
+from episodic_client.metadata import auth_metadata
+from episodic_client.paging import apages
+from episodic_client.v1 import (
+    agent_pb2,
+    agent_service_pb2,
+    diagnostics_service_pb2,
+    episode_pb2,
+    episode_service_pb2,
+)
+from episodic_client.v1.agent_service_pb2_grpc import AgentServiceStub
+from episodic_client.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
+from episodic_client.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic_client.values import CloseReasonLike, JsonObject, RoleLike, StateLike
+
+Req = TypeVar("Req", bound=ProtoMessage)
+Resp = TypeVar("Resp", bound=ProtoMessage)
+
+
+class AsyncEpisodicClient:
+    """Use as `async with AsyncEpisodicClient("host:port", api_key=...) as client:`.
+
+    Without `channel` the client opens (and closes) its own channel to `target`: plaintext,
+    or TLS when `credentials` are given. A passed-in channel is left open on close."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        channel: grpc.aio.Channel | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        self._owns_channel = channel is None
+        self._channel = _open_channel(target, credentials) if channel is None else channel
+        self._timeout = timeout
+        self._metadata = auth_metadata(api_key)
+        self._agents = AgentServiceStub(self._channel)
+        self._episodes = EpisodeServiceStub(self._channel)
+        self._diagnostics = DiagnosticsServiceStub(self._channel)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self._channel.close(None)
+
+    async def _call(self, rpc: grpc.aio.UnaryUnaryMultiCallable[Req, Resp], request: Req) -> Resp:
+        try:
+            return await rpc(request, timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
+
+    # --- agents -------------------------------------------------------------------------
+
+    async def create_agent(
+        self,
+        agent_id: str,
+        *,
+        system_prompt: str = "",
+        model: str = "",
+        token_encoding: str = "",
+        memory_config: agent_pb2.MemoryConfig | None = None,
+        display_name: str = "",
+    ) -> agent_service_pb2.CreateAgentResponse:
+        request = rq.create_agent(
+            agent_id,
+            system_prompt=system_prompt,
+            model=model,
+            token_encoding=token_encoding,
+            memory_config=memory_config,
+            display_name=display_name,
+        )
+        return await self._call(self._agents.CreateAgent, request)
+
+    async def get_agent(self, agent_id: str) -> agent_service_pb2.GetAgentResponse:
+        return await self._call(self._agents.GetAgent, rq.get_agent(agent_id))
+
+    async def update_agent(
+        self, agent: agent_pb2.Agent, update_mask: Sequence[str] = ()
+    ) -> agent_service_pb2.UpdateAgentResponse:
+        return await self._call(self._agents.UpdateAgent, rq.update_agent(agent, update_mask))
+
+    async def list_agents(
+        self, *, page_size: int = 0, page_token: str = ""
+    ) -> agent_service_pb2.ListAgentsResponse:
+        request = rq.list_agents(page_size=page_size, page_token=page_token)
+        return await self._call(self._agents.ListAgents, request)
+
+    async def iter_agents(self, *, page_size: int = 0) -> AsyncIterator[agent_pb2.Agent]:
+        """Every agent of the tenant, by agent_id, fetching pages as needed."""
+        fetch = partial(self._call, self._agents.ListAgents)
+        async for page in apages(fetch, rq.list_agents(page_size=page_size)):
+            for agent in page.agents:
+                yield agent
+
+    # --- episodes -----------------------------------------------------------------------
+
+    async def open_episode(
+        self,
+        agent_id: str,
+        user_id: str,
+        *,
+        episode_id: str = "",
+        metadata: JsonObject | None = None,
+        start_time: datetime | None = None,
+    ) -> episode_service_pb2.OpenEpisodeResponse:
+        request = rq.open_episode(
+            agent_id, user_id, episode_id=episode_id, metadata=metadata, start_time=start_time
+        )
+        return await self._call(self._episodes.OpenEpisode, request)
+
+    async def close_episode(
+        self,
+        episode_id: str,
+        *,
+        reason: CloseReasonLike = episode_pb2.CLOSE_REASON_USER_ENDED,
+        note: str = "",
+        end_time: datetime | None = None,
+    ) -> episode_service_pb2.CloseEpisodeResponse:
+        request = rq.close_episode(episode_id, reason=reason, note=note, end_time=end_time)
+        return await self._call(self._episodes.CloseEpisode, request)
+
+    async def get_episode(self, episode_id: str) -> episode_service_pb2.GetEpisodeResponse:
+        return await self._call(self._episodes.GetEpisode, rq.get_episode(episode_id))
+
+    async def list_episodes(
+        self,
+        *,
+        agent_id: str = "",
+        user_id: str = "",
+        state: StateLike = episode_pb2.Episode.STATE_UNSPECIFIED,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> episode_service_pb2.ListEpisodesResponse:
+        request = rq.list_episodes(
+            agent_id=agent_id, user_id=user_id, state=state, page_size=page_size, page_token=page_token
+        )
+        return await self._call(self._episodes.ListEpisodes, request)
+
+    async def iter_episodes(
+        self,
+        *,
+        agent_id: str = "",
+        user_id: str = "",
+        state: StateLike = episode_pb2.Episode.STATE_UNSPECIFIED,
+        page_size: int = 0,
+    ) -> AsyncIterator[episode_pb2.Episode]:
+        """Every matching episode, newest first, fetching pages as needed."""
+        request = rq.list_episodes(agent_id=agent_id, user_id=user_id, state=state, page_size=page_size)
+        async for page in apages(partial(self._call, self._episodes.ListEpisodes), request):
+            for episode in page.episodes:
+                yield episode
+
+    # --- messages -----------------------------------------------------------------------
+
+    async def add_message(
+        self,
+        episode_id: str,
+        role: RoleLike,
+        content: str = "",
+        *,
+        client_message_id: str = "",
+        create_time: datetime | None = None,
+        metadata: JsonObject | None = None,
+        tool_calls: Sequence[episode_pb2.ToolCall] | None = None,
+        tool_result: episode_pb2.ToolResult | None = None,
+    ) -> episode_service_pb2.AddMessageResponse:
+        request = rq.add_message(
+            episode_id,
+            role,
+            content,
+            client_message_id=client_message_id,
+            create_time=create_time,
+            metadata=metadata,
+            tool_calls=tool_calls,
+            tool_result=tool_result,
+        )
+        return await self._call(self._episodes.AddMessage, request)
+
+    async def add_messages(
+        self, episode_id: str, messages: Sequence[episode_pb2.MessageInput]
+    ) -> episode_service_pb2.AddMessagesResponse:
+        return await self._call(self._episodes.AddMessages, rq.add_messages(episode_id, messages))
+
+    async def list_messages(
+        self, episode_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> episode_service_pb2.ListMessagesResponse:
+        request = rq.list_messages(episode_id, page_size=page_size, page_token=page_token)
+        return await self._call(self._episodes.ListMessages, request)
+
+    async def iter_messages(
+        self, episode_id: str, *, page_size: int = 0
+    ) -> AsyncIterator[episode_pb2.Message]:
+        """The whole log, newest (highest seq) first, fetching pages as needed."""
+        fetch = partial(self._call, self._episodes.ListMessages)
+        async for page in apages(fetch, rq.list_messages(episode_id, page_size=page_size)):
+            for message in page.messages:
+                yield message
+
+    # --- diagnostics --------------------------------------------------------------------
+
+    async def echo(self, payload: bytes) -> diagnostics_service_pb2.EchoResponse:
+        return await self._call(self._diagnostics.Echo, rq.echo(payload))
+
+
+def _open_channel(target: str, credentials: grpc.ChannelCredentials | None) -> grpc.aio.Channel:
+    if credentials is None:
+        return grpc.aio.insecure_channel(target)
+    return grpc.aio.secure_channel(target, credentials)

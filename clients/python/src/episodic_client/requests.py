@@ -1,0 +1,210 @@
+"""Builders of the request messages, shared by the sync and the asyncio client.
+
+Each function takes plain Python values (str, dict, datetime, enum names) and returns the
+generated proto message, leaving unset whatever was not given. The part builders
+(`message_input`, `tool_call`, `tool_result`) are public: use them with `add_messages`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from google.protobuf import field_mask_pb2
+
+from episodic_client import values
+from episodic_client.v1 import (
+    agent_pb2,
+    agent_service_pb2,
+    diagnostics_service_pb2,
+    episode_pb2,
+    episode_service_pb2,
+)
+from episodic_client.values import CloseReasonLike, JsonObject, JsonValue, RoleLike, StateLike
+
+# --- agents -----------------------------------------------------------------------------
+
+
+def create_agent(
+    agent_id: str,
+    *,
+    system_prompt: str = "",
+    model: str = "",
+    token_encoding: str = "",
+    memory_config: agent_pb2.MemoryConfig | None = None,
+    display_name: str = "",
+) -> agent_service_pb2.CreateAgentRequest:
+    agent = agent_pb2.Agent(
+        agent_id=agent_id,
+        display_name=display_name,
+        system_prompt=system_prompt,
+        model=model,
+        token_encoding=token_encoding,
+        memory_config=memory_config,
+    )
+    return agent_service_pb2.CreateAgentRequest(agent=agent)
+
+
+def get_agent(agent_id: str) -> agent_service_pb2.GetAgentRequest:
+    return agent_service_pb2.GetAgentRequest(agent_id=agent_id)
+
+
+def update_agent(
+    agent: agent_pb2.Agent, update_mask: Sequence[str] = ()
+) -> agent_service_pb2.UpdateAgentRequest:
+    """An empty update_mask means every mutable field: then fields left empty in agent are reset."""
+    mask = field_mask_pb2.FieldMask(paths=list(update_mask))
+    return agent_service_pb2.UpdateAgentRequest(agent=agent, update_mask=mask)
+
+
+def list_agents(*, page_size: int = 0, page_token: str = "") -> agent_service_pb2.ListAgentsRequest:
+    return agent_service_pb2.ListAgentsRequest(page_size=page_size, page_token=page_token)
+
+
+# --- episodes ---------------------------------------------------------------------------
+
+
+def open_episode(
+    agent_id: str,
+    user_id: str,
+    *,
+    episode_id: str = "",
+    metadata: JsonObject | None = None,
+    start_time: datetime | None = None,
+) -> episode_service_pb2.OpenEpisodeRequest:
+    return episode_service_pb2.OpenEpisodeRequest(
+        agent_id=agent_id,
+        user_id=user_id,
+        episode_id=episode_id,
+        metadata=values.struct(metadata),
+        start_time=values.timestamp(start_time),
+    )
+
+
+def close_episode(
+    episode_id: str,
+    *,
+    reason: CloseReasonLike = episode_pb2.CLOSE_REASON_USER_ENDED,
+    note: str = "",
+    end_time: datetime | None = None,
+) -> episode_service_pb2.CloseEpisodeRequest:
+    return episode_service_pb2.CloseEpisodeRequest(
+        episode_id=episode_id,
+        reason=values.close_reason(reason),
+        note=note,
+        end_time=values.timestamp(end_time),
+    )
+
+
+def get_episode(episode_id: str) -> episode_service_pb2.GetEpisodeRequest:
+    return episode_service_pb2.GetEpisodeRequest(episode_id=episode_id)
+
+
+def list_episodes(
+    *,
+    agent_id: str = "",
+    user_id: str = "",
+    state: StateLike = episode_pb2.Episode.STATE_UNSPECIFIED,
+    page_size: int = 0,
+    page_token: str = "",
+) -> episode_service_pb2.ListEpisodesRequest:
+    return episode_service_pb2.ListEpisodesRequest(
+        agent_id=agent_id,
+        user_id=user_id,
+        state=values.episode_state(state),
+        page_size=page_size,
+        page_token=page_token,
+    )
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+def message_input(
+    role: RoleLike,
+    content: str = "",
+    *,
+    client_message_id: str = "",
+    create_time: datetime | None = None,
+    metadata: JsonObject | None = None,
+    tool_calls: Sequence[episode_pb2.ToolCall] | None = None,
+    tool_result: episode_pb2.ToolResult | None = None,
+) -> episode_pb2.MessageInput:
+    """One message to append; role is "user", "assistant", "system", "context", "tool" or an enum."""
+    return episode_pb2.MessageInput(
+        role=values.role(role),
+        content=content,
+        client_message_id=client_message_id,
+        create_time=values.timestamp(create_time),
+        metadata=values.struct(metadata),
+        tool_calls=tool_calls,
+        tool_result=tool_result,
+    )
+
+
+def tool_call(tool_call_id: str, tool_name: str, input: JsonObject | None = None) -> episode_pb2.ToolCall:
+    """A tool-call directive for an assistant message; input is the JSON arguments object."""
+    return episode_pb2.ToolCall(tool_call_id=tool_call_id, tool_name=tool_name, input=values.struct(input))
+
+
+def tool_result(
+    tool_call_id: str,
+    output: JsonValue = None,
+    *,
+    succeeded: bool = True,
+    error: str = "",
+    called_at: datetime | None = None,
+    duration: timedelta | None = None,
+) -> episode_pb2.ToolResult:
+    """The result of a tool call, for a tool message. An output of None is left unset."""
+    return episode_pb2.ToolResult(
+        tool_call_id=tool_call_id,
+        output=None if output is None else values.json_value(output),
+        succeeded=succeeded,
+        error=error,
+        called_at=values.timestamp(called_at),
+        duration=values.duration(duration),
+    )
+
+
+def add_message(
+    episode_id: str,
+    role: RoleLike,
+    content: str = "",
+    *,
+    client_message_id: str = "",
+    create_time: datetime | None = None,
+    metadata: JsonObject | None = None,
+    tool_calls: Sequence[episode_pb2.ToolCall] | None = None,
+    tool_result: episode_pb2.ToolResult | None = None,
+) -> episode_service_pb2.AddMessageRequest:
+    message = message_input(
+        role,
+        content,
+        client_message_id=client_message_id,
+        create_time=create_time,
+        metadata=metadata,
+        tool_calls=tool_calls,
+        tool_result=tool_result,
+    )
+    return episode_service_pb2.AddMessageRequest(episode_id=episode_id, message=message)
+
+
+def add_messages(
+    episode_id: str, messages: Sequence[episode_pb2.MessageInput]
+) -> episode_service_pb2.AddMessagesRequest:
+    return episode_service_pb2.AddMessagesRequest(episode_id=episode_id, messages=messages)
+
+
+def list_messages(
+    episode_id: str, *, page_size: int = 0, page_token: str = ""
+) -> episode_service_pb2.ListMessagesRequest:
+    return episode_service_pb2.ListMessagesRequest(
+        episode_id=episode_id, page_size=page_size, page_token=page_token
+    )
+
+
+# --- diagnostics ------------------------------------------------------------------------
+
+
+def echo(payload: bytes) -> diagnostics_service_pb2.EchoRequest:
+    return diagnostics_service_pb2.EchoRequest(payload=payload)

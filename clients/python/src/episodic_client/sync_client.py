@@ -1,0 +1,230 @@
+"""EpisodicClient: the blocking twin of `AsyncEpisodicClient`, over a plain `grpc.Channel`.
+
+Same method names, arguments and return values; requests come from the same builders
+(`episodic_client.requests`). Failed calls raise `episodic_client.errors.EpisodicClientError`
+subclasses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from functools import partial
+from types import TracebackType
+from typing import Self, TypeVar
+
+import grpc
+from google.protobuf.message import Message as ProtoMessage
+
+from episodic_client import requests as rq
+from episodic_client.errors import from_rpc_error
+from episodic_client.metadata import auth_metadata
+from episodic_client.paging import pages
+from episodic_client.v1 import (
+    agent_pb2,
+    agent_service_pb2,
+    diagnostics_service_pb2,
+    episode_pb2,
+    episode_service_pb2,
+)
+from episodic_client.v1.agent_service_pb2_grpc import AgentServiceStub
+from episodic_client.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
+from episodic_client.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic_client.values import CloseReasonLike, JsonObject, RoleLike, StateLike
+
+Req = TypeVar("Req", bound=ProtoMessage)
+Resp = TypeVar("Resp", bound=ProtoMessage)
+
+
+class EpisodicClient:
+    """Use as `with EpisodicClient("host:port", api_key=...) as client:`.
+
+    Without `channel` the client opens (and closes) its own channel to `target`: plaintext,
+    or TLS when `credentials` are given. A passed-in channel is left open on close."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        channel: grpc.Channel | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        self._owns_channel = channel is None
+        self._channel = _open_channel(target, credentials) if channel is None else channel
+        self._timeout = timeout
+        self._metadata = auth_metadata(api_key)
+        self._agents = AgentServiceStub(self._channel)
+        self._episodes = EpisodeServiceStub(self._channel)
+        self._diagnostics = DiagnosticsServiceStub(self._channel)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._owns_channel:
+            self._channel.close()
+
+    def _call(self, rpc: grpc.UnaryUnaryMultiCallable[Req, Resp], request: Req) -> Resp:
+        try:
+            return rpc(request, timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
+
+    # --- agents -------------------------------------------------------------------------
+
+    def create_agent(
+        self,
+        agent_id: str,
+        *,
+        system_prompt: str = "",
+        model: str = "",
+        token_encoding: str = "",
+        memory_config: agent_pb2.MemoryConfig | None = None,
+        display_name: str = "",
+    ) -> agent_service_pb2.CreateAgentResponse:
+        request = rq.create_agent(
+            agent_id,
+            system_prompt=system_prompt,
+            model=model,
+            token_encoding=token_encoding,
+            memory_config=memory_config,
+            display_name=display_name,
+        )
+        return self._call(self._agents.CreateAgent, request)
+
+    def get_agent(self, agent_id: str) -> agent_service_pb2.GetAgentResponse:
+        return self._call(self._agents.GetAgent, rq.get_agent(agent_id))
+
+    def update_agent(
+        self, agent: agent_pb2.Agent, update_mask: Sequence[str] = ()
+    ) -> agent_service_pb2.UpdateAgentResponse:
+        return self._call(self._agents.UpdateAgent, rq.update_agent(agent, update_mask))
+
+    def list_agents(
+        self, *, page_size: int = 0, page_token: str = ""
+    ) -> agent_service_pb2.ListAgentsResponse:
+        request = rq.list_agents(page_size=page_size, page_token=page_token)
+        return self._call(self._agents.ListAgents, request)
+
+    def iter_agents(self, *, page_size: int = 0) -> Iterator[agent_pb2.Agent]:
+        """Every agent of the tenant, by agent_id, fetching pages as needed."""
+        fetch = partial(self._call, self._agents.ListAgents)
+        for page in pages(fetch, rq.list_agents(page_size=page_size)):
+            yield from page.agents
+
+    # --- episodes -----------------------------------------------------------------------
+
+    def open_episode(
+        self,
+        agent_id: str,
+        user_id: str,
+        *,
+        episode_id: str = "",
+        metadata: JsonObject | None = None,
+        start_time: datetime | None = None,
+    ) -> episode_service_pb2.OpenEpisodeResponse:
+        request = rq.open_episode(
+            agent_id, user_id, episode_id=episode_id, metadata=metadata, start_time=start_time
+        )
+        return self._call(self._episodes.OpenEpisode, request)
+
+    def close_episode(
+        self,
+        episode_id: str,
+        *,
+        reason: CloseReasonLike = episode_pb2.CLOSE_REASON_USER_ENDED,
+        note: str = "",
+        end_time: datetime | None = None,
+    ) -> episode_service_pb2.CloseEpisodeResponse:
+        request = rq.close_episode(episode_id, reason=reason, note=note, end_time=end_time)
+        return self._call(self._episodes.CloseEpisode, request)
+
+    def get_episode(self, episode_id: str) -> episode_service_pb2.GetEpisodeResponse:
+        return self._call(self._episodes.GetEpisode, rq.get_episode(episode_id))
+
+    def list_episodes(
+        self,
+        *,
+        agent_id: str = "",
+        user_id: str = "",
+        state: StateLike = episode_pb2.Episode.STATE_UNSPECIFIED,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> episode_service_pb2.ListEpisodesResponse:
+        request = rq.list_episodes(
+            agent_id=agent_id, user_id=user_id, state=state, page_size=page_size, page_token=page_token
+        )
+        return self._call(self._episodes.ListEpisodes, request)
+
+    def iter_episodes(
+        self,
+        *,
+        agent_id: str = "",
+        user_id: str = "",
+        state: StateLike = episode_pb2.Episode.STATE_UNSPECIFIED,
+        page_size: int = 0,
+    ) -> Iterator[episode_pb2.Episode]:
+        """Every matching episode, newest first, fetching pages as needed."""
+        request = rq.list_episodes(agent_id=agent_id, user_id=user_id, state=state, page_size=page_size)
+        for page in pages(partial(self._call, self._episodes.ListEpisodes), request):
+            yield from page.episodes
+
+    # --- messages -----------------------------------------------------------------------
+
+    def add_message(
+        self,
+        episode_id: str,
+        role: RoleLike,
+        content: str = "",
+        *,
+        client_message_id: str = "",
+        create_time: datetime | None = None,
+        metadata: JsonObject | None = None,
+        tool_calls: Sequence[episode_pb2.ToolCall] | None = None,
+        tool_result: episode_pb2.ToolResult | None = None,
+    ) -> episode_service_pb2.AddMessageResponse:
+        request = rq.add_message(
+            episode_id,
+            role,
+            content,
+            client_message_id=client_message_id,
+            create_time=create_time,
+            metadata=metadata,
+            tool_calls=tool_calls,
+            tool_result=tool_result,
+        )
+        return self._call(self._episodes.AddMessage, request)
+
+    def add_messages(
+        self, episode_id: str, messages: Sequence[episode_pb2.MessageInput]
+    ) -> episode_service_pb2.AddMessagesResponse:
+        return self._call(self._episodes.AddMessages, rq.add_messages(episode_id, messages))
+
+    def list_messages(
+        self, episode_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> episode_service_pb2.ListMessagesResponse:
+        request = rq.list_messages(episode_id, page_size=page_size, page_token=page_token)
+        return self._call(self._episodes.ListMessages, request)
+
+    def iter_messages(self, episode_id: str, *, page_size: int = 0) -> Iterator[episode_pb2.Message]:
+        """The whole log, newest (highest seq) first, fetching pages as needed."""
+        fetch = partial(self._call, self._episodes.ListMessages)
+        for page in pages(fetch, rq.list_messages(episode_id, page_size=page_size)):
+            yield from page.messages
+
+    # --- diagnostics --------------------------------------------------------------------
+
+    def echo(self, payload: bytes) -> diagnostics_service_pb2.EchoResponse:
+        return self._call(self._diagnostics.Echo, rq.echo(payload))
+
+
+def _open_channel(target: str, credentials: grpc.ChannelCredentials | None) -> grpc.Channel:
+    if credentials is None:
+        return grpc.insecure_channel(target)
+    return grpc.secure_channel(target, credentials)

@@ -1,0 +1,76 @@
+"""Shared fixtures: real databases (a SQLite file per test; one throwaway PostgreSQL
+database per run) and a real gRPC server on a loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from episodic.store.database import open_database
+from episodic.store.migrate import upgrade_to_head
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "EPISODIC_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def unique(prefix: str) -> str:
+    """Ids unique per test, so tests can share one PostgreSQL database."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(POSTGRES_ADMIN_URL.replace("postgresql+asyncpg", "postgresql"))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _create_migrated(url: str) -> None:
+    database = open_database(url)
+    try:
+        await upgrade_to_head(database.writer)
+    finally:
+        await database.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway database, created and migrated once per run, dropped afterwards."""
+    name = f"episodic_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        asyncio.run(_create_migrated(url))
+        yield url
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'episodic.db'}"
+    asyncio.run(_create_migrated(url))
+    yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Runs the test once on SQLite and once on PostgreSQL."""
+    name = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    yield
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not pending, f"tasks left running: {pending}"

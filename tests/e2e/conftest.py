@@ -1,0 +1,15 @@
+"""e2e fixtures: a live server on each backend and authenticated stubs for tenant A."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.server_harness import RunningServer, running_server, settings_for
+
+
+@pytest.fixture
+async def server(database_url: str) -> AsyncIterator[RunningServer]:
+    async with running_server(settings_for(database_url)) as running:
+        yield running

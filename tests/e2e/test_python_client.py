@@ -1,0 +1,155 @@
+"""The Python client (clients/python, installed with `pip install -e clients/python`) against a
+live server: both clients round-trip, iterators walk every page, errors arrive typed."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+
+from episodic_client import (
+    AlreadyExistsError,
+    AsyncEpisodicClient,
+    EpisodicClient,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnauthenticatedError,
+    UnavailableError,
+    message_input,
+    tool_call,
+    tool_result,
+)
+from episodic_client.v1 import agent_pb2, episode_pb2
+from tests.conftest import unique
+from tests.server_harness import KEY_A, RunningServer
+
+CLOSED = episode_pb2.Episode.STATE_CLOSED
+
+
+def async_client(server: RunningServer, api_key: str = KEY_A) -> AsyncEpisodicClient:
+    return AsyncEpisodicClient(server.address, api_key=api_key, timeout=5.0)
+
+
+async def test_async_client_creates_updates_and_reads_back_an_agent(server: RunningServer) -> None:
+    agent_id = unique("agent")
+    async with async_client(server) as client:
+        memory = agent_pb2.MemoryConfig(recall_top_k=5, recall_mode=agent_pb2.RECALL_MODE_NONE)
+        created = (await client.create_agent(agent_id, model="gpt-4o", memory_config=memory)).agent
+        created.system_prompt = "Be very brief."
+        await client.update_agent(created, ["system_prompt"])
+        fetched = (await client.get_agent(agent_id)).agent
+        assert (await client.echo(b"ping")).payload == b"ping"
+    assert created.token_encoding == "o200k_base" and fetched.memory_config.recall_top_k == 5
+    assert fetched.system_prompt == "Be very brief."
+
+
+async def test_async_client_round_trips_a_tool_using_conversation(server: RunningServer) -> None:
+    started = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    async with async_client(server) as client:
+        agent_id = (await client.create_agent(unique("agent"))).agent.agent_id
+        opened = await client.open_episode(agent_id, "mary", metadata={"channel": "web"}, start_time=started)
+        episode_id = opened.episode.episode_id
+        assert opened.created and opened.episode.start_time.ToDatetime(tzinfo=UTC) == started
+        assert dict(opened.episode.metadata) == {"channel": "web"}
+
+        first = await client.add_message(episode_id, "user", "Weather in Paris?", client_message_id="m1")
+        call = tool_call("call-1", "weather", {"city": "Paris"})
+        await client.add_message(episode_id, episode_pb2.ROLE_ASSISTANT, tool_calls=[call])
+        result = tool_result("call-1", {"celsius": 21}, duration=timedelta(milliseconds=40))
+        await client.add_messages(
+            episode_id, [message_input("tool", tool_result=result), message_input("assistant", "21°C.")]
+        )
+        retried = await client.add_message(episode_id, "user", "Weather in Paris?", client_message_id="m1")
+        assert retried.deduplicated and retried.message.seq == first.message.seq == 1
+
+        log = (await client.list_messages(episode_id)).messages
+        assert [m.seq for m in log] == [4, 3, 2, 1]
+        assert log[1].tool_result.output.struct_value["celsius"] == 21
+        assert log[2].tool_calls[0].input["city"] == "Paris"
+
+        closed = (await client.close_episode(episode_id, reason="agent_decision", note="answered")).episode
+        assert closed.state == CLOSED and closed.close_reason == episode_pb2.CLOSE_REASON_AGENT_DECISION
+        assert (await client.get_episode(episode_id)).episode.message_count == 4
+
+
+def sync_round_trip(address: str, agent_id: str) -> tuple[list[int], episode_pb2.Episode]:
+    with EpisodicClient(address, api_key=KEY_A, timeout=5.0) as client:
+        client.create_agent(agent_id, model="gpt-4")
+        episode_id = client.open_episode(agent_id, "john").episode.episode_id
+        client.add_message(episode_id, "user", "Hello")
+        client.add_message(episode_id, "assistant", "Hi!")
+        seqs = [m.seq for m in client.iter_messages(episode_id, page_size=1)]
+        return seqs, client.close_episode(episode_id).episode
+
+
+async def test_sync_client_round_trips_a_conversation(server: RunningServer) -> None:
+    agent_id = unique("agent")
+    seqs, closed = await asyncio.to_thread(sync_round_trip, server.address, agent_id)
+    assert seqs == [2, 1]
+    assert closed.state == CLOSED and closed.close_reason == episode_pb2.CLOSE_REASON_USER_ENDED
+    assert closed.agent_id == agent_id and closed.token_encoding == "cl100k_base"
+
+
+async def test_iterators_follow_page_tokens_through_every_page(server: RunningServer) -> None:
+    agent_id, user_id = unique("agent"), unique("user")
+    async with async_client(server) as client:
+        await client.create_agent(agent_id)
+        opened = [(await client.open_episode(agent_id, user_id)).episode.episode_id for _ in range(5)]
+        await client.close_episode(opened[0])
+        batch = [message_input("user", f"turn {i}") for i in range(7)]
+        await client.add_messages(opened[-1], batch)
+
+        episodes = [e.episode_id async for e in client.iter_episodes(user_id=user_id, page_size=2)]
+        closed = [
+            e.episode_id async for e in client.iter_episodes(user_id=user_id, state="closed", page_size=1)
+        ]
+        seqs = [m.seq async for m in client.iter_messages(opened[-1], page_size=3)]
+        agents = [a.agent_id async for a in client.iter_agents(page_size=2)]
+    assert sorted(episodes) == sorted(opened) and len(episodes) == 5
+    assert closed == [opened[0]]
+    assert seqs == [7, 6, 5, 4, 3, 2, 1]
+    assert agent_id in agents and len(agents) == len(set(agents))
+
+
+async def test_invalid_argument_arrives_with_its_field_violation(server: RunningServer) -> None:
+    async with async_client(server) as client:
+        agent_id = (await client.create_agent(unique("agent"))).agent.agent_id
+        with pytest.raises(InvalidArgumentError) as err:
+            await client.open_episode(agent_id, user_id="")
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert [field for field, _ in err.value.field_violations] == ["user_id"]
+
+
+async def test_wrong_api_key_is_unauthenticated(server: RunningServer) -> None:
+    async with async_client(server, api_key="epk_not_a_real_key") as client:
+        with pytest.raises(UnauthenticatedError) as err:
+            await client.get_episode("ep_anything")
+    assert err.value.reason == "API_KEY_INVALID"
+
+
+async def test_errors_carry_the_servers_reason(server: RunningServer) -> None:
+    async with async_client(server) as client:
+        agent_id = (await client.create_agent(unique("agent"))).agent.agent_id
+        with pytest.raises(AlreadyExistsError):
+            await client.create_agent(agent_id)
+        with pytest.raises(NotFoundError) as missing:
+            await client.get_episode("ep_missing")
+        episode_id = (await client.open_episode(agent_id, "mary")).episode.episode_id
+        await client.close_episode(episode_id)
+        with pytest.raises(FailedPreconditionError):
+            await client.add_message(episode_id, "user", "too late")
+    assert missing.value.reason == "EPISODE_NOT_FOUND"
+
+
+def test_an_unknown_role_name_is_rejected_before_sending() -> None:
+    with EpisodicClient("127.0.0.1:1") as client, pytest.raises(ValueError, match="robot"):
+        client.add_message("ep_x", "robot", "beep")
+
+
+def test_an_unreachable_server_is_unavailable_without_rich_details() -> None:
+    with EpisodicClient("127.0.0.1:1", timeout=2.0) as client, pytest.raises(UnavailableError) as err:
+        client.echo(b"")
+    assert err.value.reason == "" and err.value.field_violations == []

@@ -1,0 +1,51 @@
+"""A real Episodic gRPC server on 127.0.0.1:0 for e2e tests, and keys for two tenants."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import grpc
+
+from episodic.api.server import build_server
+from episodic.bootstrap import open_app
+from episodic.config import Settings
+from episodic.keys import config_line
+
+KEY_A = "epk_test_tenant_a_0123456789abcdef"
+KEY_B = "epk_test_tenant_b_0123456789abcdef"
+TENANT_A = "tenant-a"
+TENANT_B = "tenant-b"
+
+
+def settings_for(database_url: str, **overrides: object) -> Settings:
+    keys = ",".join([config_line(TENANT_A, KEY_A), config_line(TENANT_B, KEY_B)])
+    base = Settings(address="127.0.0.1:0", database_url=database_url, api_keys=keys)
+    return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    address: str
+    settings: Settings
+
+    def channel(self) -> grpc.aio.Channel:
+        return grpc.aio.insecure_channel(self.address)
+
+
+def bearer(key: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {key}"),)
+
+
+@asynccontextmanager
+async def running_server(settings: Settings) -> AsyncIterator[RunningServer]:
+    async with open_app(settings) as app:
+        grpc_server = await build_server(settings, app.services, app.keys)
+        await grpc_server.server.start()
+        await grpc_server.set_serving(True)
+        try:
+            yield RunningServer(f"127.0.0.1:{grpc_server.port}", settings)
+        finally:
+            await grpc_server.server.stop(grace=1)
