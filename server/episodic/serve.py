@@ -17,7 +17,7 @@ log = logging.getLogger("episodic.server")
 DEV_BANNER = """
 ************************************************************************
 *  EPISODIC IS RUNNING IN INSECURE DEV MODE                            *
-*  Requests without a known API key are served as tenant '{tenant}'.   
+*  Requests that carry no API key are served as tenant {tenant:<25}*
 *  Never expose this server or use this mode in production.            *
 ************************************************************************
 """
@@ -25,7 +25,8 @@ DEV_BANNER = """
 
 async def serve(settings: Settings) -> None:
     if settings.insecure_dev:
-        print(DEV_BANNER.format(tenant=settings.dev_tenant), file=sys.stderr, flush=True)
+        print(DEV_BANNER.format(tenant=repr(settings.dev_tenant)), file=sys.stderr, flush=True)
+    stop = _stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
     async with open_app(settings) as app:
         grpc_server = await build_server(settings, app.services, app.keys)
         await grpc_server.server.start()
@@ -39,16 +40,16 @@ async def serve(settings: Settings) -> None:
                 "insecure_dev": settings.insecure_dev,
             },
         )
-        await _until_signalled()
+        await stop.wait()
         log.info("shutting down", extra={"grace_seconds": settings.shutdown_grace_seconds})
         await grpc_server.set_serving(False)
         await grpc_server.server.stop(settings.shutdown_grace_seconds)
     log.info("stopped")
 
 
-async def _until_signalled() -> None:
+def _stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop

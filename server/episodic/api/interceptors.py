@@ -7,9 +7,10 @@ import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 import grpc
+from google.rpc import status_pb2
 from grpc_status import rpc_status
 
 from episodic.api.handlers import Deserializer, Streaming, Unary, wrap_handler
@@ -66,11 +67,11 @@ def _unary_edge(method: str, inner: Unary) -> Unary:
         started = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
-            _check_decoded(request)
+            _check_open_decoded(method, request)
             return await inner(request, context)
         except Exception as exc:
-            code = await _abort_for(exc, context)
-            raise AssertionError("unreachable: abort raises") from exc
+            code, status = _status_for(exc)
+            await _abort(context, code, status)
         finally:
             _log_access(method, code, started, context)
 
@@ -82,11 +83,12 @@ def _streaming_edge(method: str, inner: Streaming) -> Streaming:
         started = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
-            _check_decoded(request)
+            _check_open_decoded(method, request)
             async for item in inner(request, context):
                 yield item
         except Exception as exc:
-            code = await _abort_for(exc, context)
+            code, status = _status_for(exc)
+            await _abort(context, code, status)
         finally:
             _log_access(method, code, started, context)
 
@@ -98,17 +100,27 @@ def _check_decoded(request: Any) -> None:
         raise InvalidArgument.of("request", "is not a valid protobuf message of the method's type")
 
 
-async def _abort_for(exc: Exception, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
+def _check_open_decoded(method: str, request: Any) -> None:
+    """Methods behind auth check decoding after authenticating (AuthInterceptor)."""
+    if method.startswith(OPEN_METHOD_PREFIXES):
+        _check_decoded(request)
+
+
+def _status_for(exc: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
     if isinstance(exc, grpc.aio.AbortError):
         raise exc
     if isinstance(exc, EpisodicError):
-        code, status = rich_status(exc)
-    else:
-        log.exception("unexpected error serving an RPC")
-        code, status = internal_status()
+        return rich_status(exc)
+    log.exception("unexpected error serving an RPC")
+    return internal_status()
+
+
+async def _abort(
+    context: grpc.aio.ServicerContext[Any, Any], code: grpc.StatusCode, status: status_pb2.Status
+) -> NoReturn:
     context.set_code(code)  # so tracing interceptors see the failure (abort_with_status hides it)
     await context.abort_with_status(rpc_status.to_status(status))  # type: ignore[attr-defined]
-    return code
+    raise AssertionError("abort_with_status returned")
 
 
 def _log_access(
@@ -167,6 +179,7 @@ def _require(caller: Caller | None) -> Caller:
 def _as_caller(caller: Caller | None, inner: Unary) -> Unary:
     async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         _caller.set(_require(caller))
+        _check_decoded(request)
         return await inner(request, context)
 
     return behaviour
@@ -175,6 +188,7 @@ def _as_caller(caller: Caller | None, inner: Unary) -> Unary:
 def _stream_as(caller: Caller | None, inner: Streaming) -> Streaming:
     async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         _caller.set(_require(caller))
+        _check_decoded(request)
         async for item in inner(request, context):
             yield item
 

@@ -8,8 +8,12 @@ import binascii
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
+from episodic.domain.validation import ID_PATTERN
 from episodic.errors import InvalidArgument
+
+MAX_INT64 = 2**63 - 1
 
 JsonScalar = str | int | float | bool | None
 
@@ -31,8 +35,41 @@ def decode_token(token: str, query: Mapping[str, JsonScalar]) -> dict[str, JsonS
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         body = json.loads(raw)
         position, digest = body["p"], body["q"]
-    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise InvalidArgument.of("page_token", "is not a token this server issued") from exc
+    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise _foreign() from exc
     if not isinstance(position, dict) or digest != query_digest(query):
         raise InvalidArgument.of("page_token", "belongs to a different query; restart paging")
     return position
+
+
+# Tokens are not signed: they only hold positions inside the caller's own tenant-scoped
+# query, so a forged one can reveal nothing. Every field is still checked here, so a
+# forged or corrupted token is INVALID_ARGUMENT, never a database error.
+
+
+def _foreign() -> InvalidArgument:
+    return InvalidArgument.of("page_token", "is not a token this server issued")
+
+
+def read_seq(position: Mapping[str, JsonScalar], key: str) -> int:
+    value = position.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT64:
+        raise _foreign()
+    return value
+
+
+def read_id(position: Mapping[str, JsonScalar], key: str) -> str:
+    value = position.get(key)
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        raise _foreign()
+    return value
+
+
+def read_time(position: Mapping[str, JsonScalar], key: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(str(position[key]))
+        if value.tzinfo is None:
+            raise ValueError("naive time")
+        return value.astimezone(UTC)
+    except (KeyError, ValueError, OverflowError) as exc:
+        raise _foreign() from exc

@@ -53,7 +53,12 @@ def check_id(v: Violations, field: str, value: str, *, required: bool = True) ->
         v.add(field, ID_RULE)
 
 
+NUL_RULE = "contains a NUL character (U+0000), which cannot be stored"
+
+
 def check_text(v: Violations, field: str, value: str, max_bytes: int) -> None:
+    if "\x00" in value:
+        v.add(field, NUL_RULE)
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         v.add(field, f"is {size} bytes, over the limit of {max_bytes}")
@@ -75,9 +80,11 @@ def _json_problem(value: JsonValue, depth_left: int) -> str:
         return "is nested too deeply"
     if isinstance(value, float) and not math.isfinite(value):
         return "is not valid JSON: contains NaN or Infinity"
+    if isinstance(value, str) and "\x00" in value:
+        return NUL_RULE
     children: Sequence[JsonValue] = ()
     if isinstance(value, dict):
-        children = list(value.values())
+        children = [*value.keys(), *value.values()]
     elif isinstance(value, list | tuple):
         children = value
     for child in children:

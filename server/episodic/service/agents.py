@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from episodic.domain.agents import AgentDraft, build_agent, update_agent
 from episodic.domain.model import Agent, Caller, Page
-from episodic.domain.paging import decode_token, encode_token
+from episodic.domain.paging import decode_token, encode_token, read_id
 from episodic.domain.ports import AgentStore, Clock, TokenCounter
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
 
@@ -41,7 +41,7 @@ class AgentService:
         limit = resolve_page_size(v, "page_size", page_size, self.limits)
         v.raise_if_any()
         position = decode_token(page_token, {"list": "agents"})
-        after = str(position["after"]) if position else None
+        after = read_id(position, "after") if position else None
         agents = await self.store.list_agents(caller.tenant_id, after, limit + 1)
         if len(agents) <= limit:
             return Page(agents)

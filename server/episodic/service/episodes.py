@@ -19,7 +19,7 @@ from episodic.domain.model import (
     NewMessage,
     Page,
 )
-from episodic.domain.paging import JsonScalar, decode_token, encode_token
+from episodic.domain.paging import JsonScalar, decode_token, encode_token, read_id, read_seq, read_time
 from episodic.domain.ports import (
     AgentStore,
     Clock,
@@ -39,7 +39,6 @@ from episodic.domain.validation import (
     check_text,
     resolve_page_size,
 )
-from episodic.errors import InvalidArgument
 
 # Above this many characters tokenizing moves off the event loop.
 _INLINE_TOKENIZE_CHARS = 16_384
@@ -170,7 +169,7 @@ class EpisodeService:
         v.raise_if_any()
         query: dict[str, JsonScalar] = {"episode_id": episode_id}
         position = decode_token(page_token, query)
-        before = _int_field(position, "before_seq") if position else None
+        before = read_seq(position, "before_seq") if position else None
         found = await self.episodes.list_messages(caller.tenant_id, episode_id, before, limit + 1)
         if len(found) <= limit:
             return Page(found)
@@ -209,15 +208,4 @@ def _filter_query(where: EpisodeFilter) -> dict[str, JsonScalar]:
 def _episode_cursor(position: dict[str, JsonScalar] | None) -> EpisodeCursor | None:
     if position is None:
         return None
-    try:
-        started = datetime.fromisoformat(str(position["started_at"]))
-        return EpisodeCursor(started, str(position["episode_id"]))
-    except (KeyError, ValueError) as exc:
-        raise InvalidArgument.of("page_token", "is not a token this server issued") from exc
-
-
-def _int_field(position: dict[str, JsonScalar], key: str) -> int:
-    value = position.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidArgument.of("page_token", "is not a token this server issued")
-    return value
+    return EpisodeCursor(read_time(position, "started_at"), read_id(position, "episode_id"))
