@@ -1,4 +1,4 @@
-"""The `episodic` command: serve (default), migrate, keygen, config-docs."""
+"""The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, bench."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import sys
 from collections.abc import Sequence
 
 from episodic import config
+from episodic.bench.options import add_flags as add_bench_flags
 from episodic.errors import EpisodicError
 from episodic.keys import config_line, new_key
 from episodic.logs import configure_logging
 
-COMMANDS = ("serve", "migrate", "keygen", "config-docs")
+COMMANDS = ("serve", "migrate", "keygen", "healthcheck", "config-docs", "bench")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,8 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     keygen = commands.add_parser("keygen", help="make an API key and print its config entry")
     keygen.add_argument("tenant_id")
     keygen.set_defaults(run=_keygen)
+    health = commands.add_parser("healthcheck", help="exit 0 if the local server reports SERVING")
+    health.add_argument("--address", default=None, help="HOST:PORT [default: EPISODIC_ADDRESS]")
+    health.set_defaults(run=_healthcheck)
     docs = commands.add_parser("config-docs", help="print the configuration table (Markdown)")
     docs.set_defaults(run=lambda _args: print(config.markdown_table(), end="") or 0)
+    bench = commands.add_parser("bench", help="measure durable AddMessage against Echo (own servers)")
+    add_bench_flags(bench)
+    bench.set_defaults(run=_bench)
     return parser
 
 
@@ -74,6 +81,19 @@ def _migrate(args: argparse.Namespace) -> int:
 
     print(f"database at revision {asyncio.run(run())}")
     return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from episodic.bench.main import run_bench
+
+    return run_bench(args)
+
+
+def _healthcheck(args: argparse.Namespace) -> int:
+    from episodic.healthcheck import check
+
+    address = args.address or config.from_environment(os.environ).get("address") or config.Settings().address
+    return 0 if check(str(address)) else 1
 
 
 def _keygen(args: argparse.Namespace) -> int:
