@@ -37,7 +37,7 @@ async def _admin(sql: str) -> None:
 async def _create_migrated(url: str) -> None:
     database = open_database(url)
     try:
-        await upgrade_to_head(database.writer)
+        await upgrade_to_head(database.engine)
     finally:
         await database.dispose()
 

@@ -53,8 +53,8 @@ def load_keys(settings: Settings) -> KeyRing:
 
 async def ensure_schema(database: Database, migrate: bool) -> None:
     if migrate:
-        await upgrade_to_head(database.writer)
-    found, wanted = await current_revision(database.reader), head_revision()
+        await upgrade_to_head(database.engine)
+    found, wanted = await current_revision(database.engine), head_revision()
     if found != wanted:
         raise Unavailable(
             f"database schema is at revision {found}, this server needs {wanted}: "
@@ -80,8 +80,7 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
     database = open_database(settings.database_url, pool_size=settings.db_pool_size)
     try:
         await ensure_schema(database, settings.migrate_on_start)
-        workers = 1 if database.is_sqlite else settings.db_writers
-        writer = GroupCommitWriter(database.writer, workers=workers)
+        writer = GroupCommitWriter(database, workers=settings.db_writers)
         writer.start()
         try:
             yield App(settings, database, keys, build_services(settings, database, writer))

@@ -74,8 +74,8 @@ def _migrate(args: argparse.Namespace) -> int:
     async def run() -> str | None:
         database = open_database(_settings(args).database_url)
         try:
-            await upgrade_to_head(database.writer)
-            return await current_revision(database.reader)
+            await upgrade_to_head(database.engine)
+            return await current_revision(database.engine)
         finally:
             await database.dispose()
 

@@ -37,7 +37,7 @@ class Stack:
 
 async def open_stack(url: str, caller: Caller) -> Stack:
     database = open_database(url)
-    writer = GroupCommitWriter(database.writer, workers=1 if database.is_sqlite else 4)
+    writer = GroupCommitWriter(database, workers=4)
     writer.start()
     return Stack(database, writer, build_services(Settings(), database, writer), caller)
 

@@ -44,7 +44,7 @@ async def test_tool_calls_are_recorded_with_their_results(stack: Stack) -> None:
         ],
     )
     t = schema.tool_calls
-    async with stack.database.reader.connect() as conn:
+    async with stack.database.engine.connect() as conn:
         row = (await conn.execute(select(t).where(t.c.episode_id == episode_id))).mappings().one()
     assert (row["tool_name"], row["input"], row["output"]) == ("lookup", {"q": "leave"}, {"days": 12})
     assert (row["succeeded"], row["call_seq"], row["result_seq"]) == (True, 1, 2)
@@ -57,7 +57,7 @@ async def test_an_acknowledged_message_is_visible_to_a_fresh_connection(stack: S
     fresh = open_database(stack.database.url.render_as_string(hide_password=False))
     try:
         m = schema.messages
-        async with fresh.reader.connect() as conn:
+        async with fresh.engine.connect() as conn:
             contents = (await conn.execute(select(m.c.content).where(m.c.episode_id == episode_id))).scalars()
             assert list(contents) == ["durable"]
     finally:

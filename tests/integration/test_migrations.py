@@ -13,8 +13,8 @@ from episodic.store.schema import metadata
 async def test_migrated_database_matches_the_declared_schema(database_url: str) -> None:
     database = open_database(database_url)
     try:
-        assert await current_revision(database.reader) == head_revision()
-        async with database.reader.connect() as conn:
+        assert await current_revision(database.engine) == head_revision()
+        async with database.engine.connect() as conn:
             diff = await conn.run_sync(
                 lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
             )

@@ -17,7 +17,7 @@ APPENDS = 200
 async def stored_seqs(stack: Stack, episode_id: str) -> list[int]:
     m = schema.messages
     stmt = select(m.c.seq).where(m.c.tenant_id == stack.caller.tenant_id, m.c.episode_id == episode_id)
-    async with stack.database.reader.connect() as conn:
+    async with stack.database.engine.connect() as conn:
         return sorted(r[0] for r in await conn.execute(stmt))
 
 
@@ -63,6 +63,6 @@ async def test_concurrent_retries_of_one_message_store_it_once(stack: Stack) -> 
     assert {m.seq for m, _ in results} == {1}
     assert sum(1 for _, replayed in results if not replayed) == 1
     m = schema.messages
-    async with stack.database.reader.connect() as conn:
+    async with stack.database.engine.connect() as conn:
         count = await conn.scalar(select(func.count()).where(m.c.episode_id == episode_id))
     assert count == 1

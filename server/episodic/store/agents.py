@@ -1,19 +1,22 @@
-"""Agent definitions in SQL."""
+"""Agent definitions in SQL. Writes are synchronous operations run by the writer."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, bindparam, select, update
 
 from episodic.domain.model import Agent
 from episodic.errors import AlreadyExists, NotFound
 from episodic.store import schema as s
 from episodic.store.database import Database
-from episodic.store.dialect import insert_ignoring_conflicts
+from episodic.store.dialect import InsertIgnoringConflicts
 from episodic.store.rows import agent_from_row, agent_values
 from episodic.store.writer import GroupCommitWriter
+
+A = s.agents
+_AGENT = select(A).where(A.c.tenant_id == bindparam("b_tenant"), A.c.agent_id == bindparam("b_agent"))
+_INSERT_AGENT = InsertIgnoringConflicts(A)
 
 
 class SqlAgentStore:
@@ -22,47 +25,42 @@ class SqlAgentStore:
         self._writer = writer
 
     async def create_agent(self, agent: Agent) -> Agent:
-        async def op(conn: AsyncConnection) -> Agent:
-            stmt = insert_ignoring_conflicts(conn, s.agents, agent_values(agent))
-            if (await conn.execute(stmt)).rowcount != 1:
+        def op(conn: Connection) -> Agent:
+            if not _INSERT_AGENT.inserted(conn, agent_values(agent)):
                 raise AlreadyExists(f"agent {agent.agent_id!r} already exists", reason="AGENT_EXISTS")
             return agent
 
         return await self._writer.run(op)
 
     async def get_agent(self, tenant_id: str, agent_id: str) -> Agent:
-        async with self._db.reader.connect() as conn:
-            return await _load_agent(conn, tenant_id, agent_id)
+        async with self._db.engine.connect() as conn:
+            row = (await conn.execute(_AGENT, _key(tenant_id, agent_id))).mappings().first()
+        return _agent_or_missing(row, agent_id)
 
     async def update_agent(self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent]) -> Agent:
-        async def op(conn: AsyncConnection) -> Agent:
-            changed = change(await _load_agent(conn, tenant_id, agent_id, lock=True))
-            a = s.agents
-            await conn.execute(
-                update(a)
-                .where(a.c.tenant_id == tenant_id, a.c.agent_id == agent_id)
-                .values(agent_values(changed))
-            )
+        def op(conn: Connection) -> Agent:
+            row = conn.execute(_AGENT.with_for_update(), _key(tenant_id, agent_id)).mappings().first()
+            changed = change(_agent_or_missing(row, agent_id))
+            stmt = update(A).where(A.c.tenant_id == tenant_id, A.c.agent_id == agent_id)
+            conn.execute(stmt.values(agent_values(changed)))
             return changed
 
         return await self._writer.run(op)
 
     async def list_agents(self, tenant_id: str, after: str | None, limit: int) -> list[Agent]:
-        a = s.agents
-        stmt = select(a).where(a.c.tenant_id == tenant_id)
+        stmt = select(A).where(A.c.tenant_id == tenant_id)
         if after is not None:
-            stmt = stmt.where(a.c.agent_id > after)
-        stmt = stmt.order_by(a.c.agent_id).limit(limit)
-        async with self._db.reader.connect() as conn:
+            stmt = stmt.where(A.c.agent_id > after)
+        stmt = stmt.order_by(A.c.agent_id).limit(limit)
+        async with self._db.engine.connect() as conn:
             return [agent_from_row(r) for r in (await conn.execute(stmt)).mappings()]
 
 
-async def _load_agent(conn: AsyncConnection, tenant_id: str, agent_id: str, *, lock: bool = False) -> Agent:
-    a = s.agents
-    stmt = select(a).where(a.c.tenant_id == tenant_id, a.c.agent_id == agent_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    row = (await conn.execute(stmt)).mappings().first()
+def _key(tenant_id: str, agent_id: str) -> dict[str, object]:
+    return {"b_tenant": tenant_id, "b_agent": agent_id}
+
+
+def _agent_or_missing(row: object, agent_id: str) -> Agent:
     if row is None:
         raise NotFound("agent", agent_id)
-    return agent_from_row(row)
+    return agent_from_row(row)  # type: ignore[arg-type]

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Table
+from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Insert
 
 
-def insert_ignoring_conflicts(conn: AsyncConnection, table: Table, values: dict[str, Any]) -> Insert:
-    """INSERT that does nothing when the primary key exists (rowcount tells which)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table).values(values).on_conflict_do_nothing()
-    return sqlite.insert(table).values(values).on_conflict_do_nothing()
+class InsertIgnoringConflicts:
+    """INSERT that does nothing when the primary key exists (rowcount tells which);
+    built once per table and dialect."""
+
+    def __init__(self, table: Table) -> None:
+        self._by_dialect: dict[str, Insert] = {
+            "sqlite": sqlite.insert(table).on_conflict_do_nothing(),
+            "postgresql": postgresql.insert(table).on_conflict_do_nothing(),
+        }
+
+    def inserted(self, conn: Connection, values: dict[str, object]) -> bool:
+        return conn.execute(self._by_dialect[conn.dialect.name], values).rowcount == 1

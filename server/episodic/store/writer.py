@@ -1,20 +1,29 @@
 """Group commit: concurrent write operations share one transaction and one fsync.
-Each operation runs in its own SAVEPOINT, so one failing operation rolls back only its
-own writes; its caller gets the error, the others are committed together. A caller is
-answered only after COMMIT returns: acknowledged means durable."""
+
+Operations are synchronous functions of a SQLAlchemy `Connection` that decide from what
+they read and raise before writing when they refuse. A batch first runs them all in one
+transaction with no savepoints (the fast path). If any operation raises, that
+transaction is rolled back and the batch is re-run with one SAVEPOINT per operation, so
+a failing operation rolls back only its own writes and its caller alone gets the error.
+A caller is answered only after COMMIT returns: acknowledged means durable.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import Connection
+
+from episodic.store.database import Database
 
 T = TypeVar("T")
-WriteOp = Callable[[AsyncConnection], Awaitable[T]]
+WriteOp = Callable[[Connection], T]
+Outcome = tuple[bool, Any]
 log = logging.getLogger(__name__)
 
 
@@ -25,17 +34,21 @@ class _Pending(Generic[T]):
 
 
 class GroupCommitWriter:
-    """Runs write operations in batches of at most `max_batch`, with `workers` batches in
-    flight (1 for SQLite, several for PostgreSQL where row locks keep appends ordered)."""
+    """Runs write operations in batches of at most `max_batch`. SQLite: one batch at a time
+    on a dedicated thread. PostgreSQL: `workers` batches in flight (row locks keep appends
+    to one episode ordered, also across replicas)."""
 
-    def __init__(self, engine: AsyncEngine, *, workers: int = 1, max_batch: int = 128) -> None:
-        self._engine = engine
-        self._workers = workers
+    def __init__(self, database: Database, *, workers: int = 1, max_batch: int = 128) -> None:
+        self._database = database
+        self._workers = 1 if database.is_sqlite else workers
         self._max_batch = max_batch
         self._queue: asyncio.Queue[_Pending[Any]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
+        self._thread: ThreadPoolExecutor | None = None
 
     def start(self) -> None:
+        if self._database.is_sqlite:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="episodic-sqlite-writer")
         self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
 
     async def stop(self) -> None:
@@ -45,6 +58,8 @@ class GroupCommitWriter:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
 
     async def run(self, op: WriteOp[T]) -> T:
         if not self._tasks:
@@ -67,22 +82,44 @@ class GroupCommitWriter:
     async def _commit(self, batch: list[_Pending[Any]]) -> None:
         if not batch:
             return
-        outcomes: list[tuple[bool, Any]] = []
+        ops = [p.op for p in batch]
         try:
-            async with self._engine.connect() as conn, conn.begin():
-                for pending in batch:
-                    outcomes.append(await _attempt(conn, pending.op))
-        except Exception as exc:  # the COMMIT itself failed: nothing in the batch is durable
+            outcomes = await self._run_batch(ops)
+        except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable
             log.exception("group commit of %d operations failed", len(batch))
             outcomes = [(False, exc)] * len(batch)
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             _settle(pending.future, ok, value)
 
+    async def _run_batch(self, ops: list[WriteOp[Any]]) -> list[Outcome]:
+        sqlite_writer = self._database.sqlite_writer
+        if sqlite_writer is not None:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._thread, _commit_with_engine, sqlite_writer, ops)
+        async with self._database.engine.connect() as conn:
+            return await conn.run_sync(commit_batch, ops)
 
-async def _attempt(conn: AsyncConnection, op: WriteOp[Any]) -> tuple[bool, Any]:
+
+def _commit_with_engine(engine: Any, ops: Sequence[WriteOp[Any]]) -> list[Outcome]:
+    with engine.connect() as conn:
+        return commit_batch(conn, ops)
+
+
+def commit_batch(conn: Connection, ops: Sequence[WriteOp[Any]]) -> list[Outcome]:
     try:
-        async with conn.begin_nested():
-            return True, await op(conn)
+        with conn.begin():
+            return [(True, op(conn)) for op in ops]
+    except Exception as exc:  # some operation refused or failed: isolate it (slow path)
+        if len(ops) == 1:
+            return [(False, exc)]
+        with conn.begin():
+            return [_attempt(conn, op) for op in ops]
+
+
+def _attempt(conn: Connection, op: WriteOp[Any]) -> Outcome:
+    try:
+        with conn.begin_nested():
+            return True, op(conn)
     except Exception as exc:  # handed to the operation's caller, not swallowed
         return False, exc
 
