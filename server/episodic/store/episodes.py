@@ -36,6 +36,9 @@ E, M, TC = s.episodes, s.messages, s.tool_calls
 _SCOPE = (bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID))
 _EPISODE = select(E).where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
 _EPISODE_LOCKED = _EPISODE.with_for_update()
+_BY_CLIENT_ID = select(M).where(
+    M.c.tenant_id == _SCOPE[0], M.c.episode_id == _SCOPE[1], M.c.client_message_id == bindparam("b_id")
+)
 _BY_CLIENT_IDS = select(M).where(
     M.c.tenant_id == _SCOPE[0],
     M.c.episode_id == _SCOPE[1],
@@ -161,8 +164,14 @@ def _stored_by_client_id(
     ids = sorted({p.new.client_message_id for p in batch if p.new.client_message_id})
     if not ids:
         return {}
-    params = {**_scope(episode.tenant_id, episode.episode_id), "b_ids": ids}
-    rows = conn.execute(_BY_CLIENT_IDS, params).mappings()
+    scope = _scope(episode.tenant_id, episode.episode_id)
+    # One id (the common case) avoids re-rendering an expanding IN on every call.
+    stmt, params = (
+        (_BY_CLIENT_ID, {**scope, "b_id": ids[0]})
+        if len(ids) == 1
+        else (_BY_CLIENT_IDS, {**scope, "b_ids": ids})
+    )
+    rows = conn.execute(stmt, params).mappings()
     return {r["client_message_id"]: StoredMessage(message_from_row(r), r["fingerprint"]) for r in rows}
 
 

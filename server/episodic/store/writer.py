@@ -45,6 +45,7 @@ class GroupCommitWriter:
         self._queue: asyncio.Queue[_Pending[Any]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._thread: ThreadPoolExecutor | None = None
+        self._sqlite_conn: Connection | None = None  # opened and used on the writer thread only
 
     def start(self) -> None:
         if self._database.is_sqlite:
@@ -59,6 +60,7 @@ class GroupCommitWriter:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         if self._thread is not None:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._close_sqlite)
             self._thread.shutdown(wait=True)
 
     async def run(self, op: WriteOp[T]) -> T:
@@ -92,17 +94,28 @@ class GroupCommitWriter:
             _settle(pending.future, ok, value)
 
     async def _run_batch(self, ops: list[WriteOp[Any]]) -> list[Outcome]:
-        sqlite_writer = self._database.sqlite_writer
-        if sqlite_writer is not None:
+        if self._thread is not None:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._thread, _commit_with_engine, sqlite_writer, ops)
+            return await loop.run_in_executor(self._thread, self._commit_on_sqlite, ops)
         async with self._database.engine.connect() as conn:
             return await conn.run_sync(commit_batch, ops)
 
+    def _commit_on_sqlite(self, ops: Sequence[WriteOp[Any]]) -> list[Outcome]:
+        """Runs on the writer thread. One connection kept open: no pool checkout and
+        reset per batch."""
+        if self._sqlite_conn is None or self._sqlite_conn.closed:
+            assert self._database.sqlite_writer is not None
+            self._sqlite_conn = self._database.sqlite_writer.connect()
+        try:
+            return commit_batch(self._sqlite_conn, ops)
+        except Exception:
+            self._close_sqlite()  # a broken connection is replaced on the next batch
+            raise
 
-def _commit_with_engine(engine: Any, ops: Sequence[WriteOp[Any]]) -> list[Outcome]:
-    with engine.connect() as conn:
-        return commit_batch(conn, ops)
+    def _close_sqlite(self) -> None:
+        if self._sqlite_conn is not None:
+            self._sqlite_conn.close()
+            self._sqlite_conn = None
 
 
 def commit_batch(conn: Connection, ops: Sequence[WriteOp[Any]]) -> list[Outcome]:
