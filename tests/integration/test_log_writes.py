@@ -90,3 +90,18 @@ async def test_another_tenant_cannot_see_or_touch_an_episode(stack: Stack) -> No
         await episodes.close_episode(stranger, episode_id, reason=CloseReason.USER_ENDED)
     with pytest.raises(NotFound):
         await episodes.list_messages(stranger, episode_id, 10, "")
+
+
+async def test_appends_to_a_closed_episode_fail_alone_amid_committed_ones(stack: Stack) -> None:
+    open_id, closed_id = await stack.new_episode(), await stack.new_episode()
+    await stack.services.episodes.close_episode(stack.caller, closed_id)
+    episodes = stack.services.episodes
+    calls = [
+        episodes.add_message(stack.caller, open_id if i % 2 else closed_id, NewMessage(Role.USER, f"m{i}"))
+        for i in range(20)
+    ]
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    refused = [r for r in results if isinstance(r, FailedPrecondition)]
+    stored = [r for r in results if isinstance(r, tuple)]
+    assert len(refused) == 10 and sorted(m.seq for m, _ in stored) == list(range(1, 11))
+    assert (await episodes.get_episode(stack.caller, closed_id)).message_count == 0

@@ -66,3 +66,10 @@ async def test_concurrent_retries_of_one_message_store_it_once(stack: Stack) -> 
     async with stack.database.engine.connect() as conn:
         count = await conn.scalar(select(func.count()).where(m.c.episode_id == episode_id))
     assert count == 1
+
+
+async def test_concurrent_appends_across_many_episodes_keep_each_sequence_dense(stack: Stack) -> None:
+    episode_ids = [await stack.new_episode() for _ in range(8)]
+    await asyncio.gather(*(append_many(stack, e, 25, f"m{n}") for n, e in enumerate(episode_ids)))
+    for episode_id in episode_ids:
+        assert await stored_seqs(stack, episode_id) == list(range(1, 26))

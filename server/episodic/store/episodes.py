@@ -5,7 +5,6 @@ are built once, at import."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -14,21 +13,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from episodic.domain import episodes as rules
 from episodic.domain.episodes import OpenRequest
-from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
-from episodic.domain.model import CloseReason, Episode, Message, ToolCallRecord
+from episodic.domain.log import PreparedMessage
+from episodic.domain.model import CloseReason, Episode, Message
 from episodic.domain.ports import Clock, EpisodeCursor, EpisodeFilter
 from episodic.errors import NotFound
 from episodic.store import schema as s
+from episodic.store.appends import AppendBulk, AppendItem
 from episodic.store.database import Database
 from episodic.store.dialect import InsertIgnoringConflicts
 from episodic.store.rows import (
     episode_from_row,
     episode_values,
     message_from_row,
-    message_values,
-    tool_call_from_row,
-    tool_call_values,
-    tool_result_values,
 )
 from episodic.store.writer import GroupCommitWriter
 
@@ -74,7 +70,7 @@ class SqlEpisodeStore:
     def __init__(self, db: Database, writer: GroupCommitWriter, clock: Clock) -> None:
         self._db = db
         self._writer = writer
-        self._clock = clock
+        self._appends = AppendBulk(clock)
 
     async def open_episode(
         self, tenant_id: str, request: OpenRequest, token_encoding: str
@@ -91,18 +87,10 @@ class SqlEpisodeStore:
     async def append(
         self, tenant_id: str, episode_id: str, batch: Sequence[PreparedMessage]
     ) -> list[tuple[Message, bool]]:
-        def op(conn: Connection) -> list[tuple[Message, bool]]:
-            episode = _load_episode(conn, tenant_id, episode_id, lock=True)
-            ctx = AppendContext(
-                episode, _stored_by_client_id(conn, episode, batch), _tool_calls_named(conn, episode, batch)
-            )
-            now = self._clock()
-            plan = plan_append(ctx, batch, now)
-            if plan.inserts:
-                _write_plan(conn, episode, plan, now)
-            return plan.results
-
-        return await self._writer.run(op)
+        result: list[tuple[Message, bool]] = await self._writer.run_bulk(
+            self._appends, AppendItem(tenant_id, episode_id, batch)
+        )
+        return result
 
     async def close_episode(
         self, tenant_id: str, episode_id: str, reason: CloseReason, note: str, ended_at: datetime
@@ -156,61 +144,6 @@ def _load_episode(conn: Connection, tenant_id: str, episode_id: str, *, lock: bo
 async def _require_episode(conn: AsyncConnection, tenant_id: str, episode_id: str) -> None:
     if (await conn.execute(_EPISODE, _scope(tenant_id, episode_id))).first() is None:
         raise NotFound("episode", episode_id)
-
-
-def _stored_by_client_id(
-    conn: Connection, episode: Episode, batch: Sequence[PreparedMessage]
-) -> dict[str, StoredMessage]:
-    ids = sorted({p.new.client_message_id for p in batch if p.new.client_message_id})
-    if not ids:
-        return {}
-    scope = _scope(episode.tenant_id, episode.episode_id)
-    # One id (the common case) avoids re-rendering an expanding IN on every call.
-    stmt, params = (
-        (_BY_CLIENT_ID, {**scope, "b_id": ids[0]})
-        if len(ids) == 1
-        else (_BY_CLIENT_IDS, {**scope, "b_ids": ids})
-    )
-    rows = conn.execute(stmt, params).mappings()
-    return {r["client_message_id"]: StoredMessage(message_from_row(r), r["fingerprint"]) for r in rows}
-
-
-def _tool_calls_named(
-    conn: Connection, episode: Episode, batch: Sequence[PreparedMessage]
-) -> dict[str, ToolCallRecord]:
-    ids = {c.tool_call_id for p in batch for c in p.new.tool_calls}
-    ids |= {p.new.tool_result.tool_call_id for p in batch if p.new.tool_result}
-    if not ids:
-        return {}
-    params = {**_scope(episode.tenant_id, episode.episode_id), "b_ids": sorted(ids)}
-    return {r["tool_call_id"]: tool_call_from_row(r) for r in conn.execute(_TOOL_CALLS, params).mappings()}
-
-
-def _write_plan(conn: Connection, episode: Episode, plan: AppendPlan, now: datetime) -> None:
-    conn.execute(M.insert(), [message_values(episode.tenant_id, m, fp) for m, fp in plan.inserts])
-    grown = dataclasses.replace(
-        episode, message_count=plan.last_seq, token_count=episode.token_count + plan.token_delta
-    )
-    conn.execute(
-        _GROW_EPISODE,
-        {
-            **_scope(episode.tenant_id, episode.episode_id),
-            "b_count": grown.message_count,
-            "b_tokens": grown.token_count,
-            "b_now": now,
-        },
-    )
-    _write_tool_calls(conn, episode, plan)
-
-
-def _write_tool_calls(conn: Connection, episode: Episode, plan: AppendPlan) -> None:
-    if plan.new_tool_calls:
-        rows = [tool_call_values(episode.tenant_id, episode.episode_id, r) for r in plan.new_tool_calls]
-        conn.execute(TC.insert(), rows)
-    scope = _scope(episode.tenant_id, episode.episode_id)
-    for record in plan.tool_results:
-        stmt = _SET_TOOL_RESULT.values(tool_result_values(record))
-        conn.execute(stmt, {**scope, "b_call": record.tool_call_id})
 
 
 def _episode_listing(

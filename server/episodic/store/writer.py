@@ -6,6 +6,11 @@ transaction with no savepoints (the fast path). If any operation raises, that
 transaction is rolled back and the batch is re-run with one SAVEPOINT per operation, so
 a failing operation rolls back only its own writes and its caller alone gets the error.
 A caller is answered only after COMMIT returns: acknowledged means durable.
+
+Requests of one kind that arrive together can also be handled by one call (a
+`BulkOp`), e.g. many appends: one read of all their episodes, one INSERT of all their
+messages. A bulk op reports refusals per item and raises only on unexpected failures.
+Runs of consecutive requests are merged, so queue order is kept.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from sqlalchemy import Connection
 
@@ -27,10 +32,18 @@ Outcome = tuple[bool, Any]
 log = logging.getLogger(__name__)
 
 
+class BulkOp(Protocol):
+    """Handles many items of one kind in one call; one outcome per item, in order."""
+
+    def run_all(self, conn: Connection, items: Sequence[Any]) -> list[Outcome]: ...
+
+
 @dataclass(slots=True)
 class _Pending(Generic[T]):
-    op: WriteOp[T]
+    op: WriteOp[T] | None
     future: asyncio.Future[T]
+    bulk: BulkOp | None = None
+    item: Any = None
 
 
 class GroupCommitWriter:
@@ -64,10 +77,18 @@ class GroupCommitWriter:
             self._thread.shutdown(wait=True)
 
     async def run(self, op: WriteOp[T]) -> T:
+        result: T = await self._submit(lambda future: _Pending(op, future))
+        return result
+
+    async def run_bulk(self, bulk: BulkOp, item: object) -> Any:
+        """Queues one item for `bulk`; returns its outcome's value or raises its error."""
+        return await self._submit(lambda future: _Pending(None, future, bulk, item))
+
+    async def _submit(self, make: Callable[[asyncio.Future[Any]], _Pending[Any]]) -> Any:
         if not self._tasks:
-            raise RuntimeError("GroupCommitWriter.run before start()")
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Pending(op, future))
+            raise RuntimeError("GroupCommitWriter used before start()")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(make(future))
         return await future
 
     async def _work(self) -> None:
@@ -84,23 +105,22 @@ class GroupCommitWriter:
     async def _commit(self, batch: list[_Pending[Any]]) -> None:
         if not batch:
             return
-        ops = [p.op for p in batch]
         try:
-            outcomes = await self._run_batch(ops)
+            outcomes = await self._run_batch(_units(batch))
         except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable
             log.exception("group commit of %d operations failed", len(batch))
             outcomes = [(False, exc)] * len(batch)
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             _settle(pending.future, ok, value)
 
-    async def _run_batch(self, ops: list[WriteOp[Any]]) -> list[Outcome]:
+    async def _run_batch(self, ops: list[_Unit]) -> list[Outcome]:
         if self._thread is not None:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._thread, self._commit_on_sqlite, ops)
         async with self._database.engine.connect() as conn:
             return await conn.run_sync(commit_batch, ops)
 
-    def _commit_on_sqlite(self, ops: Sequence[WriteOp[Any]]) -> list[Outcome]:
+    def _commit_on_sqlite(self, ops: Sequence[_Unit]) -> list[Outcome]:
         """Runs on the writer thread. One connection kept open: no pool checkout and
         reset per batch."""
         if self._sqlite_conn is None or self._sqlite_conn.closed:
@@ -118,23 +138,62 @@ class GroupCommitWriter:
             self._sqlite_conn = None
 
 
-def commit_batch(conn: Connection, ops: Sequence[WriteOp[Any]]) -> list[Outcome]:
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """What runs as one piece: a plain operation, or a run of items of one bulk op."""
+
+    run: Callable[[Connection], list[Outcome]]
+    size: int
+
+    def failed(self, exc: Exception) -> list[Outcome]:
+        return [(False, exc)] * self.size
+
+
+def _units(batch: Sequence[_Pending[Any]]) -> list[_Unit]:
+    """One unit per plain operation; one per run of consecutive items of the same bulk op."""
+    units: list[_Unit] = []
+    run: list[_Pending[Any]] = []
+    for pending in batch:
+        if run and pending.bulk is not run[0].bulk:
+            units.append(_bulk_unit(run))
+            run = []
+        if pending.bulk is None:
+            units.append(_single_unit(pending.op))
+        else:
+            run.append(pending)
+    if run:
+        units.append(_bulk_unit(run))
+    return units
+
+
+def _single_unit(op: WriteOp[Any] | None) -> _Unit:
+    assert op is not None
+    return _Unit(lambda conn: [(True, op(conn))], 1)
+
+
+def _bulk_unit(run: list[_Pending[Any]]) -> _Unit:
+    bulk, items = run[0].bulk, [p.item for p in run]
+    assert bulk is not None
+    return _Unit(lambda conn: bulk.run_all(conn, items), len(items))
+
+
+def commit_batch(conn: Connection, units: Sequence[_Unit]) -> list[Outcome]:
     try:
         with conn.begin():
-            return [(True, op(conn)) for op in ops]
-    except Exception as exc:  # some operation refused or failed: isolate it (slow path)
-        if len(ops) == 1:
-            return [(False, exc)]
+            return [outcome for unit in units for outcome in unit.run(conn)]
+    except Exception as exc:  # some operation failed: isolate it (slow path)
+        if len(units) == 1:
+            return units[0].failed(exc)
         with conn.begin():
-            return [_attempt(conn, op) for op in ops]
+            return [outcome for unit in units for outcome in _attempt(conn, unit)]
 
 
-def _attempt(conn: Connection, op: WriteOp[Any]) -> Outcome:
+def _attempt(conn: Connection, unit: _Unit) -> list[Outcome]:
     try:
         with conn.begin_nested():
-            return True, op(conn)
-    except Exception as exc:  # handed to the operation's caller, not swallowed
-        return False, exc
+            return unit.run(conn)
+    except Exception as exc:  # handed to the operation's caller(s), not swallowed
+        return unit.failed(exc)
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

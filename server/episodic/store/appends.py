@@ -1,0 +1,222 @@
+"""Appends, handled in bulk: every append queued in one group-commit batch shares one
+locked read of their episodes, one read of their client ids and tool calls, one INSERT
+of all their messages and one UPDATE of all their episodes. Each append is still
+planned on its own, in queue order, by the domain's plan_append; a refused append
+writes nothing and gets its error, the others go ahead."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, bindparam, select, tuple_, update
+
+from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
+from episodic.domain.model import Episode, Message, ToolCallRecord
+from episodic.domain.ports import Clock
+from episodic.errors import EpisodicError, NotFound
+from episodic.store import schema as s
+from episodic.store.rows import (
+    episode_from_row,
+    message_from_row,
+    message_values,
+    tool_call_from_row,
+    tool_call_values,
+    tool_result_values,
+)
+from episodic.store.writer import Outcome
+
+E, M, TC = s.episodes, s.messages, s.tool_calls
+Key = tuple[str, str]  # (tenant_id, episode_id)
+
+_EPISODES_LOCKED = (
+    select(E)
+    .where(tuple_(E.c.tenant_id, E.c.episode_id).in_(bindparam("b_keys", expanding=True)))
+    .order_by(E.c.tenant_id, E.c.episode_id)  # one lock order for every writer: no deadlocks
+    .with_for_update()
+)
+_BY_CLIENT_IDS = select(M).where(
+    tuple_(M.c.tenant_id, M.c.episode_id, M.c.client_message_id).in_(bindparam("b_keys", expanding=True))
+)
+_TOOL_CALLS = select(TC).where(
+    tuple_(TC.c.tenant_id, TC.c.episode_id, TC.c.tool_call_id).in_(bindparam("b_keys", expanding=True))
+)
+_SCOPE = {"tenant_id": bindparam("b_tenant", type_=s.ID), "episode_id": bindparam("b_episode", type_=s.ID)}
+_GROW_EPISODES = (
+    update(E)
+    .where(E.c.tenant_id == _SCOPE["tenant_id"], E.c.episode_id == _SCOPE["episode_id"])
+    .values(
+        message_count=bindparam("v_count"),
+        token_count=bindparam("v_tokens"),
+        last_activity_at=bindparam("v_now"),
+    )
+)
+_RESULT_COLUMNS = (
+    "has_result",
+    "output",
+    "succeeded",
+    "error",
+    "called_at",
+    "duration_seconds",
+    "result_seq",
+)
+_SET_TOOL_RESULTS = (
+    update(TC)
+    .where(
+        TC.c.tenant_id == _SCOPE["tenant_id"],
+        TC.c.episode_id == _SCOPE["episode_id"],
+        TC.c.tool_call_id == bindparam("b_call"),
+    )
+    .values({name: bindparam(f"v_{name}") for name in _RESULT_COLUMNS})
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendItem:
+    tenant_id: str
+    episode_id: str
+    batch: Sequence[PreparedMessage]
+
+    @property
+    def key(self) -> Key:
+        return (self.tenant_id, self.episode_id)
+
+
+@dataclass(slots=True)
+class _State:
+    """What the appends of one bulk run know, kept current as each one is planned."""
+
+    episodes: dict[Key, Episode]
+    stored: defaultdict[Key, dict[str, StoredMessage]]
+    calls: defaultdict[Key, dict[str, ToolCallRecord]]
+    grown: set[Key] = field(default_factory=set)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    new_calls: list[dict[str, Any]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+class AppendBulk:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def run_all(self, conn: Connection, items: Sequence[AppendItem]) -> list[Outcome]:
+        now = self._clock()
+        state = _load(conn, items)
+        outcomes = [_plan_one(state, item, now) for item in items]
+        _flush(conn, state, now)
+        return outcomes
+
+
+def _load(conn: Connection, items: Sequence[AppendItem]) -> _State:
+    keys = sorted({item.key for item in items})
+    rows = conn.execute(_EPISODES_LOCKED, {"b_keys": keys}).mappings()
+    episodes = {(r["tenant_id"], r["episode_id"]): episode_from_row(r) for r in rows}
+    return _State(episodes, _stored_by_client_id(conn, items), _tool_calls_named(conn, items))
+
+
+def _stored_by_client_id(
+    conn: Connection, items: Sequence[AppendItem]
+) -> defaultdict[Key, dict[str, StoredMessage]]:
+    wanted = sorted(
+        {(*i.key, p.new.client_message_id) for i in items for p in i.batch if p.new.client_message_id}
+    )
+    found: defaultdict[Key, dict[str, StoredMessage]] = defaultdict(dict)
+    for r in _select_keys(conn, _BY_CLIENT_IDS, wanted):
+        found[(r["tenant_id"], r["episode_id"])][r["client_message_id"]] = StoredMessage(
+            message_from_row(r), r["fingerprint"]
+        )
+    return found
+
+
+def _tool_calls_named(
+    conn: Connection, items: Sequence[AppendItem]
+) -> defaultdict[Key, dict[str, ToolCallRecord]]:
+    wanted = sorted({(*i.key, call_id) for i in items for call_id in _tool_call_ids(i.batch)})
+    found: defaultdict[Key, dict[str, ToolCallRecord]] = defaultdict(dict)
+    for r in _select_keys(conn, _TOOL_CALLS, wanted):
+        found[(r["tenant_id"], r["episode_id"])][r["tool_call_id"]] = tool_call_from_row(r)
+    return found
+
+
+def _tool_call_ids(batch: Sequence[PreparedMessage]) -> Iterable[str]:
+    for p in batch:
+        yield from (c.tool_call_id for c in p.new.tool_calls)
+        if p.new.tool_result is not None:
+            yield p.new.tool_result.tool_call_id
+
+
+def _select_keys(conn: Connection, stmt: Any, keys: Sequence[tuple[str, ...]]) -> Iterable[RowMapping]:
+    return conn.execute(stmt, {"b_keys": keys}).mappings() if keys else ()
+
+
+def _plan_one(state: _State, item: AppendItem, now: datetime) -> Outcome:
+    episode = state.episodes.get(item.key)
+    if episode is None:
+        return False, NotFound("episode", item.episode_id)
+    ctx = AppendContext(episode, state.stored[item.key], state.calls[item.key])
+    try:
+        plan = plan_append(ctx, item.batch, now)
+    except EpisodicError as exc:  # refused before anything was written
+        return False, exc
+    if plan.inserts:
+        _record(state, item.key, episode, plan, now)
+    return True, plan.results
+
+
+def _record(state: _State, key: Key, episode: Episode, plan: AppendPlan, now: datetime) -> None:
+    state.episodes[key] = dataclasses.replace(
+        episode,
+        message_count=plan.last_seq,
+        token_count=episode.token_count + plan.token_delta,
+        last_activity_at=now,
+    )
+    state.grown.add(key)
+    for message, fingerprint in plan.inserts:
+        state.messages.append(message_values(episode.tenant_id, message, fingerprint))
+        _remember(state, key, message, fingerprint)
+    for record in plan.new_tool_calls:
+        state.calls[key][record.tool_call_id] = record
+        state.new_calls.append(tool_call_values(*key, record))
+    for record in plan.tool_results:
+        state.calls[key][record.tool_call_id] = record
+        state.results.append(_result_params(key, record))
+
+
+def _remember(state: _State, key: Key, message: Message, fingerprint: str) -> None:
+    if message.client_message_id:
+        state.stored[key][message.client_message_id] = StoredMessage(message, fingerprint)
+
+
+def _result_params(key: Key, record: ToolCallRecord) -> dict[str, Any]:
+    values = tool_result_values(record)
+    return {
+        "b_tenant": key[0],
+        "b_episode": key[1],
+        "b_call": record.tool_call_id,
+        **{f"v_{name}": values[name] for name in _RESULT_COLUMNS},
+    }
+
+
+def _flush(conn: Connection, state: _State, now: datetime) -> None:
+    if state.messages:
+        conn.execute(M.insert(), state.messages)
+    if state.new_calls:
+        conn.execute(TC.insert(), state.new_calls)
+    if state.results:
+        conn.execute(_SET_TOOL_RESULTS, state.results)
+    if state.grown:
+        conn.execute(_GROW_EPISODES, [_growth_params(state.episodes[key]) for key in sorted(state.grown)])
+
+
+def _growth_params(episode: Episode) -> dict[str, Any]:
+    return {
+        "b_tenant": episode.tenant_id,
+        "b_episode": episode.episode_id,
+        "v_count": episode.message_count,
+        "v_tokens": episode.token_count,
+        "v_now": episode.last_activity_at,
+    }
