@@ -86,7 +86,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "db_writers",
         "EPISODIC_DB_WRITERS",
-        "Concurrent group-commit writers on PostgreSQL (SQLite always uses 1).",
+        "Concurrent group-commit writers on PostgreSQL (SQLite always uses 1). One gives the largest batches; more help only when the database is remote.",
     ),
     Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR."),
 )
@@ -114,7 +114,7 @@ class Settings:
     max_batch_messages: int = 500
     max_json_bytes: int = 64 * 1024
     db_pool_size: int = 8
-    db_writers: int = 4
+    db_writers: int = 1
     log_level: str = "INFO"
 
     @property

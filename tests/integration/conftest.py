@@ -37,7 +37,7 @@ class Stack:
 
 async def open_stack(url: str, caller: Caller) -> Stack:
     database = open_database(url)
-    writer = GroupCommitWriter(database, workers=4)
+    writer = GroupCommitWriter(database, workers=2)  # >1 on PostgreSQL exercises the row locks
     writer.start()
     return Stack(database, writer, build_services(Settings(), database, writer), caller)
 

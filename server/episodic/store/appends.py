@@ -33,11 +33,25 @@ from episodic.store.writer import Outcome
 E, M, TC = s.episodes, s.messages, s.tool_calls
 Key = tuple[str, str]  # (tenant_id, episode_id)
 
-_EPISODES_LOCKED = (
+_EPISODES_LOCKED_IN = (
     select(E)
     .where(tuple_(E.c.tenant_id, E.c.episode_id).in_(bindparam("b_keys", expanding=True)))
     .order_by(E.c.tenant_id, E.c.episode_id)  # one lock order for every writer: no deadlocks
     .with_for_update()
+)
+# Equality forms for the common single-key case: an expanding IN is re-rendered per call.
+_EPISODE_LOCKED = (
+    select(E).where(E.c.tenant_id == bindparam("b_0"), E.c.episode_id == bindparam("b_1")).with_for_update()
+)
+_BY_CLIENT_ID = select(M).where(
+    M.c.tenant_id == bindparam("b_0"),
+    M.c.episode_id == bindparam("b_1"),
+    M.c.client_message_id == bindparam("b_2"),
+)
+_TOOL_CALL = select(TC).where(
+    TC.c.tenant_id == bindparam("b_0"),
+    TC.c.episode_id == bindparam("b_1"),
+    TC.c.tool_call_id == bindparam("b_2"),
 )
 _BY_CLIENT_IDS = select(M).where(
     tuple_(M.c.tenant_id, M.c.episode_id, M.c.client_message_id).in_(bindparam("b_keys", expanding=True))
@@ -113,7 +127,7 @@ class AppendBulk:
 
 def _load(conn: Connection, items: Sequence[AppendItem]) -> _State:
     keys = sorted({item.key for item in items})
-    rows = conn.execute(_EPISODES_LOCKED, {"b_keys": keys}).mappings()
+    rows = _select_keys(conn, (_EPISODE_LOCKED, _EPISODES_LOCKED_IN), keys)
     episodes = {(r["tenant_id"], r["episode_id"]): episode_from_row(r) for r in rows}
     return _State(episodes, _stored_by_client_id(conn, items), _tool_calls_named(conn, items))
 
@@ -125,7 +139,7 @@ def _stored_by_client_id(
         {(*i.key, p.new.client_message_id) for i in items for p in i.batch if p.new.client_message_id}
     )
     found: defaultdict[Key, dict[str, StoredMessage]] = defaultdict(dict)
-    for r in _select_keys(conn, _BY_CLIENT_IDS, wanted):
+    for r in _select_keys(conn, (_BY_CLIENT_ID, _BY_CLIENT_IDS), wanted):
         found[(r["tenant_id"], r["episode_id"])][r["client_message_id"]] = StoredMessage(
             message_from_row(r), r["fingerprint"]
         )
@@ -137,7 +151,7 @@ def _tool_calls_named(
 ) -> defaultdict[Key, dict[str, ToolCallRecord]]:
     wanted = sorted({(*i.key, call_id) for i in items for call_id in _tool_call_ids(i.batch)})
     found: defaultdict[Key, dict[str, ToolCallRecord]] = defaultdict(dict)
-    for r in _select_keys(conn, _TOOL_CALLS, wanted):
+    for r in _select_keys(conn, (_TOOL_CALL, _TOOL_CALLS), wanted):
         found[(r["tenant_id"], r["episode_id"])][r["tool_call_id"]] = tool_call_from_row(r)
     return found
 
@@ -149,8 +163,15 @@ def _tool_call_ids(batch: Sequence[PreparedMessage]) -> Iterable[str]:
             yield p.new.tool_result.tool_call_id
 
 
-def _select_keys(conn: Connection, stmt: Any, keys: Sequence[tuple[str, ...]]) -> Iterable[RowMapping]:
-    return conn.execute(stmt, {"b_keys": keys}).mappings() if keys else ()
+def _select_keys(
+    conn: Connection, stmts: tuple[Any, Any], keys: Sequence[tuple[str, ...]]
+) -> Iterable[RowMapping]:
+    """Rows whose key columns match one of `keys`: (one-key statement, many-keys statement)."""
+    if not keys:
+        return ()
+    if len(keys) == 1:
+        return conn.execute(stmts[0], {f"b_{i}": part for i, part in enumerate(keys[0])}).mappings()
+    return conn.execute(stmts[1], {"b_keys": list(keys)}).mappings()
 
 
 def _plan_one(state: _State, item: AppendItem, now: datetime) -> Outcome:
