@@ -22,7 +22,7 @@ TENANT_B = "tenant-b"
 
 def settings_for(database_url: str, **overrides: object) -> Settings:
     keys = ",".join([config_line(TENANT_A, KEY_A), config_line(TENANT_B, KEY_B)])
-    base = Settings(address="127.0.0.1:0", database_url=database_url, api_keys=keys)
+    base = Settings(address="127.0.0.1:0", database_url=database_url, api_keys=keys, access_log=False)
     return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
 
@@ -42,7 +42,7 @@ def bearer(key: str) -> tuple[tuple[str, str], ...]:
 @asynccontextmanager
 async def running_server(settings: Settings) -> AsyncIterator[RunningServer]:
     async with open_app(settings) as app:
-        grpc_server = await build_server(settings, app.services, app.keys)
+        grpc_server = await build_server(settings, app.services, app.keys, app.access_log)
         await grpc_server.server.start()
         await grpc_server.set_serving(True)
         try:

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.api.server import Services
 from episodic.config import ConfigError, Settings
 from episodic.errors import Unavailable
@@ -28,6 +29,7 @@ class App:
     database: Database
     keys: KeyRing
     services: Services
+    access_log: AccessLog
 
 
 def utc_now() -> datetime:
@@ -82,9 +84,11 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
         await ensure_schema(database, settings.migrate_on_start)
         writer = GroupCommitWriter(database, workers=settings.db_writers)
         writer.start()
+        access_log = JsonLinesAccessLog() if settings.access_log else NoAccessLog()
         try:
-            yield App(settings, database, keys, build_services(settings, database, writer))
+            yield App(settings, database, keys, build_services(settings, database, writer), access_log)
         finally:
             await writer.stop()
+            access_log.close()
     finally:
         await database.dispose()

@@ -89,6 +89,11 @@ OPTIONS: tuple[Option, ...] = (
         "Concurrent group-commit writers on PostgreSQL (SQLite always uses 1). One gives the largest batches; more help only when the database is remote.",
     ),
     Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR."),
+    Option(
+        "access_log",
+        "EPISODIC_ACCESS_LOG",
+        "One JSON line per RPC on stderr (method, status, duration, peer). Set false to turn off.",
+    ),
 )
 
 
@@ -116,6 +121,7 @@ class Settings:
     db_pool_size: int = 8
     db_writers: int = 1
     log_level: str = "INFO"
+    access_log: bool = True
 
     @property
     def limits(self) -> Limits:
@@ -160,7 +166,7 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, object]:
 def add_flags(parser: argparse.ArgumentParser) -> None:
     for o in OPTIONS:
         if o.kind is bool:
-            parser.add_argument(o.flag, action="store_true", default=None, help=o.help)
+            parser.add_argument(o.flag, action=argparse.BooleanOptionalAction, default=None, help=o.help)
         else:
             parser.add_argument(o.flag, type=o.kind, default=None, help=f"{o.help} [env {o.env}]")
 

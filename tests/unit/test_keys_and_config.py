@@ -62,3 +62,8 @@ def test_the_operator_docs_carry_the_current_configuration_table() -> None:
 
     doc = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
     assert config.markdown_table() in doc, "regenerate the table with `episodic config-docs`"
+
+
+def test_boolean_settings_can_be_switched_off_by_flag() -> None:
+    settings = config.load({"EPISODIC_ACCESS_LOG": "true"}, parse_flags("--no-access-log"))
+    assert settings.access_log is False

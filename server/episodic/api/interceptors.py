@@ -13,13 +13,14 @@ import grpc
 from google.rpc import status_pb2
 from grpc_status import rpc_status
 
+from episodic.api.access_log import AccessLog
 from episodic.api.handlers import Deserializer, Streaming, Unary, wrap_handler
 from episodic.api.status import internal_status, rich_status
 from episodic.domain.model import Caller
 from episodic.errors import EpisodicError, InvalidArgument, Unauthenticated
 from episodic.keys import KeyRing
 
-log = logging.getLogger("episodic.access")
+log = logging.getLogger("episodic.server")
 Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]]"
 OPEN_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
@@ -35,17 +36,20 @@ def current_caller() -> Caller:
 class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Outermost: turns every error into a status exactly once and logs the outcome."""
 
+    def __init__(self, access_log: AccessLog) -> None:
+        self._access_log = access_log
+
     async def intercept_service(
         self, continuation: Continuation, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = await continuation(details)
         if handler is None:
             return handler
-        method = details.method
+        method, access = details.method, self._access_log
         return wrap_handler(
             handler,
-            lambda inner: _unary_edge(method, inner),
-            lambda inner: _streaming_edge(method, inner),
+            lambda inner: _unary_edge(method, inner, access),
+            lambda inner: _streaming_edge(method, inner, access),
             _tolerant,
         )
 
@@ -62,7 +66,7 @@ def _tolerant(decode: Deserializer) -> Deserializer:
     return safe
 
 
-def _unary_edge(method: str, inner: Unary) -> Unary:
+def _unary_edge(method: str, inner: Unary, access: AccessLog) -> Unary:
     async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         started = time.perf_counter()
         code = grpc.StatusCode.OK
@@ -73,12 +77,12 @@ def _unary_edge(method: str, inner: Unary) -> Unary:
             code, status = _status_for(exc)
             await _abort(context, code, status)
         finally:
-            _log_access(method, code, started, context)
+            access.record(method, code.name, (time.perf_counter() - started) * 1000, context.peer())
 
     return behaviour
 
 
-def _streaming_edge(method: str, inner: Streaming) -> Streaming:
+def _streaming_edge(method: str, inner: Streaming, access: AccessLog) -> Streaming:
     async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         started = time.perf_counter()
         code = grpc.StatusCode.OK
@@ -90,7 +94,7 @@ def _streaming_edge(method: str, inner: Streaming) -> Streaming:
             code, status = _status_for(exc)
             await _abort(context, code, status)
         finally:
-            _log_access(method, code, started, context)
+            access.record(method, code.name, (time.perf_counter() - started) * 1000, context.peer())
 
     return behaviour
 
@@ -121,20 +125,6 @@ async def _abort(
     context.set_code(code)  # so tracing interceptors see the failure (abort_with_status hides it)
     await context.abort_with_status(rpc_status.to_status(status))  # type: ignore[attr-defined]
     raise AssertionError("abort_with_status returned")
-
-
-def _log_access(
-    method: str, code: grpc.StatusCode, started: float, context: grpc.aio.ServicerContext[Any, Any]
-) -> None:
-    log.info(
-        "rpc",
-        extra={
-            "rpc_method": method,
-            "grpc_code": code.name,
-            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-            "peer": context.peer(),
-        },
-    )
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]

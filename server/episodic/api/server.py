@@ -9,6 +9,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
+from episodic.api.access_log import AccessLog
 from episodic.api.agents import AgentServicer
 from episodic.api.diagnostics import DiagnosticsServicer
 from episodic.api.episodes import EpisodeServicer
@@ -64,11 +65,13 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
     ]
 
 
-async def build_server(settings: Settings, services: Services, keys: KeyRing) -> GrpcServer:
+async def build_server(
+    settings: Settings, services: Services, keys: KeyRing, access_log: AccessLog
+) -> GrpcServer:
     """Binds the port and registers everything; health starts NOT_SERVING."""
     dev_tenant = settings.dev_tenant if settings.insecure_dev else None
     server = grpc.aio.server(
-        interceptors=[ErrorInterceptor(), AuthInterceptor(keys, dev_tenant)],
+        interceptors=[ErrorInterceptor(access_log), AuthInterceptor(keys, dev_tenant)],
         options=server_options(settings),
     )
     episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(EpisodeServicer(services.episodes), server)
