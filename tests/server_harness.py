@@ -22,7 +22,9 @@ TENANT_B = "tenant-b"
 
 def settings_for(database_url: str, **overrides: object) -> Settings:
     keys = ",".join([config_line(TENANT_A, KEY_A), config_line(TENANT_B, KEY_B)])
-    base = Settings(address="127.0.0.1:0", database_url=database_url, api_keys=keys, access_log=False)
+    base = Settings(
+        address="127.0.0.1:0", database_url=database_url, api_keys=keys, access_log=False, embedder="hashing"
+    )
     return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,15 +12,23 @@ from datetime import UTC, datetime
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.api.server import Services
 from episodic.config import ConfigError, Settings
+from episodic.domain.ports import Embedder, Summarizer, VectorIndex
+from episodic.embed import make_embedder
 from episodic.errors import Unavailable
+from episodic.index import FaissVectorIndex
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
-from episodic.service.episodes import EpisodeService
+from episodic.service.digester import Digester, load_index
+from episodic.service.episodes import DigestWaiter, EpisodeService, NoDigests
+from episodic.service.reaper import IdleReaper
+from episodic.service.recall import RecallService
 from episodic.store.agents import SqlAgentStore
 from episodic.store.database import Database, open_database
+from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.migrate import current_revision, head_revision, upgrade_to_head
 from episodic.store.writer import GroupCommitWriter
+from episodic.summarize import make_summarizer
 from episodic.tokens import TiktokenCounter, verify_assets
 
 
@@ -30,6 +39,9 @@ class App:
     keys: KeyRing
     services: Services
     access_log: AccessLog
+
+
+log = logging.getLogger("episodic.server")
 
 
 def utc_now() -> datetime:
@@ -64,13 +76,61 @@ async def ensure_schema(database: Database, migrate: bool) -> None:
         )
 
 
-def build_services(settings: Settings, database: Database, writer: GroupCommitWriter) -> Services:
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """The recall machinery: models, index, and the digest store that feeds it."""
+
+    embedder: Embedder
+    summarizer: Summarizer
+    index: VectorIndex
+    digests: SqlDigestStore
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    if settings.embedder != "openai":
+        return make_embedder(settings.embedder)
+    options = {"base_url": settings.embedder_url, "model": settings.embedder_model}
+    return make_embedder("openai", **options, api_key=settings.embedder_api_key or None)
+
+
+def build_summarizer(settings: Settings) -> Summarizer:
+    if settings.summarizer != "openai":
+        return make_summarizer(settings.summarizer)
+    options = {"base_url": settings.summarizer_url, "model": settings.summarizer_model}
+    return make_summarizer("openai", **options, api_key=settings.summarizer_api_key or None)
+
+
+def build_recall(settings: Settings, database: Database, writer: GroupCommitWriter) -> Recall:
+    try:
+        embedder, summarizer = build_embedder(settings), build_summarizer(settings)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    index = FaissVectorIndex(embedder.dimension)
+    return Recall(embedder, summarizer, index, SqlDigestStore(database, writer))
+
+
+def build_services(
+    settings: Settings,
+    database: Database,
+    writer: GroupCommitWriter,
+    recall: Recall,
+    digester: DigestWaiter | None = None,
+) -> Services:
     tokens = TiktokenCounter()
     agents = SqlAgentStore(database, writer)
     episodes = SqlEpisodeStore(database, writer, utc_now)
     return Services(
-        episodes=EpisodeService(episodes, agents, tokens, settings.limits, utc_now, new_episode_id),
+        episodes=EpisodeService(
+            episodes,
+            agents,
+            tokens,
+            settings.limits,
+            utc_now,
+            new_episode_id,
+            digests=digester or NoDigests(),
+        ),
         agents=AgentService(agents, tokens, settings.limits, utc_now),
+        recall=RecallService(recall.digests, agents, recall.embedder, recall.index, settings.limits),
     )
 
 
@@ -86,9 +146,31 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
         writer.start()
         access_log = JsonLinesAccessLog() if settings.access_log else NoAccessLog()
         try:
-            yield App(settings, database, keys, build_services(settings, database, writer), access_log)
+            async with run_background(settings, database, writer) as services:
+                yield App(settings, database, keys, services, access_log)
         finally:
             await writer.stop()
             access_log.close()
     finally:
         await database.dispose()
+
+
+@asynccontextmanager
+async def run_background(
+    settings: Settings, database: Database, writer: GroupCommitWriter
+) -> AsyncIterator[Services]:
+    """Loads the index from SQL, then runs the digester and the idle reaper beside the RPCs."""
+    recall = build_recall(settings, database, writer)
+    loaded = await load_index(recall.digests, recall.index, recall.embedder.model_id)
+    log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": recall.embedder.model_id})
+    digester = Digester(recall.digests, recall.summarizer, recall.embedder, recall.index, utc_now)
+    services = build_services(settings, database, writer, recall, digester)
+    episodes = SqlEpisodeStore(database, writer, utc_now)
+    reaper = IdleReaper(episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds)
+    digester.start()
+    reaper.start()
+    try:
+        yield services
+    finally:
+        await reaper.stop()
+        await digester.stop()

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from episodic import config
 from episodic.bench.options import add_flags as add_bench_flags
 from episodic.errors import EpisodicError
+from episodic.evals.flags import add_flags as add_eval_flags
 from episodic.keys import config_line, new_key
 from episodic.logs import configure_logging
 
-COMMANDS = ("serve", "migrate", "keygen", "healthcheck", "config-docs", "bench")
+COMMANDS = ("serve", "migrate", "keygen", "healthcheck", "config-docs", "bench", "eval-recall", "reindex")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,7 +52,29 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure durable AddMessage against Echo (own servers)")
     add_bench_flags(bench)
     bench.set_defaults(run=_bench)
+    reindex = commands.add_parser(
+        "reindex", help="digest pending episodes and re-embed stale vectors, then exit"
+    )
+    config.add_flags(reindex)
+    reindex.set_defaults(run=_reindex)
+    evaluate = commands.add_parser("eval-recall", help="LoCoMo recall@k/MRR through the API, next to BM25")
+    add_eval_flags(evaluate)
+    evaluate.set_defaults(run=_eval_recall)
     return parser
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    from episodic.reindex import reindex
+
+    done = asyncio.run(reindex(_settings(args)))
+    print(f"reindexed {done} digests")
+    return 0
+
+
+def _eval_recall(args: argparse.Namespace) -> int:
+    from episodic.evals.locomo import run_eval
+
+    return run_eval(args)
 
 
 def _settings(args: argparse.Namespace) -> config.Settings:

@@ -90,6 +90,47 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR."),
     Option(
+        "embedder",
+        "EPISODIC_EMBEDDER",
+        "Embedding model: minilm (local all-MiniLM-L6-v2 int8 on CPU), openai (an OpenAI-compatible /embeddings endpoint) or hashing (tests only).",
+    ),
+    Option(
+        "embedder_url",
+        "EPISODIC_EMBEDDER_URL",
+        "Base URL of the embeddings endpoint (embedder=openai), e.g. http://localhost:11434/v1.",
+    ),
+    Option(
+        "embedder_model",
+        "EPISODIC_EMBEDDER_MODEL",
+        "Model name sent to the embeddings endpoint (embedder=openai).",
+    ),
+    Option(
+        "embedder_api_key",
+        "EPISODIC_EMBEDDER_API_KEY",
+        "Bearer key for the embeddings endpoint, if it needs one.",
+    ),
+    Option(
+        "summarizer",
+        "EPISODIC_SUMMARIZER",
+        "Digest summarizer: extractive (deterministic, local) or openai (an OpenAI-compatible chat endpoint; falls back to extractive on failure).",
+    ),
+    Option("summarizer_url", "EPISODIC_SUMMARIZER_URL", "Base URL of the chat endpoint (summarizer=openai)."),
+    Option(
+        "summarizer_model",
+        "EPISODIC_SUMMARIZER_MODEL",
+        "Model name sent to the chat endpoint (summarizer=openai).",
+    ),
+    Option(
+        "summarizer_api_key",
+        "EPISODIC_SUMMARIZER_API_KEY",
+        "Bearer key for the chat endpoint, if it needs one.",
+    ),
+    Option(
+        "idle_sweep_seconds",
+        "EPISODIC_IDLE_SWEEP_SECONDS",
+        "How often open episodes are checked against their agent's idle timeout.",
+    ),
+    Option(
         "access_log",
         "EPISODIC_ACCESS_LOG",
         "One JSON line per RPC on stderr (method, status, duration, peer). Set false to turn off.",
@@ -121,6 +162,15 @@ class Settings:
     db_pool_size: int = 8
     db_writers: int = 1
     log_level: str = "INFO"
+    embedder: str = "minilm"
+    embedder_url: str = ""
+    embedder_model: str = ""
+    embedder_api_key: str = ""
+    summarizer: str = "extractive"
+    summarizer_url: str = ""
+    summarizer_model: str = ""
+    summarizer_api_key: str = ""
+    idle_sweep_seconds: float = 30.0
     access_log: bool = True
 
     @property

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from episodic.api.server import Services
-from episodic.bootstrap import build_services
+from episodic.bootstrap import build_recall, build_services
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller
@@ -39,7 +39,13 @@ async def open_stack(url: str, caller: Caller) -> Stack:
     database = open_database(url)
     writer = GroupCommitWriter(database, workers=2)  # >1 on PostgreSQL exercises the row locks
     writer.start()
-    return Stack(database, writer, build_services(Settings(), database, writer), caller)
+    settings = Settings(embedder="hashing")
+    return Stack(
+        database,
+        writer,
+        build_services(settings, database, writer, build_recall(settings, database, writer)),
+        caller,
+    )
 
 
 async def close_stack(stack: Stack) -> None:

@@ -27,8 +27,10 @@ from episodic.domain.model import (
     ToolCall,
     ToolResult,
 )
+from episodic.domain.recall import Digest, DigestState, SearchMode, Signal, Snippet
 from episodic.errors import InvalidArgument
-from episodic.v1 import agent_pb2, episode_pb2
+from episodic.service.recall import SearchRequest
+from episodic.v1 import agent_pb2, episode_pb2, episode_service_pb2
 
 E = TypeVar("E")
 K = TypeVar("K", bound=int)
@@ -49,6 +51,21 @@ CLOSE_REASONS: dict[episode_pb2.CloseReason.ValueType, CloseReason] = {
     episode_pb2.CLOSE_REASON_AGENT_DECISION: CloseReason.AGENT_DECISION,
     episode_pb2.CLOSE_REASON_IDLE_TIMEOUT: CloseReason.IDLE_TIMEOUT,
 }
+DIGEST_STATES: dict[episode_pb2.DigestState.ValueType, DigestState] = {
+    episode_pb2.DIGEST_STATE_PENDING: DigestState.PENDING,
+    episode_pb2.DIGEST_STATE_READY: DigestState.READY,
+    episode_pb2.DIGEST_STATE_FAILED: DigestState.FAILED,
+}
+SEARCH_MODES: dict[episode_service_pb2.SearchMode.ValueType, SearchMode] = {
+    episode_service_pb2.SEARCH_MODE_RECENCY: SearchMode.RECENCY,
+    episode_service_pb2.SEARCH_MODE_SEMANTIC: SearchMode.SEMANTIC,
+    episode_service_pb2.SEARCH_MODE_HYBRID: SearchMode.HYBRID,
+}
+SIGNALS: dict[episode_service_pb2.MatchSignal.ValueType, Signal] = {
+    episode_service_pb2.MATCH_SIGNAL_RECENCY: Signal.RECENCY,
+    episode_service_pb2.MATCH_SIGNAL_SEMANTIC: Signal.SEMANTIC,
+    episode_service_pb2.MATCH_SIGNAL_LEXICAL: Signal.LEXICAL,
+}
 RECALL_MODES: dict[agent_pb2.RecallMode.ValueType, RecallMode] = {
     agent_pb2.RECALL_MODE_NONE: RecallMode.NONE,
     agent_pb2.RECALL_MODE_RECENCY: RecallMode.RECENCY,
@@ -65,6 +82,8 @@ ROLE_NUMBERS = _invert(ROLES)
 STATE_NUMBERS = _invert(STATES)
 CLOSE_REASON_NUMBERS = _invert(CLOSE_REASONS)
 RECALL_MODE_NUMBERS = _invert(RECALL_MODES)
+DIGEST_STATE_NUMBERS = _invert(DIGEST_STATES)
+SIGNAL_NUMBERS = _invert(SIGNALS)
 
 
 def enum_in(table: Mapping[K, E], number: int, field: str, *, required: bool) -> E | None:
@@ -231,6 +250,50 @@ def episode_out(e: Episode) -> episode_pb2.Episode:
         out.end_time.CopyFrom(time_out(e.ended_at))
     if e.close_reason is not None:
         out.close_reason = CLOSE_REASON_NUMBERS[e.close_reason]
+    if e.digest is not None:
+        out.digest.CopyFrom(digest_out(e.digest))
+    return out
+
+
+def digest_out(d: Digest) -> episode_pb2.EpisodeDigest:
+    return episode_pb2.EpisodeDigest(
+        state=DIGEST_STATE_NUMBERS[d.state],
+        summary=d.summary,
+        key_facts=list(d.key_facts),
+        embedding_model=d.embedding_model,
+        attempts=d.attempts,
+        last_error=d.last_error,
+        update_time=time_out(d.updated_at),
+    )
+
+
+# --- recall -----------------------------------------------------------------------------
+
+
+def search_in(r: episode_service_pb2.SearchEpisodesRequest) -> SearchRequest:
+    return SearchRequest(
+        agent_id=r.agent_id,
+        user_id=r.user_id,
+        mode=enum_in(SEARCH_MODES, r.mode, "mode", required=False),
+        query=r.query,
+        top_k=r.top_k,
+        min_score=r.min_score if r.HasField("min_score") else None,
+        ended_after=optional_time_in(r, "ended_after", "ended_after"),
+        ended_before=optional_time_in(r, "ended_before", "ended_before"),
+    )
+
+
+def snippet_out(s: Snippet) -> episode_service_pb2.EpisodeSnippet:
+    out = episode_service_pb2.EpisodeSnippet(
+        episode_id=s.episode_id,
+        start_time=time_out(s.started_at),
+        summary=s.summary,
+        key_facts=list(s.key_facts),
+        score=s.score,
+        signals=[SIGNAL_NUMBERS[signal] for signal in s.signals],
+    )
+    if s.ended_at is not None:
+        out.end_time.CopyFrom(time_out(s.ended_at))
     return out
 
 

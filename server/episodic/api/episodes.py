@@ -11,6 +11,7 @@ from episodic.api.interceptors import current_caller
 from episodic.domain.model import CloseReason
 from episodic.domain.ports import EpisodeFilter
 from episodic.service.episodes import EpisodeService
+from episodic.service.recall import RecallService
 from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1 import episode_service_pb2_grpc as pb_grpc
 
@@ -18,8 +19,9 @@ Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 
 class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
-    def __init__(self, service: EpisodeService) -> None:
+    def __init__(self, service: EpisodeService, recall: RecallService) -> None:
         self._service = service
+        self._recall = recall
 
     async def OpenEpisode(self, request: pb.OpenEpisodeRequest, context: Context) -> pb.OpenEpisodeResponse:
         episode, created = await self._service.open_episode(
@@ -52,6 +54,7 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
             reason=reason or CloseReason.USER_ENDED,
             note=request.note,
             ended_at=c.optional_time_in(request, "end_time", "end_time"),
+            wait_for_digest=_digest_wait(request.wait_for_digest, context),
         )
         return pb.CloseEpisodeResponse(episode=c.episode_out(episode))
 
@@ -83,3 +86,26 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
         return pb.ListMessagesResponse(
             messages=[c.message_out(m) for m in page.items], next_page_token=page.next_token
         )
+
+    async def SearchEpisodes(
+        self, request: pb.SearchEpisodesRequest, context: Context
+    ) -> pb.SearchEpisodesResponse:
+        result = await self._recall.search(current_caller(), c.search_in(request))
+        return pb.SearchEpisodesResponse(
+            snippets=[c.snippet_out(s) for s in result.snippets], pending_digests=result.pending_digests
+        )
+
+
+MAX_DIGEST_WAIT_SECONDS = 30.0
+
+
+def _digest_wait(wanted: bool, context: Context) -> float:
+    """The proto's rule: wait at most until the call's deadline (less a margin), or 30 s."""
+    if not wanted:
+        return 0.0
+    remaining = context.time_remaining()
+    return (
+        MAX_DIGEST_WAIT_SECONDS
+        if remaining is None
+        else max(0.0, min(MAX_DIGEST_WAIT_SECONDS, remaining - 0.5))
+    )

@@ -18,6 +18,7 @@ from episodic.config import Settings
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
 from episodic.service.episodes import EpisodeService
+from episodic.service.recall import RecallService
 from episodic.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -38,6 +39,7 @@ SERVICE_NAMES = (
 class Services:
     episodes: EpisodeService
     agents: AgentService
+    recall: RecallService
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,9 @@ async def build_server(
         interceptors=[ErrorInterceptor(access_log), AuthInterceptor(keys, dev_tenant)],
         options=server_options(settings),
     )
-    episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(EpisodeServicer(services.episodes), server)
+    episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(
+        EpisodeServicer(services.episodes, services.recall), server
+    )
     agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(services.agents), server)
     diagnostics_service_pb2_grpc.add_DiagnosticsServiceServicer_to_server(DiagnosticsServicer(), server)
     health_servicer = HealthServicer()

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
+from episodic.domain.recall import Digest
+
 JsonValue = None | bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"]
 JsonObject = Mapping[str, JsonValue]
 T = TypeVar("T")
@@ -153,6 +155,7 @@ class Episode:
     close_note: str = ""
     message_count: int = 0
     token_count: int = 0
+    digest: Digest | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,14 +3,15 @@ fakes for tests live in tests/fakes.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage
 from episodic.domain.model import Agent, CloseReason, Episode, EpisodeState, Message
+from episodic.domain.recall import Digest, DigestText, Hit, IndexedVector, Scope, Vector
 
 Clock = Callable[[], datetime]
 IdFactory = Callable[[], str]
@@ -29,6 +30,40 @@ class EpisodeCursor:
 
     started_at: datetime
     episode_id: str
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors. `model_id` and `dimension` are recorded with
+    every stored vector, so a change of model is detected."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class Summarizer(Protocol):
+    """Summarizes one episode's transcript into a summary and short key facts."""
+
+    def summarize(self, transcript: Sequence[Message]) -> DigestText: ...
+
+
+class VectorIndex(Protocol):
+    """Nearest-neighbour search, partitioned by scope by construction: a search can only
+    ever see the vectors of the scope it names. Scores are cosine similarities."""
+
+    def add(self, scope: Scope, keys: Sequence[str], vectors: Sequence[Sequence[float]]) -> None: ...
+
+    def remove(self, scope: Scope, keys: Sequence[str]) -> None: ...
+
+    def search(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]: ...
+
+    def keys(self, scope: Scope) -> set[str]: ...
+
+    def scopes(self) -> list[Scope]: ...
 
 
 class TokenCounter(Protocol):
@@ -75,3 +110,35 @@ class EpisodeStore(Protocol):
     async def list_messages(
         self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int
     ) -> list[Message]: ...
+
+    async def idle_episodes(self, now: datetime, limit: int) -> list[Episode]: ...
+
+
+class DigestStore(Protocol):
+    """The digester's work queue, the stored vectors, and the reads recall needs."""
+
+    async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Digest]: ...
+
+    async def stale(self, model: str, limit: int) -> list[Digest]: ...
+
+    async def transcript(self, digest: Digest) -> list[Message]: ...
+
+    async def save_ready(self, digest: Digest, vectors: Sequence[Vector], body: str) -> None: ...
+
+    async def save_failed(self, digest: Digest) -> None: ...
+
+    async def get(self, tenant_id: str, episode_id: str) -> Digest | None: ...
+
+    def vectors(self, model: str) -> AsyncIterator[list[IndexedVector]]: ...
+
+    async def recent(
+        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+    ) -> list[Digest]: ...
+
+    async def ready_among(
+        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+    ) -> dict[str, Digest]: ...
+
+    async def pending_count(self, scope: Scope) -> int: ...
+
+    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]: ...

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage, countable_text
@@ -29,6 +31,7 @@ from episodic.domain.ports import (
     IdFactory,
     TokenCounter,
 )
+from episodic.domain.recall import Digest
 from episodic.domain.validation import (
     Limits,
     Violations,
@@ -42,6 +45,25 @@ from episodic.domain.validation import (
 
 # Above this many characters tokenizing moves off the event loop.
 _INLINE_TOKENIZE_CHARS = 16_384
+
+
+class DigestWaiter(Protocol):
+    """The digester as the episode service sees it: nudged after a close, awaited on
+    request."""
+
+    def wake(self) -> None: ...
+
+    async def wait_settled(self, tenant_id: str, episode_id: str, timeout: float) -> Digest | None: ...
+
+
+class NoDigests:
+    """No digester attached (tools and tests that only need the log)."""
+
+    def wake(self) -> None:
+        return None
+
+    async def wait_settled(self, tenant_id: str, episode_id: str, timeout: float) -> Digest | None:
+        return None
 
 
 class EncodingCache:
@@ -72,6 +94,7 @@ class EpisodeService:
     clock: Clock
     new_id: IdFactory
     encodings: EncodingCache = field(default_factory=EncodingCache)
+    digests: DigestWaiter = field(default_factory=lambda: NoDigests())
 
     async def open_episode(
         self,
@@ -121,21 +144,29 @@ class EpisodeService:
         reason: CloseReason = CloseReason.USER_ENDED,
         note: str = "",
         ended_at: datetime | None = None,
+        wait_for_digest: float = 0.0,
     ) -> Episode:
+        """`wait_for_digest` > 0 waits up to that many seconds for the digest to settle."""
         v = Violations()
         check_id(v, "episode_id", episode_id)
         check_text(v, "note", note, self.limits.max_text_field_bytes)
         if reason is CloseReason.IDLE_TIMEOUT:
             v.add("reason", "CLOSE_REASON_IDLE_TIMEOUT is reserved for the server's idle reaper")
         v.raise_if_any()
-        return await self.close_as(caller.tenant_id, episode_id, reason, note, ended_at)
+        closed = await self.close_as(caller.tenant_id, episode_id, reason, note, ended_at)
+        if wait_for_digest <= 0:
+            return closed
+        digest = await self.digests.wait_settled(caller.tenant_id, episode_id, wait_for_digest)
+        return dataclasses.replace(closed, digest=digest or closed.digest)
 
     async def close_as(
         self, tenant_id: str, episode_id: str, reason: CloseReason, note: str, ended: datetime | None
     ) -> Episode:
         """Closes without request checks: the entry point for server-side closers too."""
         when = ended or self.clock()
-        return await self.episodes.close_episode(tenant_id, episode_id, reason, note, when)
+        closed = await self.episodes.close_episode(tenant_id, episode_id, reason, note, when)
+        self.digests.wake()
+        return closed
 
     async def get_episode(self, caller: Caller, episode_id: str) -> Episode:
         v = Violations()

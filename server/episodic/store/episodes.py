@@ -5,13 +5,15 @@ are built once, at import."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Select, and_, bindparam, or_, select, update
+from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from episodic.domain import episodes as rules
+from episodic.domain.digests import pending_digest
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage
 from episodic.domain.model import CloseReason, Episode, Message
@@ -22,16 +24,23 @@ from episodic.store.appends import AppendBulk, AppendItem
 from episodic.store.database import Database
 from episodic.store.dialect import InsertIgnoringConflicts
 from episodic.store.rows import (
+    digest_from_row,
+    digest_values,
     episode_from_row,
     episode_values,
     message_from_row,
 )
 from episodic.store.writer import GroupCommitWriter
 
-E, M, TC = s.episodes, s.messages, s.tool_calls
+E, M, TC, D = s.episodes, s.messages, s.tool_calls, s.digests
 _SCOPE = (bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID))
 _EPISODE = select(E).where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
 _EPISODE_LOCKED = _EPISODE.with_for_update()
+# Reads return an episode with its digest, if it has one (prefix "d_").
+_WITH_DIGEST = select(E, *[c.label(f"d_{c.name}") for c in D.c]).outerjoin(
+    D, and_(D.c.tenant_id == E.c.tenant_id, D.c.episode_id == E.c.episode_id)
+)
+_EPISODE_READ = _WITH_DIGEST.where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
 _BY_CLIENT_ID = select(M).where(
     M.c.tenant_id == _SCOPE[0], M.c.episode_id == _SCOPE[1], M.c.client_message_id == bindparam("b_id")
 )
@@ -70,6 +79,7 @@ class SqlEpisodeStore:
     def __init__(self, db: Database, writer: GroupCommitWriter, clock: Clock) -> None:
         self._db = db
         self._writer = writer
+        self._clock = clock
         self._appends = AppendBulk(clock)
 
     async def open_episode(
@@ -98,24 +108,42 @@ class SqlEpisodeStore:
         def op(conn: Connection) -> Episode:
             episode = _load_episode(conn, tenant_id, episode_id, lock=True)
             closed = rules.close(episode, reason, note, ended_at)
-            if closed is not episode:
-                stmt = update(E).where(E.c.tenant_id == tenant_id, E.c.episode_id == episode_id)
-                conn.execute(stmt.values(episode_values(closed)))
-            return closed
+            if closed is episode:
+                return _with_digest(conn, closed)
+            stmt = update(E).where(E.c.tenant_id == tenant_id, E.c.episode_id == episode_id)
+            conn.execute(stmt.values(episode_values(closed)))
+            digest = pending_digest(closed, self._clock())
+            conn.execute(D.insert(), digest_values(digest))
+            return dataclasses.replace(closed, digest=digest)
 
         return await self._writer.run(op)
 
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode:
         async with self._db.engine.connect() as conn:
-            row = (await conn.execute(_EPISODE, _scope(tenant_id, episode_id))).mappings().first()
-        return _episode_or_missing(row, episode_id)
+            row = (await conn.execute(_EPISODE_READ, _scope(tenant_id, episode_id))).mappings().first()
+        if row is None:
+            raise NotFound("episode", episode_id)
+        return _episode_and_digest(row)
 
     async def list_episodes(
         self, tenant_id: str, where: EpisodeFilter, after: EpisodeCursor | None, limit: int
     ) -> list[Episode]:
         stmt = _episode_listing(tenant_id, where, after).limit(limit)
         async with self._db.engine.connect() as conn:
-            return [episode_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+            return [_episode_and_digest(r) for r in (await conn.execute(stmt)).mappings()]
+
+    async def idle_episodes(self, now: datetime, limit: int) -> list[Episode]:
+        """Open episodes idle past their agent's timeout, oldest first: one query per agent
+        (agents are few and each has its own cut-off)."""
+        agents = select(s.agents.c.tenant_id, s.agents.c.agent_id, s.agents.c.idle_timeout_seconds)
+        found: list[Episode] = []
+        async with self._db.engine.connect() as conn:
+            for tenant_id, agent_id, seconds in (await conn.execute(agents)).all():
+                cutoff = now - timedelta(seconds=seconds)
+                found += await _idle_in(conn, tenant_id, agent_id, cutoff, limit - len(found))
+                if len(found) >= limit:
+                    break
+        return found
 
     async def list_messages(
         self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int
@@ -127,6 +155,18 @@ class SqlEpisodeStore:
         async with self._db.engine.connect() as conn, conn.begin():
             await _require_episode(conn, tenant_id, episode_id)
             return [message_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+
+
+def _episode_and_digest(row: RowMapping) -> Episode:
+    episode = episode_from_row(row)
+    if row["d_state"] is None:
+        return episode
+    return dataclasses.replace(episode, digest=digest_from_row(row, prefix="d_"))
+
+
+def _with_digest(conn: Connection, episode: Episode) -> Episode:
+    row = conn.execute(_EPISODE_READ, _scope(episode.tenant_id, episode.episode_id)).mappings().first()
+    return _episode_and_digest(row) if row is not None else episode
 
 
 def _episode_or_missing(row: object, episode_id: str) -> Episode:
@@ -149,7 +189,7 @@ async def _require_episode(conn: AsyncConnection, tenant_id: str, episode_id: st
 def _episode_listing(
     tenant_id: str, where: EpisodeFilter, after: EpisodeCursor | None
 ) -> Select[tuple[object, ...]]:
-    stmt = select(E).where(E.c.tenant_id == tenant_id)
+    stmt = _WITH_DIGEST.where(E.c.tenant_id == tenant_id)
     if where.agent_id:
         stmt = stmt.where(E.c.agent_id == where.agent_id)
     if where.user_id:
@@ -164,3 +204,16 @@ def _episode_listing(
             )
         )
     return stmt.order_by(E.c.started_at.desc(), E.c.episode_id.desc())
+
+
+async def _idle_in(
+    conn: AsyncConnection, tenant_id: str, agent_id: str, cutoff: datetime, limit: int
+) -> list[Episode]:
+    stmt = (
+        select(E)
+        .where(E.c.tenant_id == tenant_id, E.c.agent_id == agent_id, E.c.state == "open")
+        .where(E.c.last_activity_at < cutoff)
+        .order_by(E.c.last_activity_at)
+        .limit(limit)
+    )
+    return [episode_from_row(r) for r in (await conn.execute(stmt)).mappings()]

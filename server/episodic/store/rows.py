@@ -21,6 +21,7 @@ from episodic.domain.model import (
     ToolCallRecord,
     ToolResult,
 )
+from episodic.domain.recall import Digest, DigestState
 
 
 def agent_values(agent: Agent) -> dict[str, Any]:
@@ -221,4 +222,45 @@ def _result_from_json(data: dict[str, Any]) -> ToolResult:
         error=data["error"],
         called_at=datetime.fromisoformat(called) if called else None,
         duration=timedelta(seconds=seconds) if seconds is not None else None,
+    )
+
+
+def digest_values(d: Digest) -> dict[str, Any]:
+    return {
+        "tenant_id": d.tenant_id,
+        "episode_id": d.episode_id,
+        "agent_id": d.agent_id,
+        "user_id": d.user_id,
+        "state": d.state.value,
+        "summary": d.summary,
+        "key_facts": list(d.key_facts),
+        "embedding_model": d.embedding_model,
+        "attempts": d.attempts,
+        "last_error": d.last_error,
+        "next_attempt_at": d.next_attempt_at,
+        "started_at": d.started_at,
+        "ended_at": d.ended_at,
+        "updated_at": d.updated_at,
+    }
+
+
+def digest_from_row(row: RowMapping, prefix: str = "") -> Digest:
+    def col(name: str) -> Any:
+        return row[prefix + name]
+
+    return Digest(
+        tenant_id=col("tenant_id"),
+        episode_id=col("episode_id"),
+        agent_id=col("agent_id"),
+        user_id=col("user_id"),
+        state=DigestState(col("state")),
+        started_at=col("started_at"),
+        ended_at=col("ended_at"),
+        updated_at=col("updated_at"),
+        next_attempt_at=col("next_attempt_at"),
+        summary=col("summary"),
+        key_facts=tuple(col("key_facts") or ()),
+        embedding_model=col("embedding_model"),
+        attempts=col("attempts"),
+        last_error=col("last_error"),
     )

@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -150,3 +151,69 @@ tool_calls = Table(
         ondelete="CASCADE",
     ),
 )
+
+# --- recall (migration 0002) ------------------------------------------------------------
+
+digests = Table(
+    "digests",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("agent_id", ID, nullable=False),
+    Column("user_id", ID, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("key_facts", Json),
+    Column("embedding_model", String(200), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("last_error", Text, nullable=False),
+    Column("next_attempt_at", UtcDateTime, nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("ended_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    ForeignKeyConstraint(
+        ["tenant_id", "episode_id"],
+        ["episodes.tenant_id", "episodes.episode_id"],
+        ondelete="CASCADE",
+    ),
+    Index(None, "tenant_id", "agent_id", "user_id", "state", "ended_at"),
+    Index(None, "state", "next_attempt_at"),
+)
+
+# Vectors are derived data: FAISS is rebuilt from these rows. One row per embedded chunk.
+digest_vectors = Table(
+    "digest_vectors",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("chunk", Integer, primary_key=True, autoincrement=False),
+    Column("agent_id", ID, nullable=False),
+    Column("user_id", ID, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("dimension", Integer, nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+    ForeignKeyConstraint(
+        ["tenant_id", "episode_id"],
+        ["digests.tenant_id", "digests.episode_id"],
+        ondelete="CASCADE",
+    ),
+)
+
+# The text lexical search matches (summary, facts and transcript). SQLite mirrors it into
+# the FTS5 table `digest_fts`; PostgreSQL indexes to_tsvector('english', body) with GIN.
+digest_texts = Table(
+    "digest_texts",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("agent_id", ID, nullable=False),
+    Column("user_id", ID, nullable=False),
+    Column("body", Text, nullable=False),
+    ForeignKeyConstraint(
+        ["tenant_id", "episode_id"],
+        ["digests.tenant_id", "digests.episode_id"],
+        ondelete="CASCADE",
+    ),
+    Index(None, "tenant_id", "agent_id", "user_id"),
+)
+FTS_TABLES = ("digest_fts",)

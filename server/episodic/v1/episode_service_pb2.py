@@ -27,13 +27,17 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!episodic/v1/episode_service.proto\x12\x0b\x65pisodic.v1\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x01\n\x12OpenEpisodeRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x12\n\nepisode_id\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"M\n\x13OpenEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"S\n\x11\x41\x64\x64MessageRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12*\n\x07message\x18\x02 \x01(\x0b\x32\x19.episodic.v1.MessageInput\"Q\n\x12\x41\x64\x64MessageResponse\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Message\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\"U\n\x12\x41\x64\x64MessagesRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12+\n\x08messages\x18\x02 \x03(\x0b\x32\x19.episodic.v1.MessageInput\"=\n\x13\x41\x64\x64MessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Message\"\x8f\x01\n\x13\x43loseEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12(\n\x06reason\x18\x02 \x01(\x0e\x32\x18.episodic.v1.CloseReason\x12\x0c\n\x04note\x18\x03 \x01(\t\x12,\n\x08\x65nd_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"=\n\x14\x43loseEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\"\'\n\x11GetEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\";\n\x12GetEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\"\x8a\x01\n\x13ListEpisodesRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.episodic.v1.Episode.State\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"W\n\x14ListEpisodesResponse\x12&\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Episode\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"P\n\x13ListMessagesRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"W\n\x14ListMessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xd1\x04\n\x0e\x45pisodeService\x12P\n\x0bOpenEpisode\x12\x1f.episodic.v1.OpenEpisodeRequest\x1a .episodic.v1.OpenEpisodeResponse\x12M\n\nAddMessage\x12\x1e.episodic.v1.AddMessageRequest\x1a\x1f.episodic.v1.AddMessageResponse\x12P\n\x0b\x41\x64\x64Messages\x12\x1f.episodic.v1.AddMessagesRequest\x1a .episodic.v1.AddMessagesResponse\x12S\n\x0c\x43loseEpisode\x12 .episodic.v1.CloseEpisodeRequest\x1a!.episodic.v1.CloseEpisodeResponse\x12M\n\nGetEpisode\x12\x1e.episodic.v1.GetEpisodeRequest\x1a\x1f.episodic.v1.GetEpisodeResponse\x12S\n\x0cListEpisodes\x12 .episodic.v1.ListEpisodesRequest\x1a!.episodic.v1.ListEpisodesResponse\x12S\n\x0cListMessages\x12 .episodic.v1.ListMessagesRequest\x1a!.episodic.v1.ListMessagesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!episodic/v1/episode_service.proto\x12\x0b\x65pisodic.v1\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x01\n\x12OpenEpisodeRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x12\n\nepisode_id\x18\x03 \x01(\t\x12)\n\x08metadata\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"M\n\x13OpenEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"S\n\x11\x41\x64\x64MessageRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12*\n\x07message\x18\x02 \x01(\x0b\x32\x19.episodic.v1.MessageInput\"Q\n\x12\x41\x64\x64MessageResponse\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Message\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\"U\n\x12\x41\x64\x64MessagesRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12+\n\x08messages\x18\x02 \x03(\x0b\x32\x19.episodic.v1.MessageInput\"=\n\x13\x41\x64\x64MessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Message\"\xa8\x01\n\x13\x43loseEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12(\n\x06reason\x18\x02 \x01(\x0e\x32\x18.episodic.v1.CloseReason\x12\x0c\n\x04note\x18\x03 \x01(\t\x12,\n\x08\x65nd_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fwait_for_digest\x18\x05 \x01(\x08\"=\n\x14\x43loseEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\"\'\n\x11GetEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\";\n\x12GetEpisodeResponse\x12%\n\x07\x65pisode\x18\x01 \x01(\x0b\x32\x14.episodic.v1.Episode\"\x8a\x01\n\x13ListEpisodesRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.episodic.v1.Episode.State\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"W\n\x14ListEpisodesResponse\x12&\n\x08\x65pisodes\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Episode\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"P\n\x13ListMessagesRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"W\n\x14ListMessagesResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.episodic.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x88\x02\n\x15SearchEpisodesRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.episodic.v1.SearchMode\x12\r\n\x05query\x18\x04 \x01(\t\x12\r\n\x05top_k\x18\x05 \x01(\x05\x12\x16\n\tmin_score\x18\x06 \x01(\x02H\x00\x88\x01\x01\x12/\n\x0b\x65nded_after\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x65nded_before\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0c\n\n_min_score\"\xe0\x01\n\x0e\x45pisodeSnippet\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12.\n\nstart_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07summary\x18\x04 \x01(\t\x12\x11\n\tkey_facts\x18\x05 \x03(\t\x12\r\n\x05score\x18\x06 \x01(\x02\x12)\n\x07signals\x18\x07 \x03(\x0e\x32\x18.episodic.v1.MatchSignal\"`\n\x16SearchEpisodesResponse\x12-\n\x08snippets\x18\x01 \x03(\x0b\x32\x1b.episodic.v1.EpisodeSnippet\x12\x17\n\x0fpending_digests\x18\x02 \x01(\x05*t\n\nSearchMode\x12\x1b\n\x17SEARCH_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13SEARCH_MODE_RECENCY\x10\x01\x12\x18\n\x14SEARCH_MODE_SEMANTIC\x10\x02\x12\x16\n\x12SEARCH_MODE_HYBRID\x10\x03*z\n\x0bMatchSignal\x12\x1c\n\x18MATCH_SIGNAL_UNSPECIFIED\x10\x00\x12\x18\n\x14MATCH_SIGNAL_RECENCY\x10\x01\x12\x19\n\x15MATCH_SIGNAL_SEMANTIC\x10\x02\x12\x18\n\x14MATCH_SIGNAL_LEXICAL\x10\x03\x32\xac\x05\n\x0e\x45pisodeService\x12P\n\x0bOpenEpisode\x12\x1f.episodic.v1.OpenEpisodeRequest\x1a .episodic.v1.OpenEpisodeResponse\x12M\n\nAddMessage\x12\x1e.episodic.v1.AddMessageRequest\x1a\x1f.episodic.v1.AddMessageResponse\x12P\n\x0b\x41\x64\x64Messages\x12\x1f.episodic.v1.AddMessagesRequest\x1a .episodic.v1.AddMessagesResponse\x12S\n\x0c\x43loseEpisode\x12 .episodic.v1.CloseEpisodeRequest\x1a!.episodic.v1.CloseEpisodeResponse\x12M\n\nGetEpisode\x12\x1e.episodic.v1.GetEpisodeRequest\x1a\x1f.episodic.v1.GetEpisodeResponse\x12S\n\x0cListEpisodes\x12 .episodic.v1.ListEpisodesRequest\x1a!.episodic.v1.ListEpisodesResponse\x12S\n\x0cListMessages\x12 .episodic.v1.ListMessagesRequest\x1a!.episodic.v1.ListMessagesResponse\x12Y\n\x0eSearchEpisodes\x12\".episodic.v1.SearchEpisodesRequest\x1a#.episodic.v1.SearchEpisodesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic.v1.episode_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_SEARCHMODE']._serialized_start=2035
+  _globals['_SEARCHMODE']._serialized_end=2151
+  _globals['_MATCHSIGNAL']._serialized_start=2153
+  _globals['_MATCHSIGNAL']._serialized_end=2275
   _globals['_OPENEPISODEREQUEST']._serialized_start=141
   _globals['_OPENEPISODEREQUEST']._serialized_end=307
   _globals['_OPENEPISODERESPONSE']._serialized_start=309
@@ -47,21 +51,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ADDMESSAGESRESPONSE']._serialized_start=643
   _globals['_ADDMESSAGESRESPONSE']._serialized_end=704
   _globals['_CLOSEEPISODEREQUEST']._serialized_start=707
-  _globals['_CLOSEEPISODEREQUEST']._serialized_end=850
-  _globals['_CLOSEEPISODERESPONSE']._serialized_start=852
-  _globals['_CLOSEEPISODERESPONSE']._serialized_end=913
-  _globals['_GETEPISODEREQUEST']._serialized_start=915
-  _globals['_GETEPISODEREQUEST']._serialized_end=954
-  _globals['_GETEPISODERESPONSE']._serialized_start=956
-  _globals['_GETEPISODERESPONSE']._serialized_end=1015
-  _globals['_LISTEPISODESREQUEST']._serialized_start=1018
-  _globals['_LISTEPISODESREQUEST']._serialized_end=1156
-  _globals['_LISTEPISODESRESPONSE']._serialized_start=1158
-  _globals['_LISTEPISODESRESPONSE']._serialized_end=1245
-  _globals['_LISTMESSAGESREQUEST']._serialized_start=1247
-  _globals['_LISTMESSAGESREQUEST']._serialized_end=1327
-  _globals['_LISTMESSAGESRESPONSE']._serialized_start=1329
-  _globals['_LISTMESSAGESRESPONSE']._serialized_end=1416
-  _globals['_EPISODESERVICE']._serialized_start=1419
-  _globals['_EPISODESERVICE']._serialized_end=2012
+  _globals['_CLOSEEPISODEREQUEST']._serialized_end=875
+  _globals['_CLOSEEPISODERESPONSE']._serialized_start=877
+  _globals['_CLOSEEPISODERESPONSE']._serialized_end=938
+  _globals['_GETEPISODEREQUEST']._serialized_start=940
+  _globals['_GETEPISODEREQUEST']._serialized_end=979
+  _globals['_GETEPISODERESPONSE']._serialized_start=981
+  _globals['_GETEPISODERESPONSE']._serialized_end=1040
+  _globals['_LISTEPISODESREQUEST']._serialized_start=1043
+  _globals['_LISTEPISODESREQUEST']._serialized_end=1181
+  _globals['_LISTEPISODESRESPONSE']._serialized_start=1183
+  _globals['_LISTEPISODESRESPONSE']._serialized_end=1270
+  _globals['_LISTMESSAGESREQUEST']._serialized_start=1272
+  _globals['_LISTMESSAGESREQUEST']._serialized_end=1352
+  _globals['_LISTMESSAGESRESPONSE']._serialized_start=1354
+  _globals['_LISTMESSAGESRESPONSE']._serialized_end=1441
+  _globals['_SEARCHEPISODESREQUEST']._serialized_start=1444
+  _globals['_SEARCHEPISODESREQUEST']._serialized_end=1708
+  _globals['_EPISODESNIPPET']._serialized_start=1711
+  _globals['_EPISODESNIPPET']._serialized_end=1935
+  _globals['_SEARCHEPISODESRESPONSE']._serialized_start=1937
+  _globals['_SEARCHEPISODESRESPONSE']._serialized_end=2033
+  _globals['_EPISODESERVICE']._serialized_start=2278
+  _globals['_EPISODESERVICE']._serialized_end=2962
 # @@protoc_insertion_point(module_scope)

@@ -72,6 +72,11 @@ class EpisodeServiceStub:
                 request_serializer=episodic_dot_v1_dot_episode__service__pb2.ListMessagesRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_episode__service__pb2.ListMessagesResponse.FromString,
                 _registered_method=True)
+        self.SearchEpisodes = channel.unary_unary(
+                '/episodic.v1.EpisodeService/SearchEpisodes',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesResponse.FromString,
+                _registered_method=True)
 
 
 class EpisodeServiceServicer:
@@ -130,6 +135,14 @@ class EpisodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchEpisodes(self, request, context):
+        """Recalls closed episodes of one user of one agent, by recency or by meaning.
+        Only episodes whose digest is READY are returned; pending_digests says how many are not.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EpisodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -167,6 +180,11 @@ def add_EpisodeServiceServicer_to_server(servicer, server):
                     servicer.ListMessages,
                     request_deserializer=episodic_dot_v1_dot_episode__service__pb2.ListMessagesRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_episode__service__pb2.ListMessagesResponse.SerializeToString,
+            ),
+            'SearchEpisodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchEpisodes,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -361,6 +379,33 @@ class EpisodeService:
             '/episodic.v1.EpisodeService/ListMessages',
             episodic_dot_v1_dot_episode__service__pb2.ListMessagesRequest.SerializeToString,
             episodic_dot_v1_dot_episode__service__pb2.ListMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchEpisodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.EpisodeService/SearchEpisodes',
+            episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesResponse.FromString,
             options,
             channel_credentials,
             insecure,

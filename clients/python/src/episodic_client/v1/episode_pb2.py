@@ -27,29 +27,33 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65pisodic/v1/episode.proto\x12\x0b\x65pisodic.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x03\n\x07\x45pisode\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12)\n\x05state\x18\x04 \x01(\x0e\x32\x1a.episodic.v1.Episode.State\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x0c\x63lose_reason\x18\x07 \x01(\x0e\x32\x18.episodic.v1.CloseReason\x12\x12\n\nclose_note\x18\x08 \x01(\t\x12)\n\x08metadata\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x15\n\rmessage_count\x18\n \x01(\x03\x12\x13\n\x0btoken_count\x18\x0b \x01(\x03\x12\x36\n\x12last_activity_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0etoken_encoding\x18\r \x01(\t\"@\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0e\n\nSTATE_OPEN\x10\x01\x12\x10\n\x0cSTATE_CLOSED\x10\x02\"[\n\x08ToolCall\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xc8\x01\n\nToolResult\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12&\n\x06output\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tsucceeded\x18\x03 \x01(\x08\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12-\n\tcalled_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xad\x02\n\x0eToolCallRecord\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x06output\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tsucceeded\x18\x05 \x01(\x08\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12-\n\tcalled_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x63\x61ll_seq\x18\t \x01(\x03\x12\x12\n\nresult_seq\x18\n \x01(\x03\"\x90\x02\n\x0cMessageInput\x12\x1f\n\x04role\x18\x01 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\t\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\ntool_calls\x18\x06 \x03(\x0b\x32\x15.episodic.v1.ToolCall\x12,\n\x0btool_result\x18\x07 \x01(\x0b\x32\x17.episodic.v1.ToolResult\"\xd9\x02\n\x07Message\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\x1f\n\x04role\x18\x03 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x13\n\x0btoken_count\x18\x05 \x01(\x05\x12\x16\n\x0etoken_encoding\x18\x06 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x07 \x01(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x08metadata\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\ntool_calls\x18\n \x03(\x0b\x32\x15.episodic.v1.ToolCall\x12,\n\x0btool_result\x18\x0b \x01(\x0b\x32\x17.episodic.v1.ToolResult*\x88\x01\n\x0b\x43loseReason\x12\x1c\n\x18\x43LOSE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43LOSE_REASON_USER_ENDED\x10\x01\x12\x1f\n\x1b\x43LOSE_REASON_AGENT_DECISION\x10\x02\x12\x1d\n\x19\x43LOSE_REASON_IDLE_TIMEOUT\x10\x03*q\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_SYSTEM\x10\x01\x12\x10\n\x0cROLE_CONTEXT\x10\x02\x12\r\n\tROLE_USER\x10\x03\x12\x12\n\x0eROLE_ASSISTANT\x10\x04\x12\r\n\tROLE_TOOL\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65pisodic/v1/episode.proto\x12\x0b\x65pisodic.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x04\n\x07\x45pisode\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12)\n\x05state\x18\x04 \x01(\x0e\x32\x1a.episodic.v1.Episode.State\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x0c\x63lose_reason\x18\x07 \x01(\x0e\x32\x18.episodic.v1.CloseReason\x12\x12\n\nclose_note\x18\x08 \x01(\t\x12)\n\x08metadata\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x15\n\rmessage_count\x18\n \x01(\x03\x12\x13\n\x0btoken_count\x18\x0b \x01(\x03\x12\x36\n\x12last_activity_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0etoken_encoding\x18\r \x01(\t\x12*\n\x06\x64igest\x18\x0e \x01(\x0b\x32\x1a.episodic.v1.EpisodeDigest\"@\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0e\n\nSTATE_OPEN\x10\x01\x12\x10\n\x0cSTATE_CLOSED\x10\x02\"\xcc\x01\n\rEpisodeDigest\x12\'\n\x05state\x18\x01 \x01(\x0e\x32\x18.episodic.v1.DigestState\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\x11\n\tkey_facts\x18\x03 \x03(\t\x12\x17\n\x0f\x65mbedding_model\x18\x04 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\x05\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"[\n\x08ToolCall\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xc8\x01\n\nToolResult\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12&\n\x06output\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tsucceeded\x18\x03 \x01(\x08\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12-\n\tcalled_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xad\x02\n\x0eToolCallRecord\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x06output\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\tsucceeded\x18\x05 \x01(\x08\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12-\n\tcalled_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x63\x61ll_seq\x18\t \x01(\x03\x12\x12\n\nresult_seq\x18\n \x01(\x03\"\x90\x02\n\x0cMessageInput\x12\x1f\n\x04role\x18\x01 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\t\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\ntool_calls\x18\x06 \x03(\x0b\x32\x15.episodic.v1.ToolCall\x12,\n\x0btool_result\x18\x07 \x01(\x0b\x32\x17.episodic.v1.ToolResult\"\xd9\x02\n\x07Message\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\x1f\n\x04role\x18\x03 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x13\n\x0btoken_count\x18\x05 \x01(\x05\x12\x16\n\x0etoken_encoding\x18\x06 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x07 \x01(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x08metadata\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\ntool_calls\x18\n \x03(\x0b\x32\x15.episodic.v1.ToolCall\x12,\n\x0btool_result\x18\x0b \x01(\x0b\x32\x17.episodic.v1.ToolResult*v\n\x0b\x44igestState\x12\x1c\n\x18\x44IGEST_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x44IGEST_STATE_PENDING\x10\x01\x12\x16\n\x12\x44IGEST_STATE_READY\x10\x02\x12\x17\n\x13\x44IGEST_STATE_FAILED\x10\x03*\x88\x01\n\x0b\x43loseReason\x12\x1c\n\x18\x43LOSE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43LOSE_REASON_USER_ENDED\x10\x01\x12\x1f\n\x1b\x43LOSE_REASON_AGENT_DECISION\x10\x02\x12\x1d\n\x19\x43LOSE_REASON_IDLE_TIMEOUT\x10\x03*q\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_SYSTEM\x10\x01\x12\x10\n\x0cROLE_CONTEXT\x10\x02\x12\r\n\tROLE_USER\x10\x03\x12\x12\n\x0eROLE_ASSISTANT\x10\x04\x12\r\n\tROLE_TOOL\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic_client.v1.episode_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CLOSEREASON']._serialized_start=1866
-  _globals['_CLOSEREASON']._serialized_end=2002
-  _globals['_ROLE']._serialized_start=2004
-  _globals['_ROLE']._serialized_end=2117
+  _globals['_DIGESTSTATE']._serialized_start=2116
+  _globals['_DIGESTSTATE']._serialized_end=2234
+  _globals['_CLOSEREASON']._serialized_start=2237
+  _globals['_CLOSEREASON']._serialized_end=2373
+  _globals['_ROLE']._serialized_start=2375
+  _globals['_ROLE']._serialized_end=2488
   _globals['_EPISODE']._serialized_start=138
-  _globals['_EPISODE']._serialized_end=640
-  _globals['_EPISODE_STATE']._serialized_start=576
-  _globals['_EPISODE_STATE']._serialized_end=640
-  _globals['_TOOLCALL']._serialized_start=642
-  _globals['_TOOLCALL']._serialized_end=733
-  _globals['_TOOLRESULT']._serialized_start=736
-  _globals['_TOOLRESULT']._serialized_end=936
-  _globals['_TOOLCALLRECORD']._serialized_start=939
-  _globals['_TOOLCALLRECORD']._serialized_end=1240
-  _globals['_MESSAGEINPUT']._serialized_start=1243
-  _globals['_MESSAGEINPUT']._serialized_end=1515
-  _globals['_MESSAGE']._serialized_start=1518
-  _globals['_MESSAGE']._serialized_end=1863
+  _globals['_EPISODE']._serialized_end=684
+  _globals['_EPISODE_STATE']._serialized_start=620
+  _globals['_EPISODE_STATE']._serialized_end=684
+  _globals['_EPISODEDIGEST']._serialized_start=687
+  _globals['_EPISODEDIGEST']._serialized_end=891
+  _globals['_TOOLCALL']._serialized_start=893
+  _globals['_TOOLCALL']._serialized_end=984
+  _globals['_TOOLRESULT']._serialized_start=987
+  _globals['_TOOLRESULT']._serialized_end=1187
+  _globals['_TOOLCALLRECORD']._serialized_start=1190
+  _globals['_TOOLCALLRECORD']._serialized_end=1491
+  _globals['_MESSAGEINPUT']._serialized_start=1494
+  _globals['_MESSAGEINPUT']._serialized_end=1766
+  _globals['_MESSAGE']._serialized_start=1769
+  _globals['_MESSAGE']._serialized_end=2114
 # @@protoc_insertion_point(module_scope)

@@ -22,6 +22,34 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _DigestState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DigestStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DigestState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DIGEST_STATE_UNSPECIFIED: _DigestState.ValueType  # 0
+    """Not set: the episode is still open."""
+    DIGEST_STATE_PENDING: _DigestState.ValueType  # 1
+    """Closed; the digest is being made in the background (or waiting for a retry)."""
+    DIGEST_STATE_READY: _DigestState.ValueType  # 2
+    """The digest is stored and indexed; the episode can be recalled."""
+    DIGEST_STATE_FAILED: _DigestState.ValueType  # 3
+    """Digesting failed repeatedly; it is still retried with back-off. See last_error."""
+
+class DigestState(_DigestState, metaclass=_DigestStateEnumTypeWrapper):
+    """Progress of an episode's digest."""
+
+DIGEST_STATE_UNSPECIFIED: DigestState.ValueType  # 0
+"""Not set: the episode is still open."""
+DIGEST_STATE_PENDING: DigestState.ValueType  # 1
+"""Closed; the digest is being made in the background (or waiting for a retry)."""
+DIGEST_STATE_READY: DigestState.ValueType  # 2
+"""The digest is stored and indexed; the episode can be recalled."""
+DIGEST_STATE_FAILED: DigestState.ValueType  # 3
+"""Digesting failed repeatedly; it is still retried with back-off. See last_error."""
+Global___DigestState: _TypeAlias = DigestState  # noqa: Y015
+
 class _CloseReason:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -134,6 +162,7 @@ class Episode(_message.Message):
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
     LAST_ACTIVITY_TIME_FIELD_NUMBER: _builtins.int
     TOKEN_ENCODING_FIELD_NUMBER: _builtins.int
+    DIGEST_FIELD_NUMBER: _builtins.int
     episode_id: _builtins.str
     """Output only. Identifier of the episode, unique within the caller's tenant."""
     agent_id: _builtins.str
@@ -170,6 +199,10 @@ class Episode(_message.Message):
     def last_activity_time(self) -> _timestamp_pb2.Timestamp:
         """Output only. Time of the last message appended (or the start time if none)."""
 
+    @_builtins.property
+    def digest(self) -> Global___EpisodeDigest:
+        """Output only. The digest made when the episode closed; unset while it is open."""
+
     def __init__(
         self,
         *,
@@ -186,14 +219,65 @@ class Episode(_message.Message):
         token_count: _builtins.int = ...,
         last_activity_time: _timestamp_pb2.Timestamp | None = ...,
         token_encoding: _builtins.str = ...,
+        digest: Global___EpisodeDigest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "last_activity_time", b"last_activity_time", "metadata", b"metadata", "start_time", b"start_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["digest", b"digest", "end_time", b"end_time", "last_activity_time", b"last_activity_time", "metadata", b"metadata", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "close_note", b"close_note", "close_reason", b"close_reason", "end_time", b"end_time", "episode_id", b"episode_id", "last_activity_time", b"last_activity_time", "message_count", b"message_count", "metadata", b"metadata", "start_time", b"start_time", "state", b"state", "token_count", b"token_count", "token_encoding", b"token_encoding", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "close_note", b"close_note", "close_reason", b"close_reason", "digest", b"digest", "end_time", b"end_time", "episode_id", b"episode_id", "last_activity_time", b"last_activity_time", "message_count", b"message_count", "metadata", b"metadata", "start_time", b"start_time", "state", b"state", "token_count", b"token_count", "token_encoding", b"token_encoding", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Episode: _TypeAlias = Episode  # noqa: Y015
+
+@_typing.final
+class EpisodeDigest(_message.Message):
+    """What closing an episode produces for recall: a summary, key facts and embeddings."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    KEY_FACTS_FIELD_NUMBER: _builtins.int
+    EMBEDDING_MODEL_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    state: Global___DigestState.ValueType
+    """Progress of the digest."""
+    summary: _builtins.str
+    """A short summary of the conversation; empty until READY."""
+    embedding_model: _builtins.str
+    """Identifier of the embedding model the episode's vectors were made with."""
+    attempts: _builtins.int
+    """How many times digesting was attempted."""
+    last_error: _builtins.str
+    """The last error, while PENDING after a failure or FAILED."""
+    @_builtins.property
+    def key_facts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Short facts worth remembering (preferences, numbers, dates, decisions)."""
+
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When the digest last changed."""
+
+    def __init__(
+        self,
+        *,
+        state: Global___DigestState.ValueType = ...,
+        summary: _builtins.str = ...,
+        key_facts: _abc.Iterable[_builtins.str] | None = ...,
+        embedding_model: _builtins.str = ...,
+        attempts: _builtins.int = ...,
+        last_error: _builtins.str = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "embedding_model", b"embedding_model", "key_facts", b"key_facts", "last_error", b"last_error", "state", b"state", "summary", b"summary", "update_time", b"update_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EpisodeDigest: _TypeAlias = EpisodeDigest  # noqa: Y015
 
 @_typing.final
 class ToolCall(_message.Message):

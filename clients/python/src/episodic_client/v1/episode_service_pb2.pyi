@@ -10,6 +10,7 @@ from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -20,6 +21,62 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _SearchMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SearchModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SearchMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SEARCH_MODE_UNSPECIFIED: _SearchMode.ValueType  # 0
+    """Not set. Rejected."""
+    SEARCH_MODE_RECENCY: _SearchMode.ValueType  # 1
+    """The most recently ended episodes first; query is ignored."""
+    SEARCH_MODE_SEMANTIC: _SearchMode.ValueType  # 2
+    """Cosine similarity of the query's embedding to the episodes' embeddings."""
+    SEARCH_MODE_HYBRID: _SearchMode.ValueType  # 3
+    """Semantic similarity fused with lexical (full-text) matching by reciprocal rank."""
+
+class SearchMode(_SearchMode, metaclass=_SearchModeEnumTypeWrapper):
+    """How SearchEpisodes ranks episodes."""
+
+SEARCH_MODE_UNSPECIFIED: SearchMode.ValueType  # 0
+"""Not set. Rejected."""
+SEARCH_MODE_RECENCY: SearchMode.ValueType  # 1
+"""The most recently ended episodes first; query is ignored."""
+SEARCH_MODE_SEMANTIC: SearchMode.ValueType  # 2
+"""Cosine similarity of the query's embedding to the episodes' embeddings."""
+SEARCH_MODE_HYBRID: SearchMode.ValueType  # 3
+"""Semantic similarity fused with lexical (full-text) matching by reciprocal rank."""
+Global___SearchMode: _TypeAlias = SearchMode  # noqa: Y015
+
+class _MatchSignal:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MatchSignalEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MatchSignal.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MATCH_SIGNAL_UNSPECIFIED: _MatchSignal.ValueType  # 0
+    """Not set."""
+    MATCH_SIGNAL_RECENCY: _MatchSignal.ValueType  # 1
+    """Recency of the episode's end."""
+    MATCH_SIGNAL_SEMANTIC: _MatchSignal.ValueType  # 2
+    """Embedding similarity."""
+    MATCH_SIGNAL_LEXICAL: _MatchSignal.ValueType  # 3
+    """Full-text match."""
+
+class MatchSignal(_MatchSignal, metaclass=_MatchSignalEnumTypeWrapper):
+    """Which signal ranked an episode."""
+
+MATCH_SIGNAL_UNSPECIFIED: MatchSignal.ValueType  # 0
+"""Not set."""
+MATCH_SIGNAL_RECENCY: MatchSignal.ValueType  # 1
+"""Recency of the episode's end."""
+MATCH_SIGNAL_SEMANTIC: MatchSignal.ValueType  # 2
+"""Embedding similarity."""
+MATCH_SIGNAL_LEXICAL: MatchSignal.ValueType  # 3
+"""Full-text match."""
+Global___MatchSignal: _TypeAlias = MatchSignal  # noqa: Y015
 
 @_typing.final
 class OpenEpisodeRequest(_message.Message):
@@ -209,12 +266,17 @@ class CloseEpisodeRequest(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
+    WAIT_FOR_DIGEST_FIELD_NUMBER: _builtins.int
     episode_id: _builtins.str
     """Required. The episode to close."""
     reason: _episode_pb2.CloseReason.ValueType
     """Why it is closed: CLOSE_REASON_USER_ENDED (the default) or CLOSE_REASON_AGENT_DECISION."""
     note: _builtins.str
     """Optional free-form note, for example the agent's stated reason."""
+    wait_for_digest: _builtins.bool
+    """Wait until the digest is READY or FAILED (at most until the call's deadline, or 30 s)
+    before answering. By default the call returns at once with the digest PENDING.
+    """
     @_builtins.property
     def end_time(self) -> _timestamp_pb2.Timestamp:
         """Optional original end time, for importing history. Defaults to server time."""
@@ -226,10 +288,11 @@ class CloseEpisodeRequest(_message.Message):
         reason: _episode_pb2.CloseReason.ValueType = ...,
         note: _builtins.str = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
+        wait_for_digest: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "episode_id", b"episode_id", "note", b"note", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "episode_id", b"episode_id", "note", b"note", "reason", b"reason", "wait_for_digest", b"wait_for_digest"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -428,3 +491,143 @@ class ListMessagesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListMessagesResponse: _TypeAlias = ListMessagesResponse  # noqa: Y015
+
+@_typing.final
+class SearchEpisodesRequest(_message.Message):
+    """Request of SearchEpisodes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    TOP_K_FIELD_NUMBER: _builtins.int
+    MIN_SCORE_FIELD_NUMBER: _builtins.int
+    ENDED_AFTER_FIELD_NUMBER: _builtins.int
+    ENDED_BEFORE_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Required. The agent whose memory to search."""
+    user_id: _builtins.str
+    """Required. The user whose episodes to search; other users' episodes are never seen."""
+    mode: Global___SearchMode.ValueType
+    """Required. How to rank."""
+    query: _builtins.str
+    """The text to search for. Required for SEMANTIC and HYBRID."""
+    top_k: _builtins.int
+    """How many episodes to return, 1-100. Default 5."""
+    min_score: _builtins.float
+    """SEMANTIC only: drop episodes whose similarity is below this (0-1)."""
+    @_builtins.property
+    def ended_after(self) -> _timestamp_pb2.Timestamp:
+        """Only episodes that ended at or after this time, when set."""
+
+    @_builtins.property
+    def ended_before(self) -> _timestamp_pb2.Timestamp:
+        """Only episodes that ended before this time, when set."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        mode: Global___SearchMode.ValueType = ...,
+        query: _builtins.str = ...,
+        top_k: _builtins.int = ...,
+        min_score: _builtins.float | None = ...,
+        ended_after: _timestamp_pb2.Timestamp | None = ...,
+        ended_before: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_score", b"_min_score", "ended_after", b"ended_after", "ended_before", b"ended_before", "min_score", b"min_score"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_score", b"_min_score", "agent_id", b"agent_id", "ended_after", b"ended_after", "ended_before", b"ended_before", "min_score", b"min_score", "mode", b"mode", "query", b"query", "top_k", b"top_k", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__min_score: _TypeAlias = _typing.Literal["min_score"]  # noqa: Y015
+    _WhichOneofArgType__min_score: _TypeAlias = _typing.Literal["_min_score", b"_min_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_score) -> _WhichOneofReturnType__min_score | None: ...
+
+Global___SearchEpisodesRequest: _TypeAlias = SearchEpisodesRequest  # noqa: Y015
+
+@_typing.final
+class EpisodeSnippet(_message.Message):
+    """One recalled episode."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    KEY_FACTS_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    SIGNALS_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    """The episode."""
+    summary: _builtins.str
+    """Its digest's summary."""
+    score: _builtins.float
+    """The ranking score: cosine similarity (SEMANTIC), fused reciprocal rank (HYBRID), or
+    1/rank (RECENCY). Higher is better.
+    """
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """When it started."""
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp:
+        """When it ended."""
+
+    @_builtins.property
+    def key_facts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Its digest's key facts."""
+
+    @_builtins.property
+    def signals(self) -> _containers.RepeatedScalarFieldContainer[Global___MatchSignal.ValueType]:
+        """The signals that matched this episode."""
+
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        summary: _builtins.str = ...,
+        key_facts: _abc.Iterable[_builtins.str] | None = ...,
+        score: _builtins.float = ...,
+        signals: _abc.Iterable[Global___MatchSignal.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "episode_id", b"episode_id", "key_facts", b"key_facts", "score", b"score", "signals", b"signals", "start_time", b"start_time", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EpisodeSnippet: _TypeAlias = EpisodeSnippet  # noqa: Y015
+
+@_typing.final
+class SearchEpisodesResponse(_message.Message):
+    """Response of SearchEpisodes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNIPPETS_FIELD_NUMBER: _builtins.int
+    PENDING_DIGESTS_FIELD_NUMBER: _builtins.int
+    pending_digests: _builtins.int
+    """Closed episodes of this user whose digest is not READY yet, so not searched."""
+    @_builtins.property
+    def snippets(self) -> _containers.RepeatedCompositeFieldContainer[Global___EpisodeSnippet]:
+        """The recalled episodes, best first."""
+
+    def __init__(
+        self,
+        *,
+        snippets: _abc.Iterable[Global___EpisodeSnippet] | None = ...,
+        pending_digests: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pending_digests", b"pending_digests", "snippets", b"snippets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchEpisodesResponse: _TypeAlias = SearchEpisodesResponse  # noqa: Y015

@@ -52,6 +52,10 @@ class EpisodeServiceStub:
     """Lists episodes, newest first, optionally filtered by agent, user and state."""
     ListMessages: _grpc.UnaryUnaryMultiCallable[_episode_service_pb2.ListMessagesRequest, _episode_service_pb2.ListMessagesResponse]
     """Scrollback: pages through an episode's log from the newest message backwards."""
+    SearchEpisodes: _grpc.UnaryUnaryMultiCallable[_episode_service_pb2.SearchEpisodesRequest, _episode_service_pb2.SearchEpisodesResponse]
+    """Recalls closed episodes of one user of one agent, by recency or by meaning.
+    Only episodes whose digest is READY are returned; pending_digests says how many are not.
+    """
 
 @_typing.type_check_only
 class EpisodeServiceAsyncStub(EpisodeServiceStub):
@@ -77,6 +81,10 @@ class EpisodeServiceAsyncStub(EpisodeServiceStub):
     """Lists episodes, newest first, optionally filtered by agent, user and state."""
     ListMessages: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.ListMessagesRequest, _episode_service_pb2.ListMessagesResponse]  # type: ignore[assignment]
     """Scrollback: pages through an episode's log from the newest message backwards."""
+    SearchEpisodes: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.SearchEpisodesRequest, _episode_service_pb2.SearchEpisodesResponse]  # type: ignore[assignment]
+    """Recalls closed episodes of one user of one agent, by recency or by meaning.
+    Only episodes whose digest is READY are returned; pending_digests says how many are not.
+    """
 
 class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
     """EpisodeService is the durable log of conversations: episodes and their messages.
@@ -141,5 +149,15 @@ class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_episode_service_pb2.ListMessagesResponse, _abc.Awaitable[_episode_service_pb2.ListMessagesResponse]]:
         """Scrollback: pages through an episode's log from the newest message backwards."""
+
+    @_abc_1.abstractmethod
+    def SearchEpisodes(
+        self,
+        request: _episode_service_pb2.SearchEpisodesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_episode_service_pb2.SearchEpisodesResponse, _abc.Awaitable[_episode_service_pb2.SearchEpisodesResponse]]:
+        """Recalls closed episodes of one user of one agent, by recency or by meaning.
+        Only episodes whose digest is READY are returned; pending_digests says how many are not.
+        """
 
 def add_EpisodeServiceServicer_to_server(servicer: EpisodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

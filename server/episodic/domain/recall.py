@@ -1,0 +1,127 @@
+"""Values of recall: episode digests, search requests and the snippets they return,
+and the rank fusion of HYBRID search. Pure."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+class DigestState(enum.StrEnum):
+    PENDING = "pending"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class SearchMode(enum.StrEnum):
+    RECENCY = "recency"
+    SEMANTIC = "semantic"
+    HYBRID = "hybrid"
+
+
+class Signal(enum.StrEnum):
+    """Which signal matched an episode."""
+
+    RECENCY = "recency"
+    SEMANTIC = "semantic"
+    LEXICAL = "lexical"
+
+
+@dataclass(frozen=True, slots=True)
+class DigestText:
+    """What a summarizer produces for one episode."""
+
+    summary: str
+    key_facts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The unit of isolation of recall: one user of one agent of one tenant. Every
+    vector lives in exactly one scope's index."""
+
+    tenant_id: str
+    agent_id: str
+    user_id: str
+
+
+Vector = Sequence[float]  # adapters pass numpy arrays through unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedVector:
+    """A stored vector and where it belongs: FAISS is rebuilt from these."""
+
+    scope: Scope
+    key: str
+    vector: Vector
+
+
+def vector_key(episode_id: str, chunk: int) -> str:
+    return f"{episode_id}#{chunk}"
+
+
+def episode_of(key: str) -> str:
+    return key.rpartition("#")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked candidate from one signal: higher score is better."""
+
+    episode_id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    episode_id: str
+    started_at: datetime
+    ended_at: datetime | None
+    summary: str
+    key_facts: tuple[str, ...]
+    score: float
+    signals: tuple[Signal, ...] = field(default_factory=tuple)
+
+
+RRF_K = 60
+
+
+def reciprocal_rank_fusion(
+    rankings: Mapping[Signal, Sequence[Hit]], k: int = RRF_K
+) -> list[tuple[Hit, tuple[Signal, ...]]]:
+    """Fuses ranked lists: score = sum of 1/(k + rank) over the lists an episode is in."""
+    scores: dict[str, float] = {}
+    signals: dict[str, list[Signal]] = {}
+    for signal, hits in rankings.items():
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.episode_id] = scores.get(hit.episode_id, 0.0) + 1.0 / (k + rank)
+            signals.setdefault(hit.episode_id, []).append(signal)
+    fused = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return [(Hit(episode_id, score), tuple(signals[episode_id])) for episode_id, score in fused]
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """The recall record of one closed episode."""
+
+    tenant_id: str
+    episode_id: str
+    agent_id: str
+    user_id: str
+    state: DigestState
+    started_at: datetime
+    ended_at: datetime
+    updated_at: datetime
+    next_attempt_at: datetime
+    summary: str = ""
+    key_facts: tuple[str, ...] = ()
+    embedding_model: str = ""
+    attempts: int = 0
+    last_error: str = ""
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.tenant_id, self.agent_id, self.user_id)

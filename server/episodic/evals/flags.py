@@ -1,0 +1,16 @@
+"""Flags of `episodic eval-recall` (kept apart so the CLI can build its parser cheaply)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+# The repository's checkout sits next to shared/ (server/episodic/evals -> repo -> ..).
+DEFAULT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "eval" / "locomo-dev"
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="directory with sessions.jsonl and questions.jsonl"
+    )
+    parser.add_argument("--modes", default="recency,semantic,hybrid", help="search modes to evaluate")

@@ -1,0 +1,60 @@
+"""`episodic reindex`: digests every pending episode and re-embeds every digest whose
+vectors were made by another model, with a progress bar, without serving. The server
+does the same in the background after a model change; this is for doing it up front."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+
+from sqlalchemy import func, select
+
+from episodic.bootstrap import build_recall, ensure_schema
+from episodic.config import Settings
+from episodic.domain.recall import DigestState
+from episodic.service.digester import Digester
+from episodic.store import schema
+from episodic.store.database import Database, open_database
+from episodic.store.writer import GroupCommitWriter
+
+
+async def reindex(settings: Settings) -> int:
+    database = open_database(settings.database_url)
+    writer = GroupCommitWriter(database)
+    writer.start()
+    try:
+        await ensure_schema(database, settings.migrate_on_start)
+        return await _run(settings, database, writer)
+    finally:
+        await writer.stop()
+        await database.dispose()
+
+
+async def _run(settings: Settings, database: Database, writer: GroupCommitWriter) -> int:
+    recall = build_recall(settings, database, writer)
+    model = recall.embedder.model_id
+    total = await _outstanding(database, model)
+    digester = Digester(
+        recall.digests, recall.summarizer, recall.embedder, recall.index, lambda: datetime.now(UTC)
+    )
+    done = 0
+    while batch := await digester.run_once():
+        done += batch
+        _progress(done, total, model)
+    print(file=sys.stderr)
+    return done
+
+
+async def _outstanding(database: Database, model: str) -> int:
+    d = schema.digests
+    stale = (d.c.state == DigestState.READY.value) & (d.c.embedding_model != model)
+    stmt = select(func.count()).where((d.c.state != DigestState.READY.value) | stale)
+    async with database.engine.connect() as conn:
+        return int(await conn.scalar(stmt) or 0)
+
+
+def _progress(done: int, total: int, model: str) -> None:
+    width = 30
+    filled = width * min(done, total) // max(total, 1)
+    bar = "#" * filled + "-" * (width - filled)
+    print(f"\rreindex [{bar}] {done}/{total} digests with {model}", end="", file=sys.stderr, flush=True)

@@ -1,0 +1,133 @@
+"""The background digester: turns closed episodes into digests (summary, key facts,
+embeddings), stores them, then indexes them. It runs beside the RPCs, never in them:
+summarizing and embedding go to worker threads, writes through the group-commit writer.
+
+Work lives in SQL (digests rows), so a restart resumes where it stopped; a claim is a
+lease, so a crashed replica's work comes back. The index is written after SQL commits
+and rebuilt from SQL at start, so a crash in between loses or duplicates nothing.
+After an embedding-model change, READY digests with old vectors are re-embedded here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from episodic.domain import digests as rules
+from episodic.domain.model import Message
+from episodic.domain.ports import Clock, DigestStore, Embedder, Summarizer, VectorIndex
+from episodic.domain.recall import Digest, DigestState, DigestText, episode_of, vector_key
+
+log = logging.getLogger(__name__)
+SETTLED = (DigestState.READY, DigestState.FAILED)
+
+
+@dataclass
+class Digester:
+    store: DigestStore
+    summarizer: Summarizer
+    embedder: Embedder
+    index: VectorIndex
+    clock: Clock
+    batch: int = 16
+    lease: timedelta = timedelta(minutes=5)
+    idle_poll_seconds: float = 1.0
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _settled: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="episodic-digester")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def wake(self) -> None:
+        """Called after a close, so new work starts now rather than at the next poll."""
+        self._wake.set()
+
+    async def wait_settled(self, tenant_id: str, episode_id: str, timeout: float) -> Digest | None:
+        """The digest once READY or FAILED, or as it is when `timeout` runs out."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            digest = await self.store.get(tenant_id, episode_id)
+            left = deadline - asyncio.get_running_loop().time()
+            if digest is None or digest.state in SETTLED or left <= 0:
+                return digest
+            async with self._settled:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._settled.wait(), timeout=min(left, 0.25))
+
+    async def run_once(self) -> int:
+        """Digests what is due (then re-embeds stale vectors); returns how many succeeded,
+        so a loop over it rests when everything is failing."""
+        work = await self.store.claim_due(self.clock(), self.batch, self.lease)
+        if not work:
+            work = await self.store.stale(self.embedder.model_id, self.batch)
+        return sum([await self._digest(digest) for digest in work])
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                done = await self.run_once()
+            except Exception:  # keep the loop alive; the next round retries
+                log.exception("digest round failed")
+                done = 0
+            if not done:
+                await self._sleep()
+
+    async def _sleep(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=self.idle_poll_seconds)
+        self._wake.clear()
+
+    async def _digest(self, digest: Digest) -> bool:
+        try:
+            await self._make(digest)
+            succeeded = True
+        except Exception as exc:  # recorded on the digest and retried with back-off
+            log.warning("digest of %s failed: %s", digest.episode_id, exc, exc_info=True)
+            await self.store.save_failed(rules.failed(digest, f"{type(exc).__name__}: {exc}", self.clock()))
+            succeeded = False
+        async with self._settled:
+            self._settled.notify_all()
+        return succeeded
+
+    async def _make(self, digest: Digest) -> None:
+        messages = await self.store.transcript(digest)
+        text = await self._text(digest, messages)
+        vectors = await asyncio.to_thread(self.embedder.embed, rules.embedded_texts(text, messages))
+        done = rules.ready(digest, text, self.embedder.model_id, self.clock())
+        await self.store.save_ready(done, vectors, rules.lexical_body(text, messages))
+        self._index(done, vectors)
+
+    async def _text(self, digest: Digest, messages: list[Message]) -> DigestText:
+        if digest.state is DigestState.READY:  # re-embedding only: keep the summary
+            return DigestText(digest.summary, digest.key_facts)
+        return await asyncio.to_thread(self.summarizer.summarize, messages)
+
+    def _index(self, digest: Digest, vectors: list[list[float]]) -> None:
+        scope = digest.scope
+        old = [k for k in self.index.keys(scope) if episode_of(k) == digest.episode_id]
+        self.index.remove(scope, old)
+        self.index.add(scope, [vector_key(digest.episode_id, i) for i in range(len(vectors))], vectors)
+
+
+async def load_index(store: DigestStore, index: VectorIndex, model: str) -> int:
+    """Rebuilds the in-memory index from SQL, the source of truth; returns vectors loaded."""
+    loaded = 0
+    async for batch in store.vectors(model):
+        by_scope: dict[object, list[int]] = {}
+        for i, item in enumerate(batch):
+            by_scope.setdefault(item.scope, []).append(i)
+        for positions in by_scope.values():
+            items = [batch[i] for i in positions]
+            index.add(items[0].scope, [v.key for v in items], [v.vector for v in items])
+        loaded += len(batch)
+    return loaded

@@ -1,0 +1,57 @@
+"""The idle reaper: closes episodes idle longer than their agent's idle timeout, with
+reason IDLE_TIMEOUT; they are then digested like any other."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from episodic.domain.model import CloseReason
+from episodic.domain.ports import Clock, EpisodeStore
+from episodic.service.episodes import EpisodeService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IdleReaper:
+    episodes: EpisodeStore
+    service: EpisodeService
+    clock: Clock
+    on_closed: Callable[[], None]
+    interval_seconds: float = 30.0
+    batch: int = 500
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="episodic-idle-reaper")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def sweep(self) -> int:
+        """Closes one batch of idle episodes; returns how many. Each ends at its last
+        activity, which is when the conversation really stopped."""
+        idle = await self.episodes.idle_episodes(self.clock(), self.batch)
+        for episode in idle:
+            await self.service.close_as(
+                episode.tenant_id, episode.episode_id, CloseReason.IDLE_TIMEOUT, "", episode.last_activity_at
+            )
+        if idle:
+            log.info("closed idle episodes", extra={"count": len(idle)})
+            self.on_closed()
+        return len(idle)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception:  # keep sweeping; a failed round is retried next interval
+                log.exception("idle sweep failed")
+            await asyncio.sleep(self.interval_seconds)

@@ -1,0 +1,130 @@
+"""Recall: SearchEpisodes over one scope (tenant, agent, user), by recency, meaning, or
+meaning fused with full-text matching."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from episodic.domain.model import Caller
+from episodic.domain.ports import AgentStore, DigestStore, Embedder, VectorIndex
+from episodic.domain.recall import (
+    Digest,
+    Hit,
+    Scope,
+    SearchMode,
+    Signal,
+    Snippet,
+    episode_of,
+    reciprocal_rank_fusion,
+)
+from episodic.domain.validation import Limits, Violations, check_id, check_text
+
+MAX_TOP_K = 100
+DEFAULT_TOP_K = 5
+CHUNKS_PER_EPISODE = 8  # candidates fetched per wanted episode, since episodes have several vectors
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    agent_id: str
+    user_id: str
+    mode: SearchMode | None
+    query: str = ""
+    top_k: int = 0
+    min_score: float | None = None
+    ended_after: datetime | None = None
+    ended_before: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    snippets: list[Snippet]
+    pending_digests: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecallService:
+    digests: DigestStore
+    agents: AgentStore
+    embedder: Embedder
+    index: VectorIndex
+    limits: Limits
+
+    async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
+        mode, top_k = self._check(request)
+        await self.agents.get_agent(caller.tenant_id, request.agent_id)
+        scope = Scope(caller.tenant_id, request.agent_id, request.user_id)
+        if mode is SearchMode.RECENCY:
+            snippets = await self._recent(scope, request, top_k)
+        else:
+            snippets = await self._ranked(scope, request, mode, top_k)
+        return SearchResult(snippets, await self.digests.pending_count(scope))
+
+    def _check(self, r: SearchRequest) -> tuple[SearchMode, int]:
+        v = Violations()
+        check_id(v, "agent_id", r.agent_id)
+        check_id(v, "user_id", r.user_id)
+        check_text(v, "query", r.query, self.limits.max_content_bytes)
+        top_k = _top_k(v, r.top_k)
+        if r.mode is None:
+            v.add("mode", "is required: SEARCH_MODE_RECENCY, SEARCH_MODE_SEMANTIC or SEARCH_MODE_HYBRID")
+        elif r.mode is not SearchMode.RECENCY and not r.query.strip():
+            v.add("query", f"is required in {r.mode.value} mode")
+        if r.min_score is not None and not -1.0 <= r.min_score <= 1.0:
+            v.add("min_score", "must be between -1 and 1")
+        if r.ended_after and r.ended_before and r.ended_after >= r.ended_before:
+            v.add("ended_before", "must be later than ended_after")
+        v.raise_if_any()
+        assert r.mode is not None
+        return r.mode, top_k
+
+    async def _recent(self, scope: Scope, r: SearchRequest, top_k: int) -> list[Snippet]:
+        found = await self.digests.recent(scope, top_k, r.ended_after, r.ended_before)
+        return [_snippet(d, 1.0 / rank, (Signal.RECENCY,)) for rank, d in enumerate(found, start=1)]
+
+    async def _ranked(self, scope: Scope, r: SearchRequest, mode: SearchMode, top_k: int) -> list[Snippet]:
+        wanted = top_k if r.ended_after is None and r.ended_before is None else MAX_TOP_K
+        semantic = _keep_above(await self._semantic(scope, r.query, wanted), r.min_score)
+        fused: list[tuple[Hit, tuple[Signal, ...]]]
+        if mode is SearchMode.SEMANTIC:
+            fused = [(hit, (Signal.SEMANTIC,)) for hit in semantic]
+        else:
+            lexical = await self.digests.lexical(scope, r.query, wanted * 2)
+            fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: lexical})
+        ids = [hit.episode_id for hit, _ in fused]
+        digests = await self.digests.ready_among(scope, ids, r.ended_after, r.ended_before)
+        found = [_snippet(digests[h.episode_id], h.score, s) for h, s in fused if h.episode_id in digests]
+        return found[:top_k]
+
+    async def _semantic(self, scope: Scope, query: str, wanted: int) -> list[Hit]:
+        (vector,) = await asyncio.to_thread(self.embedder.embed, [query])
+        hits = await asyncio.to_thread(self.index.search, scope, vector, wanted * CHUNKS_PER_EPISODE)
+        return best_per_episode(hits)
+
+
+def best_per_episode(hits: Sequence[Hit]) -> list[Hit]:
+    """Several vectors per episode: an episode scores its best chunk."""
+    best: dict[str, float] = {}
+    for hit in hits:
+        episode_id = episode_of(hit.episode_id)
+        best[episode_id] = max(best.get(episode_id, -1.0), hit.score)
+    return [Hit(e, s) for e, s in sorted(best.items(), key=lambda item: (-item[1], item[0]))]
+
+
+def _keep_above(hits: list[Hit], min_score: float | None) -> list[Hit]:
+    return hits if min_score is None else [h for h in hits if h.score >= min_score]
+
+
+def _top_k(v: Violations, requested: int) -> int:
+    if requested == 0:
+        return DEFAULT_TOP_K
+    if not 1 <= requested <= MAX_TOP_K:
+        v.add("top_k", f"must be between 1 and {MAX_TOP_K}, got {requested}")
+    return requested
+
+
+def _snippet(d: Digest, score: float, signals: tuple[Signal, ...]) -> Snippet:
+    return Snippet(d.episode_id, d.started_at, d.ended_at, d.summary, d.key_facts, score, signals)

@@ -1,0 +1,163 @@
+"""Digests in SQL: the work queue of the background digester (claimed with a lease so
+replicas do not collide), the stored vectors FAISS is rebuilt from, and the reads
+recall needs. Writes go through the group-commit writer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timedelta
+from typing import cast
+
+import numpy as np
+from sqlalchemy import Connection, RowMapping, and_, delete, func, select, update
+
+from episodic.domain.model import Message
+from episodic.domain.recall import Digest, DigestState, Hit, IndexedVector, Scope, Vector, vector_key
+from episodic.store import lexical
+from episodic.store import schema as s
+from episodic.store.database import Database
+from episodic.store.rows import digest_from_row, digest_values, message_from_row
+from episodic.store.writer import GroupCommitWriter
+
+D, V, T, M = s.digests, s.digest_vectors, s.digest_texts, s.messages
+_WAITING = (DigestState.PENDING.value, DigestState.FAILED.value)
+
+
+class SqlDigestStore:
+    def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
+        self._db = db
+        self._writer = writer
+
+    async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Digest]:
+        """Digests due for an attempt, pushed `lease` into the future so no other worker
+        takes them meanwhile (a crashed worker's claims come back when the lease ends)."""
+
+        def op(conn: Connection) -> list[Digest]:
+            due = select(D).where(D.c.state.in_(_WAITING), D.c.next_attempt_at <= now)
+            rows = conn.execute(
+                due.order_by(D.c.next_attempt_at).limit(limit).with_for_update(skip_locked=True)
+            )
+            claimed = [digest_from_row(r) for r in rows.mappings()]
+            for d in claimed:
+                conn.execute(_where(d).values(next_attempt_at=now + lease))
+            return claimed
+
+        return await self._writer.run(op)
+
+    async def stale(self, model: str, limit: int) -> list[Digest]:
+        """READY digests embedded with another model: to re-embed after a model change."""
+        stmt = (
+            select(D).where(D.c.state == DigestState.READY.value, D.c.embedding_model != model).limit(limit)
+        )
+        async with self._db.engine.connect() as conn:
+            return [digest_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+
+    async def transcript(self, digest: Digest) -> list[Message]:
+        stmt = select(M).where(M.c.tenant_id == digest.tenant_id, M.c.episode_id == digest.episode_id)
+        async with self._db.engine.connect() as conn:
+            return [message_from_row(r) for r in (await conn.execute(stmt.order_by(M.c.seq))).mappings()]
+
+    async def save_ready(self, digest: Digest, vectors: Sequence[Vector], body: str) -> None:
+        def op(conn: Connection) -> None:
+            conn.execute(_where(digest).values(digest_values(digest)))
+            _replace_vectors(conn, digest, vectors)
+            _replace_text(conn, digest, body)
+
+        await self._writer.run(op)
+
+    async def save_failed(self, digest: Digest) -> None:
+        def op(conn: Connection) -> None:
+            conn.execute(_where(digest).values(digest_values(digest)))
+
+        await self._writer.run(op)
+
+    async def get(self, tenant_id: str, episode_id: str) -> Digest | None:
+        stmt = select(D).where(D.c.tenant_id == tenant_id, D.c.episode_id == episode_id)
+        async with self._db.engine.connect() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        return digest_from_row(row) if row else None
+
+    async def vectors(self, model: str, batch: int = 10_000) -> AsyncIterator[list[IndexedVector]]:
+        """Every stored vector of `model`, in batches, for rebuilding the index."""
+        stmt = select(V).where(V.c.model == model).order_by(V.c.tenant_id, V.c.episode_id, V.c.chunk)
+        async with self._db.engine.connect() as conn:
+            result = await conn.stream(stmt.execution_options(yield_per=batch))
+            async for rows in result.mappings().partitions(batch):
+                yield [_stored_vector(r) for r in rows]
+
+    async def recent(
+        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+    ) -> list[Digest]:
+        stmt = _ready_in(scope, after, before).order_by(D.c.ended_at.desc(), D.c.episode_id).limit(limit)
+        async with self._db.engine.connect() as conn:
+            return [digest_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+
+    async def ready_among(
+        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+    ) -> dict[str, Digest]:
+        stmt = _ready_in(scope, after, before).where(D.c.episode_id.in_(list(episode_ids)))
+        async with self._db.engine.connect() as conn:
+            return {r["episode_id"]: digest_from_row(r) for r in (await conn.execute(stmt)).mappings()}
+
+    async def pending_count(self, scope: Scope) -> int:
+        stmt = select(func.count()).where(_scope_of(scope), D.c.state != DigestState.READY.value)
+        async with self._db.engine.connect() as conn:
+            return int(await conn.scalar(stmt) or 0)
+
+    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
+        async with self._db.engine.connect() as conn:
+            return await conn.run_sync(lambda sync: lexical.search(sync, scope, query, limit))
+
+
+def _where(digest: Digest):  # type: ignore[no-untyped-def]
+    return update(D).where(D.c.tenant_id == digest.tenant_id, D.c.episode_id == digest.episode_id)
+
+
+def _scope_of(scope: Scope):  # type: ignore[no-untyped-def]
+    return and_(
+        D.c.tenant_id == scope.tenant_id, D.c.agent_id == scope.agent_id, D.c.user_id == scope.user_id
+    )
+
+
+def _ready_in(scope: Scope, after: datetime | None, before: datetime | None):  # type: ignore[no-untyped-def]
+    stmt = select(D).where(_scope_of(scope), D.c.state == DigestState.READY.value)
+    if after is not None:
+        stmt = stmt.where(D.c.ended_at >= after)
+    if before is not None:
+        stmt = stmt.where(D.c.ended_at < before)
+    return stmt
+
+
+def _replace_vectors(conn: Connection, digest: Digest, vectors: Sequence[Vector]) -> None:
+    key = (V.c.tenant_id == digest.tenant_id, V.c.episode_id == digest.episode_id)
+    conn.execute(delete(V).where(*key))
+    rows = [_vector_row(digest, chunk, v) for chunk, v in enumerate(vectors)]
+    if rows:
+        conn.execute(V.insert(), rows)
+
+
+def _vector_row(digest: Digest, chunk: int, vector: Vector) -> dict[str, object]:
+    return {
+        "tenant_id": digest.tenant_id,
+        "episode_id": digest.episode_id,
+        "chunk": chunk,
+        "agent_id": digest.agent_id,
+        "user_id": digest.user_id,
+        "model": digest.embedding_model,
+        "dimension": len(vector),
+        "vector": np.asarray(vector, dtype="<f4").tobytes(),
+    }
+
+
+def _replace_text(conn: Connection, digest: Digest, body: str) -> None:
+    conn.execute(delete(T).where(T.c.tenant_id == digest.tenant_id, T.c.episode_id == digest.episode_id))
+    scope = digest.scope
+    values = {"tenant_id": scope.tenant_id, "episode_id": digest.episode_id, "agent_id": scope.agent_id}
+    conn.execute(T.insert(), {**values, "user_id": scope.user_id, "body": body})
+    lexical.replace_body(conn, scope, digest.episode_id, body)
+
+
+def _stored_vector(r: RowMapping) -> IndexedVector:
+    scope = Scope(r["tenant_id"], r["agent_id"], r["user_id"])
+    vector = cast(Vector, np.frombuffer(r["vector"], dtype="<f4"))
+    return IndexedVector(scope, vector_key(r["episode_id"], r["chunk"]), vector)

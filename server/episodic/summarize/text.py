@@ -1,0 +1,214 @@
+"""Reading a transcript for summarizing: which messages count, speaker labels, sentences,
+clauses and content words. Pure and deterministic."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from episodic.domain.model import Message, Role
+
+SPOKEN_ROLES = frozenset({Role.USER, Role.ASSISTANT})
+
+# "Caroline: I went to ..." - a speaker name prefixed to the content.
+_LABEL = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30})?):\s+(?=\S)")
+_NOT_SPEAKERS = frozenset(
+    {"note", "summary", "answer", "update", "error", "warning", "tip", "example", "step", "q", "a", "re"}
+)
+_CODE_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_LINE = re.compile(r"[^\n]+")
+_BULLET = re.compile(r"\s*(?:[-*•]+|\d{1,2}[.)])\s+")
+_MARKUP = re.compile(r'[{}<>|]|":|\\[nt]')
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s|$)")
+_LETTER = re.compile(r"[^\W\d_]")
+_DROP_ASCII_LETTERS = str.maketrans("", "", string.ascii_letters + " ")
+_ABBREVIATION_TEXT = "mr mrs ms dr prof st jr sr vs etc approx no inc ltd dept e.g i.e"
+_ABBREVIATIONS = frozenset(_ABBREVIATION_TEXT.split())
+# Every punctuation mark but the apostrophe separates words.
+_SEPARATORS = str.maketrans(dict.fromkeys(string.punctuation.replace("'", "") + "…“”‘’–—•", " "))
+_INTERJECTION = re.compile(
+    r"^(?:(?:oh|ah|wow|well|yeah|yep|yes|no|nope|ok|okay|so|hey|hi|hello|sure|great|cool|haha|lol|hmm|um|"
+    r"actually|honestly|anyway|also|btw|by the way|thanks|thank you)\b[\s,!.]*)+",
+    re.IGNORECASE,
+)
+_TRAILING_FILLER = re.compile(r"(?:,?\s+(?:by the way|btw|lol|haha|though|anyway|honestly))+$", re.IGNORECASE)
+_APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
+
+_STOPWORD_TEXT = """
+a about above after again against all also always am an and any are aren't as at be because been before
+being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
+down during each even ever every few for from further get gets got had hadn't has hasn't have haven't
+having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if
+in into is isn't it it's its itself just let let's like me more most much must my myself never no nor
+not now of off on once only or other ought our ours ourselves out over own same she she'd she'll she's
+should so some such than that that's the their theirs them themselves then there there's these they
+they'd they'll they're they've this those though through to too under until up us very was wasn't we
+we'd we'll we're we've were weren't what what's when when's where where's which while who who's whom
+why why's will with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
+yes yeah yep ok okay oh ah wow hey hi hello thanks thank please sure great good nice cool awesome lol
+haha really pretty totally quite kinda gonna wanna gotta thing things stuff lot lots one anything
+something everything see know think say said says tell told well way back still yet maybe forget
+"""
+# Single letters carry no meaning on their own either.
+STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(string.ascii_lowercase)
+
+
+@dataclass(frozen=True, slots=True)
+class Utterance:
+    """The readable part of one user or assistant message."""
+
+    position: int
+    role: Role
+    speaker: str
+    text: str
+
+    @property
+    def label(self) -> str:
+        """Who said it: the speaker's name, else the role."""
+        return self.speaker or self.role.value.capitalize()
+
+    @property
+    def speaks_for_a_person(self) -> bool:
+        """First-person statements describe a person: the user, or any labelled speaker."""
+        return self.role is Role.USER or bool(self.speaker)
+
+
+@dataclass(slots=True)
+class Sentence:
+    """One sentence of an utterance; `start` is its offset in the utterance's text."""
+
+    utterance: Utterance
+    index: int
+    start: int
+    text: str
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return (self.utterance.position, self.index)
+
+    @property
+    def is_question(self) -> bool:
+        return self.text.rstrip("\"')]”’").endswith("?")
+
+    def labelled(self, text: str) -> str:
+        speaker = self.utterance.speaker
+        return f"{speaker}: {text}" if speaker else text
+
+
+def utterances(transcript: Sequence[Message]) -> list[Utterance]:
+    """User and assistant messages with visible text; system, context and tool messages are not
+    conversation."""
+    spoken: list[Utterance] = []
+    for position, message in enumerate(transcript):
+        if message.role in SPOKEN_ROLES:
+            speaker, text = split_label(clean(message.content))
+            if text:
+                spoken.append(Utterance(position, message.role, speaker, text))
+    return spoken
+
+
+def clean(content: str) -> str:
+    """Drops code blocks, unifies apostrophes and trims every line."""
+    text = _CODE_FENCE.sub(" ", content.translate(_APOSTROPHES))
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def split_label(text: str) -> tuple[str, str]:
+    match = _LABEL.match(text)
+    if match is None or match.group(1).lower() in _NOT_SPEAKERS:
+        return "", text
+    return match.group(1), text[match.end() :]
+
+
+def sentences_of(utterance: Utterance) -> list[Sentence]:
+    text = utterance.text
+    spans = sentence_spans(text)
+    return [Sentence(utterance, index, start, text[start:end]) for index, (start, end) in enumerate(spans)]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Where the sentences of a cleaned text are: prose lines only, bullets left out."""
+    spans: list[tuple[int, int]] = []
+    for line in _LINE.finditer(text):
+        if _is_prose(line.group()):
+            bullet = _BULLET.match(line.group())
+            spans.extend(_pieces(text, line.start() + (bullet.end() if bullet else 0), line.end()))
+    return spans
+
+
+def _pieces(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Sentences of one line; clean() left exactly one space between them."""
+    for stop in _SENTENCE_END.finditer(text, start, end):
+        if not _after_abbreviation(text, stop):
+            if _LETTER.search(text, start, stop.end()):
+                yield start, stop.end()
+            start = stop.end() + 1
+    if start < end and _LETTER.search(text, start, end):
+        yield start, end
+
+
+def _after_abbreviation(text: str, stop: re.Match[str]) -> bool:
+    if stop.group() != ".":
+        return False
+    before = text[max(stop.start() - 6, 0) : stop.start()].replace("\n", " ")
+    word = before.rsplit(" ", 1)[-1].lstrip("(\"'")
+    return (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS
+
+
+def _is_prose(text: str) -> bool:
+    """Lines that are mostly letters; JSON, markup, ids and tables are not prose."""
+    if _MARKUP.search(text) or not _LETTER.search(text):
+        return False
+    visible = len(text) - text.count(" ")
+    if 2 * len(text.translate(_DROP_ASCII_LETTERS)) <= visible:
+        return True  # the quick answer, counting only ASCII letters
+    return 2 * sum(map(str.isalpha, text)) >= visible
+
+
+def fold(text: str) -> str:
+    """Lower case that keeps every offset: the few characters that lower to two are left alone."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(char.lower() if len(char.lower()) == 1 else char for char in text)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased words (with their apostrophes: "i'm") and numbers."""
+    return folded_words(fold(text))
+
+
+def folded_words(folded: str) -> list[str]:
+    """The words of already folded text; splitting on spaces after the punctuation is gone is
+    several times faster than a regex."""
+    return [word.strip("'") for word in folded.translate(_SEPARATORS).split() if word.strip("'")]
+
+
+def content_words(text: str) -> list[str]:
+    return meaningful(tokens(text))
+
+
+def meaningful(words: Iterable[str]) -> list[str]:
+    """The words that carry meaning, in order: no stop words, no single letters."""
+    return [word for word in words if word not in STOPWORDS]
+
+
+def tidy(text: str) -> str:
+    """Trims a clause to its words: no leading filler, no edge punctuation, a capital first letter."""
+    text = _INTERJECTION.sub("", text.strip(" ,;:-–—\"'")).rstrip(" ,;:-–—.!?\"'")
+    text = _TRAILING_FILLER.sub("", text)
+    return text[:1].upper() + text[1:]
+
+
+def shorten(text: str, limit: int) -> str:
+    """Cuts at a word boundary to at most `limit` characters, marking the cut with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-–—") + "…"

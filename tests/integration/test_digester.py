@@ -1,0 +1,116 @@
+"""The digester: resumable from SQL, retries failures visibly, and the index it feeds
+can always be rebuilt from SQL; the idle reaper closes forgotten episodes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from episodic.domain.model import CloseReason, EpisodeState, NewMessage, Role
+from episodic.domain.recall import DigestState, Scope
+from episodic.embed import make_embedder
+from episodic.index import FaissVectorIndex
+from episodic.service.digester import Digester, load_index
+from episodic.service.reaper import IdleReaper
+from episodic.store.digests import SqlDigestStore
+from episodic.store.episodes import SqlEpisodeStore
+from episodic.summarize import make_summarizer
+from tests.conftest import unique
+from tests.integration.conftest import Stack
+
+
+class FlakyEmbedder:
+    """Fails the first `failures` calls that embed `marker`, then embeds like the hashing
+    embedder (other tests' digests may pass through: the digester serves every tenant)."""
+
+    def __init__(self, failures: int, marker: str) -> None:
+        self._inner = make_embedder("hashing")
+        self.failures = failures
+        self.marker = marker
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self._inner.dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.failures > 0 and any(self.marker in t for t in texts):
+            self.failures -= 1
+            raise ConnectionError("embedding endpoint unreachable")
+        return self._inner.embed(texts)
+
+
+def digester_for(stack: Stack, embedder: object, now: datetime) -> Digester:
+    return Digester(
+        SqlDigestStore(stack.database, stack.writer),
+        make_summarizer("extractive"),
+        embedder,  # type: ignore[arg-type]
+        FaissVectorIndex(256),
+        lambda: now,
+    )
+
+
+async def closed_episode(stack: Stack, marker: str = "Porto") -> tuple[str, Scope]:
+    episode_id = await stack.new_episode()
+    episodes = stack.services.episodes
+    await episodes.add_message(
+        stack.caller, episode_id, NewMessage(Role.USER, f"I moved to {marker} in June")
+    )
+    episode = await episodes.close_episode(stack.caller, episode_id)
+    return episode_id, Scope(stack.caller.tenant_id, episode.agent_id, episode.user_id)
+
+
+async def test_a_failing_digest_is_retried_with_back_off_and_shows_failed(stack: Stack) -> None:
+    marker = unique("Atlantis")
+    episode_id, _ = await closed_episode(stack, marker)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    embedder = FlakyEmbedder(failures=3, marker=marker)
+    states = []
+    for attempt in range(4):
+        digester = digester_for(stack, embedder, now + timedelta(minutes=15 * attempt))
+        await digester.run_once()
+        digest = await digester.store.get(stack.caller.tenant_id, episode_id)
+        assert digest is not None
+        states.append((digest.state, digest.attempts))
+    assert states == [
+        (DigestState.PENDING, 1),
+        (DigestState.PENDING, 2),
+        (DigestState.FAILED, 3),
+        (DigestState.READY, 4),
+    ]
+
+
+async def test_pending_digests_survive_a_restart_and_the_index_is_rebuilt_from_sql(stack: Stack) -> None:
+    episode_id, scope = await closed_episode(stack)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    first = digester_for(stack, make_embedder("hashing"), now)  # a "process" that digests, then dies
+    assert await first.run_once() >= 1
+    restarted = FaissVectorIndex(256)
+    loaded = await load_index(first.store, restarted, "hashing-256")
+    assert loaded >= 1 and restarted.keys(scope) == first.index.keys(scope)
+    assert {k.rpartition("#")[0] for k in restarted.keys(scope)} == {episode_id}
+
+
+async def test_a_claimed_digest_is_not_taken_twice_while_its_lease_runs(stack: Stack) -> None:
+    await closed_episode(stack)
+    store = SqlDigestStore(stack.database, stack.writer)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    first = await store.claim_due(now, 10, timedelta(minutes=5))
+    again = await store.claim_due(now, 10, timedelta(minutes=5))
+    assert len(first) >= 1 and not {d.episode_id for d in first} & {d.episode_id for d in again}
+
+
+async def test_idle_episodes_are_closed_with_reason_idle_timeout(stack: Stack) -> None:
+    idle_id = await stack.new_episode()
+    episodes = SqlEpisodeStore(stack.database, stack.writer, lambda: datetime.now(UTC))
+    later = datetime.now(UTC) + timedelta(hours=2)  # past the default 30 min idle timeout
+    woken: list[bool] = []
+    reaper = IdleReaper(episodes, stack.services.episodes, lambda: later, lambda: woken.append(True))
+    assert await reaper.sweep() >= 1
+    episode = await stack.services.episodes.get_episode(stack.caller, idle_id)
+    assert episode.state is EpisodeState.CLOSED and episode.close_reason is CloseReason.IDLE_TIMEOUT
+    assert episode.ended_at == episode.last_activity_at and woken
+    assert episode.digest is not None and episode.digest.state is DigestState.PENDING

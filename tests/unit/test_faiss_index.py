@@ -1,0 +1,332 @@
+"""The per-scope vector index: exact cosine search that never crosses a scope, upserts,
+removals, snapshots and concurrent use."""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from episodic.domain.ports import VectorIndex
+from episodic.domain.recall import Hit, Scope
+from episodic.index import FaissVectorIndex, SnapshotError, digest_of
+from episodic.index.shard import BLOCK_ROWS
+
+DIM = 16
+ALICE = Scope("acme", "support-bot", "alice")
+BOB = Scope("acme", "support-bot", "bob")
+Vectors = NDArray[np.float32]
+
+
+def unit(rng: np.random.Generator, count: int, dim: int = DIM) -> Vectors:
+    vectors = rng.standard_normal((count, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+def assert_exact(hits: list[Hit], model: Mapping[str, Vectors], query: Vectors, k: int) -> None:
+    """`hits` are the k best of `model` by cosine, best first. Scores are compared rather than
+    keys, so two near-equal scores may come in either order."""
+    query = query / np.linalg.norm(query)
+    truth = {key: float(vector @ query) for key, vector in model.items()}
+    best = sorted(truth.values(), reverse=True)[:k]
+    scores = [hit.score for hit in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert scores == pytest.approx(best, abs=1e-5)
+    for hit in hits:
+        assert hit.score == pytest.approx(truth[hit.episode_id], abs=1e-5)
+    assert len({hit.episode_id for hit in hits}) == len(hits)
+
+
+def test_it_implements_the_port() -> None:
+    index: VectorIndex = FaissVectorIndex(DIM)
+    assert index.scopes() == []
+
+
+def test_search_returns_the_nearest_by_cosine_best_first_and_at_most_k() -> None:
+    rng = np.random.default_rng(1)
+    vectors = unit(rng, 50)
+    model = {f"ep_{i}#0": vectors[i] for i in range(50)}
+    index = FaissVectorIndex(DIM)
+    index.add(ALICE, list(model), vectors)
+    for query in unit(rng, 20):
+        hits = index.search(ALICE, query, 5)
+        assert len(hits) == 5
+        assert_exact(hits, model, query, 5)
+    [hit] = index.search(ALICE, vectors[7], 1)
+    assert hit.episode_id == "ep_7#0" and hit.score == pytest.approx(1.0)
+
+
+def test_scores_are_cosines_even_for_vectors_that_are_not_unit_length() -> None:
+    index = FaissVectorIndex(2)
+    index.add(ALICE, ["a#0", "b#0"], [[3.0, 0.0], [5.0, 5.0]])
+    hits = index.search(ALICE, [10.0, 0.0], 2)
+    assert [hit.episode_id for hit in hits] == ["a#0", "b#0"]
+    assert [hit.score for hit in hits] == pytest.approx([1.0, 0.5**0.5])
+
+
+def test_a_scope_never_sees_another_scopes_vectors() -> None:
+    rng = np.random.default_rng(2)
+    names = ["t1", "t2", "t3"]
+    # Scopes that differ in one field only are the ones a sloppy key would confuse.
+    scopes = [Scope(t, a, u) for t in names for a in names for u in names]
+    index = FaissVectorIndex(DIM)
+    owner: dict[str, Scope] = {}
+    shared = unit(rng, 1)  # the same vector in every scope: an exact match everywhere
+    for number, scope in enumerate(scopes):
+        keys = [f"ep_{number}_{i}#0" for i in range(int(rng.integers(1, 12)))]
+        index.add(scope, keys, np.vstack([shared, unit(rng, len(keys) - 1)]))
+        owner.update(dict.fromkeys(keys, scope))
+    for _ in range(300):
+        scope = scopes[int(rng.integers(len(scopes)))]
+        hits = index.search(scope, unit(rng, 1)[0], int(rng.integers(1, 30)))
+        assert hits and all(owner[hit.episode_id] == scope for hit in hits)
+        assert {hit.episode_id for hit in index.search(scope, shared[0], 100)} == index.keys(scope)
+
+
+def test_upsert_replaces_the_vector_of_a_key() -> None:
+    index = FaissVectorIndex(2)
+    index.add(ALICE, ["a#0", "b#0"], [[1.0, 0.0], [0.6, 0.8]])
+    index.add(ALICE, ["a#0"], [[0.0, -1.0]])
+    assert index.count(ALICE) == 2
+    hits = index.search(ALICE, [1.0, 0.0], 2)
+    assert [(hit.episode_id, hit.score) for hit in hits] == [("b#0", pytest.approx(0.6)), ("a#0", 0.0)]
+    assert index.search(ALICE, [0.0, -1.0], 1) == [Hit("a#0", 1.0)]
+
+
+def test_within_one_add_the_last_vector_of_a_repeated_key_wins() -> None:
+    index = FaissVectorIndex(2)
+    index.add(ALICE, ["a#0", "a#0"], [[1.0, 0.0], [0.0, 1.0]])
+    assert index.count(ALICE) == 1
+    assert index.search(ALICE, [0.0, 1.0], 5) == [Hit("a#0", 1.0)]
+
+
+def test_remove_removes_and_ignores_unknown_keys() -> None:
+    index = FaissVectorIndex(2)
+    index.add(ALICE, ["a#0", "b#0", "c#0"], [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    index.remove(ALICE, ["a#0", "nope#0"])
+    index.remove(BOB, ["b#0"])
+    assert index.keys(ALICE) == {"b#0", "c#0"}
+    assert [hit.episode_id for hit in index.search(ALICE, [1.0, 0.0], 5)] == ["b#0", "c#0"]
+
+
+def test_any_sequence_of_adds_and_removes_searches_like_brute_force() -> None:
+    """A model check of the row bookkeeping: holes filled by the last row, growth, shrinking."""
+    rng = np.random.default_rng(3)
+    index = FaissVectorIndex(DIM)
+    model: dict[str, Vectors] = {}
+    for step in range(400):
+        if model and rng.random() < 0.45:
+            gone = list(rng.choice(sorted(model), size=int(rng.integers(1, 4))))
+            index.remove(ALICE, gone)
+            for key in gone:
+                model.pop(key, None)
+        else:
+            keys = [f"ep_{int(rng.integers(0, 60))}#{step % 3}" for _ in range(int(rng.integers(1, 5)))]
+            vectors = unit(rng, len(keys))
+            index.add(ALICE, keys, vectors)
+            model.update(zip(keys, vectors, strict=True))
+        assert index.keys(ALICE) == set(model)
+        query = unit(rng, 1)[0]
+        assert_exact(index.search(ALICE, query, 7), model, query, 7)
+
+
+def test_an_unknown_or_emptied_scope_finds_nothing() -> None:
+    index = FaissVectorIndex(2)
+    assert index.search(ALICE, [1.0, 0.0], 5) == []
+    index.add(ALICE, ["a#0"], [[1.0, 0.0]])
+    assert index.search(ALICE, [1.0, 0.0], 0) == []
+    index.remove(ALICE, ["a#0"])
+    assert index.search(ALICE, [1.0, 0.0], 5) == []
+    assert index.scopes() == [] and index.keys(ALICE) == set() and len(index) == 0
+    index.add(ALICE, ["b#0"], [[0.0, 1.0]])
+    assert index.search(ALICE, [1.0, 0.0], 5) == [Hit("b#0", 0.0)]
+
+
+def test_k_larger_than_the_scope_returns_every_vector() -> None:
+    rng = np.random.default_rng(4)
+    index = FaissVectorIndex(DIM)
+    index.add(ALICE, ["a#0", "a#1", "b#0"], unit(rng, 3))
+    assert {hit.episode_id for hit in index.search(ALICE, unit(rng, 1)[0], 1000)} == {"a#0", "a#1", "b#0"}
+
+
+def test_a_scope_larger_than_a_block_is_searched_exactly() -> None:
+    rng = np.random.default_rng(5)
+    count = 2 * BLOCK_ROWS + 7
+    vectors = unit(rng, count, 8)
+    model = {f"ep_{i}#0": vectors[i] for i in range(count)}
+    index = FaissVectorIndex(8)
+    index.add(ALICE, list(model), vectors)
+    for query in unit(rng, 10, 8):
+        assert_exact(index.search(ALICE, query, 10), model, query, 10)
+    assert index.search(ALICE, vectors[-1], 1)[0].episode_id == f"ep_{count - 1}#0"
+
+
+def test_keys_and_scopes_list_what_is_held() -> None:
+    index = FaissVectorIndex(2)
+    carol = Scope("acme", "other-bot", "carol")
+    index.add(BOB, ["b#0", "b#1"], [[1.0, 0.0], [0.0, 1.0]])
+    index.add(carol, ["c#0"], [[1.0, 1.0]])
+    index.add(ALICE, ["a#0"], [[1.0, 1.0]])
+    assert index.scopes() == [carol, ALICE, BOB]  # by tenant, then agent, then user
+    assert index.keys(BOB) == {"b#0", "b#1"} and index.keys(Scope("x", "y", "z")) == set()
+    assert (index.count(BOB), index.count(carol), len(index)) == (2, 1, 4)
+
+
+def test_a_snapshot_round_trip_preserves_search_results_and_digest(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    index = FaissVectorIndex(DIM)
+    scopes = [ALICE, BOB, Scope("tenant ü", 'agent "quoted"', "user\nnewline")]
+    for number, scope in enumerate(scopes):
+        index.add(scope, [f"ep_{number}_{i}#0" for i in range(30)], unit(rng, 30))
+    index.remove(BOB, ["ep_1_3#0"])
+    path = tmp_path / "vectors.snap"
+    index.save(path)
+    index.save(path)  # replacing an existing snapshot
+    loaded = FaissVectorIndex.load(path, DIM)
+    assert loaded.scopes() == index.scopes() and loaded.digest() == index.digest()
+    for scope in scopes:
+        assert loaded.keys(scope) == index.keys(scope)
+        for query in unit(rng, 5):
+            assert loaded.search(scope, query, 4) == index.search(scope, query, 4)
+    assert [p.name for p in tmp_path.iterdir()] == ["vectors.snap"]
+
+
+def test_the_digest_is_the_documented_recipe_over_scope_and_key() -> None:
+    index = FaissVectorIndex(2)
+    index.add(BOB, ["b#0"], [[1.0, 0.0]])
+    index.add(ALICE, ["a#1", "a#0"], [[1.0, 0.0], [0.0, 1.0]])
+    assert index.digest() == digest_of([(ALICE, "a#0"), (BOB, "b#0"), (ALICE, "a#1")])
+    assert index.digest() != digest_of([(ALICE, "a#0"), (BOB, "b#0")])
+    assert FaissVectorIndex(2).digest() == digest_of([])
+
+
+def test_a_snapshot_of_another_dimension_is_refused(tmp_path: Path) -> None:
+    index = FaissVectorIndex(DIM)
+    index.add(ALICE, ["a#0"], unit(np.random.default_rng(7), 1))
+    index.save(tmp_path / "vectors.snap")
+    with pytest.raises(ValueError, match="dimension 16, expected 32"):
+        FaissVectorIndex.load(tmp_path / "vectors.snap", 32)
+
+
+@pytest.mark.parametrize(
+    ("offset", "message"),
+    [(100, "damaged"), (-40, "manifest"), (-33, "damaged"), (-1, "damaged"), (0, "not a vector snapshot")],
+    ids=["vectors", "manifest length", "last length byte", "hash", "magic"],
+)
+def test_a_damaged_snapshot_is_refused(tmp_path: Path, offset: int, message: str) -> None:
+    index = FaissVectorIndex(DIM)
+    index.add(ALICE, [f"ep_{i}#0" for i in range(20)], unit(np.random.default_rng(7), 20))
+    path = tmp_path / "vectors.snap"
+    index.save(path)
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x40
+    path.write_bytes(bytes(data))
+    with pytest.raises(SnapshotError, match=message):
+        FaissVectorIndex.load(path, DIM)
+
+
+@pytest.mark.parametrize("size", [0, 10, 60])
+def test_a_truncated_snapshot_is_refused(tmp_path: Path, size: int) -> None:
+    index = FaissVectorIndex(DIM)
+    index.add(ALICE, ["a#0"], unit(np.random.default_rng(7), 1))
+    path = tmp_path / "vectors.snap"
+    index.save(path)
+    path.write_bytes(path.read_bytes()[:size])
+    with pytest.raises(SnapshotError):
+        FaissVectorIndex.load(path, DIM)
+
+
+def test_concurrent_adds_removes_and_searches_stay_consistent() -> None:
+    rng = np.random.default_rng(8)
+    index = FaissVectorIndex(DIM)
+    scopes = [Scope("t", "a", f"u{i}") for i in range(4)]
+    queries = unit(rng, 64)
+
+    def write(worker: int) -> None:
+        local = random.Random(worker)
+        for step in range(300):
+            scope = scopes[local.randrange(len(scopes))]
+            key = f"{scope.user_id}/ep_{worker}_{step % 40}#0"
+            if local.random() < 0.3:
+                index.remove(scope, [key])
+            else:
+                index.add(scope, [key], unit(np.random.default_rng(step), 1))
+
+    def read(worker: int) -> None:
+        local = random.Random(100 + worker)
+        for _ in range(600):
+            scope = scopes[local.randrange(len(scopes))]
+            hits = index.search(scope, queries[local.randrange(64)], 5)
+            assert all(hit.episode_id.startswith(f"{scope.user_id}/") for hit in hits)
+            assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        futures = [pool.submit(write, w) for w in range(4)] + [pool.submit(read, w) for w in range(4)]
+        for future in futures:
+            future.result()
+    for scope in index.scopes():
+        keys = index.keys(scope)
+        assert index.count(scope) == len(keys) and all(key.startswith(f"{scope.user_id}/") for key in keys)
+        assert {hit.episode_id for hit in index.search(scope, queries[0], 1000)} == keys
+
+
+def test_an_add_racing_the_removal_that_empties_its_scope_is_not_lost() -> None:
+    """Threads keep emptying the scope (which drops it from the index) while adding to it:
+    every add must land in the index, never in a scope that was just dropped."""
+    index = FaissVectorIndex(2)
+
+    def lost_adds(worker: int) -> int:
+        lost = 0
+        for step in range(2000):
+            key = f"w{worker}_{step}#0"
+            index.add(ALICE, [key], [[1.0, 0.0]])
+            lost += key not in index.keys(ALICE)
+            index.remove(ALICE, [key])
+        return lost
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so the race window actually gets hit
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            assert list(pool.map(lost_adds, range(3))) == [0, 0, 0]
+    finally:
+        sys.setswitchinterval(switch_interval)
+    assert index.scopes() == []
+
+
+@pytest.mark.parametrize(
+    ("keys", "vectors", "message"),
+    [
+        (["a#0"], [[1.0, 0.0, 0.0]], "dimension 2"),
+        (["a#0"], [[1.0]], "dimension 2"),
+        (["a#0", "b#0"], [[1.0, 0.0]], "2 keys for 1 vectors"),
+        (["a#0"], [[float("nan"), 1.0]], "finite"),
+        (["a#0"], [[0.0, 0.0]], "zero vector"),
+    ],
+)
+def test_bad_vectors_are_refused_with_value_error(
+    keys: list[str], vectors: list[list[float]], message: str
+) -> None:
+    index = FaissVectorIndex(2)
+    with pytest.raises(ValueError, match=message):
+        index.add(ALICE, keys, vectors)
+    assert index.scopes() == []
+
+
+def test_a_query_of_the_wrong_dimension_is_refused_with_value_error() -> None:
+    index = FaissVectorIndex(2)
+    index.add(ALICE, ["a#0"], [[1.0, 0.0]])
+    for query in ([1.0, 0.0, 0.0], [1.0], [[1.0, 0.0], [0.0, 1.0]]):
+        with pytest.raises(ValueError, match="dimension 2"):
+            index.search(ALICE, query, 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dimension 2"):
+        index.search(Scope("x", "y", "z"), [1.0, 0.0, 0.0], 1)
+    with pytest.raises(ValueError, match="positive"):
+        FaissVectorIndex(0)
