@@ -28,7 +28,7 @@ def test_unset_memory_settings_take_the_documented_defaults() -> None:
     agent = build(AgentDraft("a1", model="gpt-4o"))
     assert agent.memory.max_working_memory_tokens == 8000
     assert agent.memory.ceiling_tokens == 89_600
-    assert agent.memory.recall_mode is RecallMode.RECENCY
+    assert agent.memory.recall_mode is RecallMode.HYBRID
     assert agent.memory.idle_timeout == timedelta(minutes=30)
 
 

@@ -12,7 +12,7 @@ from episodic.domain.recall import Digest, DigestState, DigestText
 
 FAILED_AFTER_ATTEMPTS = 3
 MAX_BACKOFF = timedelta(minutes=10)
-CHUNK_CHARS = 1200  # ~250 tokens: within the embedding model's 256-token window
+CHUNK_CHARS = 450  # ~100 tokens; chosen by episodic eval-recall over 150-1200 (see docs/api.md)
 SPOKEN = (Role.USER, Role.ASSISTANT)
 
 
@@ -73,14 +73,17 @@ def transcript_lines(messages: Sequence[Message]) -> list[str]:
 
 
 def chunks(lines: Sequence[str], max_chars: int = CHUNK_CHARS) -> list[str]:
-    """Consecutive lines packed into windows of at most max_chars (a longer line alone)."""
+    """Consecutive lines packed into windows of at most max_chars (a longer line alone);
+    each window after the first starts with the previous window's last line, so a reply
+    keeps the turn it answers."""
     packed: list[str] = []
     current: list[str] = []
     size = 0
     for line in lines:
         if current and size + len(line) > max_chars:
             packed.append("\n".join(current))
-            current, size = [], 0
+            current = current[-1:]
+            size = len(current[0]) + 1
         current.append(line)
         size += len(line) + 1
     if current:

@@ -48,7 +48,7 @@ class MemoryConfig:
     max_working_memory_tokens: int = 8000
     context_window_tokens: int = 128_000
     context_ceiling_percent: int = 70
-    recall_mode: RecallMode = RecallMode.RECENCY
+    recall_mode: RecallMode = RecallMode.HYBRID
     recall_top_k: int = 3
     recall_min_score: float = 0.0
     tool_results_kept_verbatim: int = 3

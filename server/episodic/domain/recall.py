@@ -86,7 +86,7 @@ class Snippet:
     signals: tuple[Signal, ...] = field(default_factory=tuple)
 
 
-RRF_K = 60
+RRF_K = 10  # measured better than the customary 60 on LoCoMo dev (few candidates per scope)
 
 
 def reciprocal_rank_fusion(

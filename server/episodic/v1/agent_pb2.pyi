@@ -26,7 +26,7 @@ class _RecallMode:
 class _RecallModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecallMode.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     RECALL_MODE_UNSPECIFIED: _RecallMode.ValueType  # 0
-    """Not set; the server default (RECALL_MODE_RECENCY) applies."""
+    """Not set; the server default (RECALL_MODE_HYBRID) applies."""
     RECALL_MODE_NONE: _RecallMode.ValueType  # 1
     """Never recall past episodes."""
     RECALL_MODE_RECENCY: _RecallMode.ValueType  # 2
@@ -40,7 +40,7 @@ class RecallMode(_RecallMode, metaclass=_RecallModeEnumTypeWrapper):
     """How past episodes are recalled into a new context."""
 
 RECALL_MODE_UNSPECIFIED: RecallMode.ValueType  # 0
-"""Not set; the server default (RECALL_MODE_RECENCY) applies."""
+"""Not set; the server default (RECALL_MODE_HYBRID) applies."""
 RECALL_MODE_NONE: RecallMode.ValueType  # 1
 """Never recall past episodes."""
 RECALL_MODE_RECENCY: RecallMode.ValueType  # 2
@@ -134,7 +134,9 @@ class MemoryConfig(_message.Message):
     Default 70.
     """
     recall_mode: Global___RecallMode.ValueType
-    """How past episodes are recalled. Default RECALL_MODE_RECENCY."""
+    """How past episodes are recalled. Default RECALL_MODE_HYBRID (the best measured by
+    episodic eval-recall).
+    """
     recall_top_k: _builtins.int
     """How many past episodes are recalled at most (1-100). Default 3."""
     recall_min_score: _builtins.float
