@@ -162,7 +162,11 @@ async def run_background(
     """Loads the index from SQL, then runs the digester and the idle reaper beside the RPCs."""
     recall = build_recall(settings, database, writer)
     loaded = await load_index(recall.digests, recall.index, recall.embedder.model_id)
-    log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": recall.embedder.model_id})
+    model = recall.embedder.model_id
+    log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": model})
+    stale = await recall.digests.count_stale(model)
+    if stale:
+        log.warning("embedding model changed: re-embedding in the background", extra={"digests": stale})
     digester = Digester(recall.digests, recall.summarizer, recall.embedder, recall.index, utc_now)
     services = build_services(settings, database, writer, recall, digester)
     episodes = SqlEpisodeStore(database, writer, utc_now)

@@ -114,3 +114,32 @@ async def test_idle_episodes_are_closed_with_reason_idle_timeout(stack: Stack) -
     assert episode.state is EpisodeState.CLOSED and episode.close_reason is CloseReason.IDLE_TIMEOUT
     assert episode.ended_at == episode.last_activity_at and woken
     assert episode.digest is not None and episode.digest.state is DigestState.PENDING
+
+
+async def test_search_while_digests_are_pending_returns_only_ready_ones_and_says_so(stack: Stack) -> None:
+    from episodic.domain.recall import SearchMode
+    from episodic.service.recall import SearchRequest
+
+    episode_id, scope = await closed_episode(stack)  # nothing digests it: no digester runs here
+    request = SearchRequest(scope.agent_id, scope.user_id, SearchMode.HYBRID, "Porto")
+    result = await stack.services.recall.search(stack.caller, request)
+    assert result.snippets == [] and result.pending_digests == 1
+
+
+async def test_vectors_of_an_old_model_are_re_embedded_with_the_new_one(stack: Stack) -> None:
+    marker = unique("Ithaca")
+    episode_id, scope = await closed_episode(stack, marker)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    await digester_for(stack, make_embedder("hashing"), now).run_once()
+
+    class RenamedModel(FlakyEmbedder):
+        @property
+        def model_id(self) -> str:
+            return "hashing-256-v2"
+
+    upgraded = digester_for(stack, RenamedModel(0, marker), now)
+    while await upgraded.run_once():
+        pass
+    digest = await upgraded.store.get(stack.caller.tenant_id, episode_id)
+    assert digest is not None and digest.embedding_model == "hashing-256-v2"
+    assert digest.state is DigestState.READY and upgraded.index.keys(scope)

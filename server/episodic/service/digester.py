@@ -68,9 +68,14 @@ class Digester:
         """Digests what is due (then re-embeds stale vectors); returns how many succeeded,
         so a loop over it rests when everything is failing."""
         work = await self.store.claim_due(self.clock(), self.batch, self.lease)
-        if not work:
-            work = await self.store.stale(self.embedder.model_id, self.batch)
-        return sum([await self._digest(digest) for digest in work])
+        if work:
+            return sum([await self._digest(digest) for digest in work])
+        stale = await self.store.stale(self.embedder.model_id, self.batch)
+        done = sum([await self._digest(digest) for digest in stale])
+        if stale:
+            left = await self.store.count_stale(self.embedder.model_id)
+            log.info("re-embedding after a model change", extra={"done": done, "left": left})
+        return done
 
     async def _run(self) -> None:
         while True:

@@ -52,6 +52,11 @@ class SqlDigestStore:
         async with self._db.engine.connect() as conn:
             return [digest_from_row(r) for r in (await conn.execute(stmt)).mappings()]
 
+    async def count_stale(self, model: str) -> int:
+        stmt = select(func.count()).where(D.c.state == DigestState.READY.value, D.c.embedding_model != model)
+        async with self._db.engine.connect() as conn:
+            return int(await conn.scalar(stmt) or 0)
+
     async def transcript(self, digest: Digest) -> list[Message]:
         stmt = select(M).where(M.c.tenant_id == digest.tenant_id, M.c.episode_id == digest.episode_id)
         async with self._db.engine.connect() as conn:
