@@ -51,6 +51,13 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
+def _owned_by(parent: str) -> ForeignKeyConstraint:
+    """Rows that belong to one episode (or its digest) and go when it goes."""
+    return ForeignKeyConstraint(
+        ["tenant_id", "episode_id"], [f"{parent}.tenant_id", f"{parent}.episode_id"], ondelete="CASCADE"
+    )
+
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -121,11 +128,7 @@ messages = Table(
     Column("metadata", Json),
     Column("tool_calls", Json),
     Column("tool_result", Json),
-    ForeignKeyConstraint(
-        ["tenant_id", "episode_id"],
-        ["episodes.tenant_id", "episodes.episode_id"],
-        ondelete="CASCADE",
-    ),
+    _owned_by("episodes"),
     Index(None, "tenant_id", "episode_id", "client_message_id", unique=True),
 )
 
@@ -145,11 +148,7 @@ tool_calls = Table(
     Column("called_at", UtcDateTime),
     Column("duration_seconds", Float),
     Column("result_seq", BigInteger),
-    ForeignKeyConstraint(
-        ["tenant_id", "episode_id"],
-        ["episodes.tenant_id", "episodes.episode_id"],
-        ondelete="CASCADE",
-    ),
+    _owned_by("episodes"),
 )
 
 # --- recall (migration 0002) ------------------------------------------------------------
@@ -171,11 +170,7 @@ digests = Table(
     Column("started_at", UtcDateTime, nullable=False),
     Column("ended_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
-    ForeignKeyConstraint(
-        ["tenant_id", "episode_id"],
-        ["episodes.tenant_id", "episodes.episode_id"],
-        ondelete="CASCADE",
-    ),
+    _owned_by("episodes"),
     Index(None, "tenant_id", "agent_id", "user_id", "state", "ended_at"),
     Index(None, "state", "next_attempt_at"),
 )
@@ -192,11 +187,7 @@ digest_vectors = Table(
     Column("model", String(200), nullable=False),
     Column("dimension", Integer, nullable=False),
     Column("vector", LargeBinary, nullable=False),
-    ForeignKeyConstraint(
-        ["tenant_id", "episode_id"],
-        ["digests.tenant_id", "digests.episode_id"],
-        ondelete="CASCADE",
-    ),
+    _owned_by("digests"),
 )
 
 # The text lexical search matches (summary, facts and transcript). SQLite mirrors it into
@@ -209,11 +200,7 @@ digest_texts = Table(
     Column("agent_id", ID, nullable=False),
     Column("user_id", ID, nullable=False),
     Column("body", Text, nullable=False),
-    ForeignKeyConstraint(
-        ["tenant_id", "episode_id"],
-        ["digests.tenant_id", "digests.episode_id"],
-        ondelete="CASCADE",
-    ),
+    _owned_by("digests"),
     Index(None, "tenant_id", "agent_id", "user_id"),
 )
 FTS_TABLES = ("digest_fts",)
