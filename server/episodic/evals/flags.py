@@ -14,3 +14,4 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--data", type=Path, default=DEFAULT_DATA, help="directory with sessions.jsonl and questions.jsonl"
     )
     parser.add_argument("--modes", default="recency,semantic,hybrid", help="search modes to evaluate")
+    parser.add_argument("--gate", default="", help="exit 1 unless this mode beats bm25 on R@5 and MRR")

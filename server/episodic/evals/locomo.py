@@ -45,7 +45,8 @@ def run_eval(args: argparse.Namespace) -> int:
     report = asyncio.run(_evaluate(sessions, questions, modes))
     report_bm25(report, sessions, questions)
     print(report.table())
-    return _verdict(report, modes)
+    beaten = _verdict(report, modes)
+    return 1 if args.gate and args.gate not in beaten else 0
 
 
 async def _evaluate(sessions: list[Session], questions: list[Question], modes: list[str]) -> Report:
@@ -131,14 +132,18 @@ def report_bm25(report: Report, sessions: Sequence[Session], questions: Sequence
         report.add("bm25", q.category, [by_sample[q.sample_id][i].session_id for i in order], q.evidence)
 
 
-def _verdict(report: Report, modes: list[str]) -> int:
+def _verdict(report: Report, modes: list[str]) -> set[str]:
+    """Prints each mode against bm25; returns the modes that beat it on R@5 and MRR."""
     base = report.overall("bm25")
+    beaten = set()
     for mode in (m for m in modes if m != "recency"):
         mine = report.overall(mode)
         beats = mine[2] > base[2] and mine[3] > base[3]
-        print(f"{mode} vs bm25: R@5 {mine[2]:.3f} vs {base[2]:.3f}, MRR {mine[3]:.3f} vs {base[3]:.3f}: "
-              f"{'beats' if beats else 'does NOT beat'} bm25")  # fmt: skip
-    return 0
+        verdict = "beats" if beats else "does NOT beat"
+        figures = f"R@5 {mine[2]:.3f} vs {base[2]:.3f}, MRR {mine[3]:.3f} vs {base[3]:.3f}"
+        print(f"{mode} vs bm25: {figures}: {verdict} bm25")
+        beaten |= {mode} if beats else set()
+    return beaten
 
 
 def _ts(value: object) -> Timestamp:
