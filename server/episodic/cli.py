@@ -1,4 +1,5 @@
-"""The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, bench."""
+"""The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, bench,
+bench-recall."""
 
 from __future__ import annotations
 
@@ -10,12 +11,23 @@ from collections.abc import Sequence
 
 from episodic import config
 from episodic.bench.options import add_flags as add_bench_flags
+from episodic.bench_recall.options import add_flags as add_bench_recall_flags
 from episodic.errors import EpisodicError
 from episodic.evals.flags import add_flags as add_eval_flags
 from episodic.keys import config_line, new_key
 from episodic.logs import configure_logging
 
-COMMANDS = ("serve", "migrate", "keygen", "healthcheck", "config-docs", "bench", "eval-recall", "reindex")
+COMMANDS = (
+    "serve",
+    "migrate",
+    "keygen",
+    "healthcheck",
+    "config-docs",
+    "bench",
+    "bench-recall",
+    "eval-recall",
+    "reindex",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure durable AddMessage against Echo (own servers)")
     add_bench_flags(bench)
     bench.set_defaults(run=_bench)
+    bench_recall = commands.add_parser(
+        "bench-recall", help="measure SearchEpisodes at 1k-1M episodes against Echo, and digest throughput"
+    )
+    add_bench_recall_flags(bench_recall)
+    bench_recall.set_defaults(run=_bench_recall)
     reindex = commands.add_parser(
         "reindex", help="digest pending episodes and re-embed stale vectors, then exit"
     )
@@ -110,6 +127,12 @@ def _bench(args: argparse.Namespace) -> int:
     from episodic.bench.main import run_bench
 
     return run_bench(args)
+
+
+def _bench_recall(args: argparse.Namespace) -> int:
+    from episodic.bench_recall.main import run_bench_recall
+
+    return run_bench_recall(args)
 
 
 def _healthcheck(args: argparse.Namespace) -> int:

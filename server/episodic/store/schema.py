@@ -51,6 +51,7 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
+
 def _owned_by(parent: str) -> ForeignKeyConstraint:
     """Rows that belong to one episode (or its digest) and go when it goes."""
     return ForeignKeyConstraint(
