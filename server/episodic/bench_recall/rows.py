@@ -5,8 +5,9 @@ digester would take hours and measure nothing SearchEpisodes does).
 
 Values are stored the way SQLAlchemy stores them, so the product reads them back: times as
 naive UTC 'YYYY-MM-DD HH:MM:SS.ffffff' (checked against `UtcDateTime` at run time), JSON
-as text. Every episode is closed and its digest READY, with its text in `digest_texts` and
-in the FTS5 table `digest_fts`. No `digest_vectors`: the index is built in memory instead."""
+as text. Every episode is closed and its digest READY, with its text and scope token in
+`digest_texts` (whose triggers fill the FTS5 index `digest_fts`). No `digest_vectors`:
+the index is built in memory instead."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from sqlalchemy.dialects.sqlite import aiosqlite
 from episodic.bench_recall import BenchRecallError
 from episodic.bench_recall.layout import Layout
 from episodic.bench_recall.words import Lexicon
+from episodic.domain.recall import Scope
 from episodic.store import schema
+from episodic.store.lexical import scope_token
 
 CHUNK_ROWS = 50_000
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
@@ -43,9 +46,8 @@ DIGEST_COLUMNS = (
     "embedding_model", "attempts", "last_error", "next_attempt_at", "started_at", "ended_at",
     "updated_at",
 )  # fmt: skip
-TEXT_COLUMNS = ("tenant_id", "episode_id", "agent_id", "user_id", "body")
-FTS_COLUMNS = ("tenant_id", "agent_id", "user_id", "episode_id", "body")
-TABLES = ("episodes", "digests", "digest_texts", "digest_fts")
+TEXT_COLUMNS = ("tenant_id", "episode_id", "agent_id", "user_id", "body", "scope")
+TABLES = ("episodes", "digests", "digest_texts")
 Row = tuple[str | int, ...]
 
 
@@ -112,7 +114,6 @@ def _insert_chunk(
         ("episodes", EPISODE_COLUMNS, _episode_rows(plan, chunk)),
         ("digests", DIGEST_COLUMNS, _digest_rows(plan, chunk)),
         ("digest_texts", TEXT_COLUMNS, _text_rows(plan, chunk)),
-        ("digest_fts", FTS_COLUMNS, _fts_rows(plan, chunk)),
     ):
         began = time.perf_counter()
         marks = ", ".join("?" * len(columns))
@@ -166,13 +167,7 @@ def _digest_rows(plan: Plan, c: Chunk) -> Iterator[Row]:
 def _text_rows(plan: Plan, c: Chunk) -> Iterator[Row]:
     t, a = plan.layout.tenant_id, plan.layout.agent_id
     for e, u, body in zip(c.episode_ids, c.user_ids, c.bodies, strict=True):
-        yield (t, e, a, u, body)
-
-
-def _fts_rows(plan: Plan, c: Chunk) -> Iterator[Row]:
-    t, a = plan.layout.tenant_id, plan.layout.agent_id
-    for e, u, body in zip(c.episode_ids, c.user_ids, c.bodies, strict=True):
-        yield (t, a, u, e, body)
+        yield (t, e, a, u, body, scope_token(Scope(t, a, u)))
 
 
 def _check_columns(conn: sqlite3.Connection) -> None:
@@ -181,7 +176,6 @@ def _check_columns(conn: sqlite3.Connection) -> None:
         "episodes": EPISODE_COLUMNS,
         "digests": DIGEST_COLUMNS,
         "digest_texts": TEXT_COLUMNS,
-        "digest_fts": FTS_COLUMNS,
     }
     for table, columns in expected.items():
         found = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}

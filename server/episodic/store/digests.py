@@ -158,8 +158,9 @@ def _replace_text(conn: Connection, digest: Digest, body: str) -> None:
     conn.execute(delete(T).where(T.c.tenant_id == digest.tenant_id, T.c.episode_id == digest.episode_id))
     scope = digest.scope
     values = {"tenant_id": scope.tenant_id, "episode_id": digest.episode_id, "agent_id": scope.agent_id}
-    conn.execute(T.insert(), {**values, "user_id": scope.user_id, "body": body})
-    lexical.replace_body(conn, scope, digest.episode_id, body)
+    conn.execute(
+        T.insert(), {**values, "user_id": scope.user_id, "body": body, "scope": lexical.scope_token(scope)}
+    )
 
 
 def _stored_vector(r: RowMapping) -> IndexedVector:

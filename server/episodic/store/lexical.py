@@ -1,9 +1,12 @@
 """Full-text search over digest texts, the one part of recall whose SQL differs by
-backend: SQLite FTS5 with BM25, PostgreSQL to_tsvector/ts_rank_cd over a GIN index.
-Queries are reduced to OR-ed word tokens, so no user text is ever parsed as syntax."""
+backend. Both read only the searched scope's texts: SQLite ANDs the scope token into the
+FTS5 query (so the index, not a filter, bounds the work); PostgreSQL filters by the
+scope's btree index and matches the stored tsvector of those rows. Queries are reduced
+to OR-ed word tokens, so no user text is ever parsed as query syntax."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from sqlalchemy import Connection, text
@@ -14,20 +17,23 @@ _WORD = re.compile(r"[^\W_]{2,}", re.UNICODE)
 MAX_TERMS = 32
 
 _SQLITE_SEARCH = text(
-    "SELECT episode_id, -bm25(digest_fts) AS score FROM digest_fts "
-    "WHERE digest_fts MATCH :q AND tenant_id = :t AND agent_id = :a AND user_id = :u "
-    "ORDER BY bm25(digest_fts) LIMIT :n"
-)
-_SQLITE_DELETE = text("DELETE FROM digest_fts WHERE tenant_id = :t AND episode_id = :e")
-_SQLITE_INSERT = text(
-    "INSERT INTO digest_fts (tenant_id, agent_id, user_id, episode_id, body) VALUES (:t, :a, :u, :e, :body)"
+    "SELECT t.episode_id, -bm25(digest_fts, 0.0, 1.0) AS score "
+    "FROM digest_fts JOIN digest_texts AS t ON t.rowid = digest_fts.rowid "
+    "WHERE digest_fts MATCH :q AND t.tenant_id = :t AND t.agent_id = :a AND t.user_id = :u "
+    "ORDER BY bm25(digest_fts, 0.0, 1.0) LIMIT :n"
 )
 _POSTGRES_SEARCH = text(
-    "SELECT episode_id, ts_rank_cd(to_tsvector('english', body), q) AS score "
+    "SELECT episode_id, ts_rank_cd(body_tsv, q) AS score "
     "FROM digest_texts, to_tsquery('english', :q) AS q "
-    "WHERE tenant_id = :t AND agent_id = :a AND user_id = :u AND to_tsvector('english', body) @@ q "
+    "WHERE tenant_id = :t AND agent_id = :a AND user_id = :u AND body_tsv @@ q "
     "ORDER BY score DESC, episode_id LIMIT :n"
 )
+
+
+def scope_token(scope: Scope) -> str:
+    """One indexable word per scope (digits after letters, so stemming leaves it alone)."""
+    key = f"{scope.tenant_id}\x1f{scope.agent_id}\x1f{scope.user_id}"
+    return f"scope{int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)}"
 
 
 def terms(query: str) -> list[str]:
@@ -41,17 +47,12 @@ def search(conn: Connection, scope: Scope, query: str, limit: int) -> list[Hit]:
     words = terms(query)
     if not words:
         return []
-    sqlite = conn.dialect.name == "sqlite"
-    expression = " OR ".join(f'"{w}"' for w in words) if sqlite else " | ".join(words)
-    params = {"q": expression, "t": scope.tenant_id, "a": scope.agent_id, "u": scope.user_id, "n": limit}
-    rows = conn.execute(_SQLITE_SEARCH if sqlite else _POSTGRES_SEARCH, params)
+    params = {"t": scope.tenant_id, "a": scope.agent_id, "u": scope.user_id, "n": limit}
+    if conn.dialect.name == "sqlite":
+        any_word = " OR ".join(f'"{w}"' for w in words)
+        rows = conn.execute(
+            _SQLITE_SEARCH, {**params, "q": f'scope : "{scope_token(scope)}" AND ({any_word})'}
+        )
+    else:
+        rows = conn.execute(_POSTGRES_SEARCH, {**params, "q": " | ".join(words)})
     return [Hit(str(r[0]), float(r[1])) for r in rows]
-
-
-def replace_body(conn: Connection, scope: Scope, episode_id: str, body: str) -> None:
-    """Keeps SQLite's FTS5 copy in step with digest_texts (PostgreSQL indexes the table)."""
-    if conn.dialect.name != "sqlite":
-        return
-    key = {"t": scope.tenant_id, "e": episode_id}
-    conn.execute(_SQLITE_DELETE, key)
-    conn.execute(_SQLITE_INSERT, {**key, "a": scope.agent_id, "u": scope.user_id, "body": body})

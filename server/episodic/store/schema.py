@@ -191,8 +191,9 @@ digest_vectors = Table(
     _owned_by("digests"),
 )
 
-# The text lexical search matches (summary, facts and transcript). SQLite mirrors it into
-# the FTS5 table `digest_fts`; PostgreSQL indexes to_tsvector('english', body) with GIN.
+# The text lexical search matches (summary, facts and transcript), with its scope token.
+# SQLite indexes it with the external-content FTS5 table `digest_fts` (kept in step by
+# triggers); PostgreSQL adds a stored tsvector column `body_tsv` (migration 0003).
 digest_texts = Table(
     "digest_texts",
     metadata,
@@ -201,6 +202,7 @@ digest_texts = Table(
     Column("agent_id", ID, nullable=False),
     Column("user_id", ID, nullable=False),
     Column("body", Text, nullable=False),
+    Column("scope", String(64), nullable=False, server_default=""),
     _owned_by("digests"),
     Index(None, "tenant_id", "agent_id", "user_id"),
 )
