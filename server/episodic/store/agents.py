@@ -33,8 +33,9 @@ class SqlAgentStore:
         return await self._writer.run(op)
 
     async def get_agent(self, tenant_id: str, agent_id: str) -> Agent:
-        async with self._db.engine.connect() as conn:
-            row = (await conn.execute(_AGENT, _key(tenant_id, agent_id))).mappings().first()
+        row = await self._db.read(
+            lambda conn: conn.execute(_AGENT, _key(tenant_id, agent_id)).mappings().first()
+        )
         return _agent_or_missing(row, agent_id)
 
     async def update_agent(self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent]) -> Agent:
@@ -52,8 +53,7 @@ class SqlAgentStore:
         if after is not None:
             stmt = stmt.where(A.c.agent_id > after)
         stmt = stmt.order_by(A.c.agent_id).limit(limit)
-        async with self._db.engine.connect() as conn:
-            return [agent_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+        return await self._db.read(lambda conn: [agent_from_row(r) for r in conn.execute(stmt).mappings()])
 
 
 def _key(tenant_id: str, agent_id: str) -> dict[str, object]:

@@ -1,18 +1,23 @@
 """Engines for the two supported backends.
 
-SQLite: a pool of async (aiosqlite) connections for reads and migrations, plus ONE
-synchronous writer connection that is only ever used from the group-commit writer's
-thread, so a whole batch of writes costs one thread hop instead of one per statement.
-PostgreSQL: one asyncpg pool for everything; writes run the same synchronous operation
-code through `AsyncConnection.run_sync`.
+Reads and writes are synchronous functions of a SQLAlchemy `Connection`, so a whole
+read or a whole batch of writes costs one hop, not one per statement:
+SQLite: reads run on a small thread pool of sync (pysqlite) connections; writes on ONE
+sync connection used only from the group-commit writer's thread; the async (aiosqlite)
+engine serves migrations and streaming.
+PostgreSQL: one asyncpg pool for everything; the same sync code runs through
+`AsyncConnection.run_sync`.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
@@ -29,6 +34,7 @@ SQLITE_PRAGMAS = (
     "PRAGMA secure_delete=ON",
 )
 _DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+T = TypeVar("T")
 
 
 def normalize_url(raw: str) -> URL:
@@ -44,22 +50,46 @@ def normalize_url(raw: str) -> URL:
 
 
 @dataclass(frozen=True, slots=True)
+class SqliteReaders:
+    """Sync read connections and the threads that use them (one hop per read)."""
+
+    engine: Engine
+    threads: ThreadPoolExecutor
+
+    def run(self, read: Callable[[Connection], T]) -> T:
+        with self.engine.connect() as conn, conn.begin():
+            return read(conn)
+
+
+@dataclass(frozen=True, slots=True)
 class Database:
-    """`engine` serves reads and migrations (and PostgreSQL writes); `sqlite_writer` is the
-    single SQLite write connection, None on PostgreSQL."""
+    """`engine` serves migrations and streaming (and everything on PostgreSQL);
+    `sqlite_writer` / `sqlite_readers` are the SQLite sync connections, None on PostgreSQL."""
 
     url: URL
     engine: AsyncEngine
     sqlite_writer: Engine | None
+    sqlite_readers: SqliteReaders | None = None
 
     @property
     def is_sqlite(self) -> bool:
         return self.sqlite_writer is not None
 
+    async def read(self, read: Callable[[Connection], T]) -> T:
+        """Runs a read-only function of a connection, in one transaction."""
+        readers = self.sqlite_readers
+        if readers is not None:
+            return await asyncio.get_running_loop().run_in_executor(readers.threads, readers.run, read)
+        async with self.engine.connect() as conn:
+            return await conn.run_sync(read)
+
     async def dispose(self) -> None:
         await self.engine.dispose()
         if self.sqlite_writer is not None:
             self.sqlite_writer.dispose()
+        if self.sqlite_readers is not None:
+            self.sqlite_readers.threads.shutdown(wait=True)
+            self.sqlite_readers.engine.dispose()
 
 
 def open_database(raw_url: str, *, pool_size: int = 8) -> Database:
@@ -69,15 +99,24 @@ def open_database(raw_url: str, *, pool_size: int = 8) -> Database:
         return Database(url, engine, None)
     reader = create_async_engine(url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0)
     _take_over_sqlite_transactions(reader.sync_engine, "BEGIN")
-    writer = create_engine(
+    writer = _sqlite_sync_engine(url, "BEGIN IMMEDIATE", 1)
+    readers = SqliteReaders(
+        _sqlite_sync_engine(url, "BEGIN", pool_size),
+        ThreadPoolExecutor(pool_size, thread_name_prefix="episodic-sqlite-reader"),
+    )
+    return Database(url, reader, writer, readers)
+
+
+def _sqlite_sync_engine(url: URL, begin: str, pool_size: int) -> Engine:
+    engine = create_engine(
         url.set(drivername="sqlite+pysqlite"),
         poolclass=QueuePool,
-        pool_size=1,
+        pool_size=pool_size,
         max_overflow=0,
-        connect_args={"check_same_thread": False},  # created and used by the writer thread only
+        connect_args={"check_same_thread": False},  # pooled across the pool's own threads
     )
-    _take_over_sqlite_transactions(writer, "BEGIN IMMEDIATE")
-    return Database(url, reader, writer)
+    _take_over_sqlite_transactions(engine, begin)
+    return engine
 
 
 def _take_over_sqlite_transactions(engine: Engine, begin: str) -> None:

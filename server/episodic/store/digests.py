@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import Connection, RowMapping, and_, delete, func, select, update
@@ -49,18 +49,16 @@ class SqlDigestStore:
         stmt = (
             select(D).where(D.c.state == DigestState.READY.value, D.c.embedding_model != model).limit(limit)
         )
-        async with self._db.engine.connect() as conn:
-            return [digest_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+        return await self._db.read(lambda conn: [digest_from_row(r) for r in conn.execute(stmt).mappings()])
 
     async def count_stale(self, model: str) -> int:
         stmt = select(func.count()).where(D.c.state == DigestState.READY.value, D.c.embedding_model != model)
-        async with self._db.engine.connect() as conn:
-            return int(await conn.scalar(stmt) or 0)
+        return await self._db.read(lambda conn: _count(conn, stmt))
 
     async def transcript(self, digest: Digest) -> list[Message]:
         stmt = select(M).where(M.c.tenant_id == digest.tenant_id, M.c.episode_id == digest.episode_id)
-        async with self._db.engine.connect() as conn:
-            return [message_from_row(r) for r in (await conn.execute(stmt.order_by(M.c.seq))).mappings()]
+        stmt = stmt.order_by(M.c.seq)
+        return await self._db.read(lambda conn: [message_from_row(r) for r in conn.execute(stmt).mappings()])
 
     async def save_ready(self, digest: Digest, vectors: Sequence[Vector], body: str) -> None:
         def op(conn: Connection) -> None:
@@ -78,8 +76,7 @@ class SqlDigestStore:
 
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None:
         stmt = select(D).where(D.c.tenant_id == tenant_id, D.c.episode_id == episode_id)
-        async with self._db.engine.connect() as conn:
-            row = (await conn.execute(stmt)).mappings().first()
+        row = await self._db.read(lambda conn: conn.execute(stmt).mappings().first())
         return digest_from_row(row) if row else None
 
     async def vectors(self, model: str, batch: int = 10_000) -> AsyncIterator[list[IndexedVector]]:
@@ -94,24 +91,26 @@ class SqlDigestStore:
         self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
     ) -> list[Digest]:
         stmt = _ready_in(scope, after, before).order_by(D.c.ended_at.desc(), D.c.episode_id).limit(limit)
-        async with self._db.engine.connect() as conn:
-            return [digest_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+        return await self._db.read(lambda conn: [digest_from_row(r) for r in conn.execute(stmt).mappings()])
 
     async def ready_among(
         self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
     ) -> dict[str, Digest]:
         stmt = _ready_in(scope, after, before).where(D.c.episode_id.in_(list(episode_ids)))
-        async with self._db.engine.connect() as conn:
-            return {r["episode_id"]: digest_from_row(r) for r in (await conn.execute(stmt)).mappings()}
+        return await self._db.read(
+            lambda conn: {r["episode_id"]: digest_from_row(r) for r in conn.execute(stmt).mappings()}
+        )
 
     async def pending_count(self, scope: Scope) -> int:
         stmt = select(func.count()).where(_scope_of(scope), D.c.state != DigestState.READY.value)
-        async with self._db.engine.connect() as conn:
-            return int(await conn.scalar(stmt) or 0)
+        return await self._db.read(lambda conn: _count(conn, stmt))
 
     async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
-        async with self._db.engine.connect() as conn:
-            return await conn.run_sync(lambda sync: lexical.search(sync, scope, query, limit))
+        return await self._db.read(lambda conn: lexical.search(conn, scope, query, limit))
+
+
+def _count(conn: Connection, stmt: Any) -> int:
+    return int(conn.scalar(stmt) or 0)
 
 
 def _where(digest: Digest):  # type: ignore[no-untyped-def]

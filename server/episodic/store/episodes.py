@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from episodic.domain import episodes as rules
 from episodic.domain.digests import pending_digest
@@ -119,8 +119,8 @@ class SqlEpisodeStore:
         return await self._writer.run(op)
 
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode:
-        async with self._db.engine.connect() as conn:
-            row = (await conn.execute(_EPISODE_READ, _scope(tenant_id, episode_id))).mappings().first()
+        scope = _scope(tenant_id, episode_id)
+        row = await self._db.read(lambda conn: conn.execute(_EPISODE_READ, scope).mappings().first())
         if row is None:
             raise NotFound("episode", episode_id)
         return _episode_and_digest(row)
@@ -129,21 +129,14 @@ class SqlEpisodeStore:
         self, tenant_id: str, where: EpisodeFilter, after: EpisodeCursor | None, limit: int
     ) -> list[Episode]:
         stmt = _episode_listing(tenant_id, where, after).limit(limit)
-        async with self._db.engine.connect() as conn:
-            return [_episode_and_digest(r) for r in (await conn.execute(stmt)).mappings()]
+        return await self._db.read(
+            lambda conn: [_episode_and_digest(r) for r in conn.execute(stmt).mappings()]
+        )
 
     async def idle_episodes(self, now: datetime, limit: int) -> list[Episode]:
         """Open episodes idle past their agent's timeout, oldest first: one query per agent
         (agents are few and each has its own cut-off)."""
-        agents = select(s.agents.c.tenant_id, s.agents.c.agent_id, s.agents.c.idle_timeout_seconds)
-        found: list[Episode] = []
-        async with self._db.engine.connect() as conn:
-            for tenant_id, agent_id, seconds in (await conn.execute(agents)).all():
-                cutoff = now - timedelta(seconds=seconds)
-                found += await _idle_in(conn, tenant_id, agent_id, cutoff, limit - len(found))
-                if len(found) >= limit:
-                    break
-        return found
+        return await self._db.read(lambda conn: _idle(conn, now, limit))
 
     async def list_messages(
         self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int
@@ -152,9 +145,12 @@ class SqlEpisodeStore:
         if before_seq is not None:
             stmt = stmt.where(M.c.seq < before_seq)
         stmt = stmt.order_by(M.c.seq.desc()).limit(limit)
-        async with self._db.engine.connect() as conn, conn.begin():
-            await _require_episode(conn, tenant_id, episode_id)
-            return [message_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+
+        def read(conn: Connection) -> list[Message]:
+            _load_episode(conn, tenant_id, episode_id)
+            return [message_from_row(r) for r in conn.execute(stmt).mappings()]
+
+        return await self._db.read(read)
 
 
 def _episode_and_digest(row: RowMapping) -> Episode:
@@ -181,11 +177,6 @@ def _load_episode(conn: Connection, tenant_id: str, episode_id: str, *, lock: bo
     return _episode_or_missing(row, episode_id)
 
 
-async def _require_episode(conn: AsyncConnection, tenant_id: str, episode_id: str) -> None:
-    if (await conn.execute(_EPISODE, _scope(tenant_id, episode_id))).first() is None:
-        raise NotFound("episode", episode_id)
-
-
 def _episode_listing(
     tenant_id: str, where: EpisodeFilter, after: EpisodeCursor | None
 ) -> Select[tuple[object, ...]]:
@@ -206,9 +197,21 @@ def _episode_listing(
     return stmt.order_by(E.c.started_at.desc(), E.c.episode_id.desc())
 
 
-async def _idle_in(
-    conn: AsyncConnection, tenant_id: str, agent_id: str, cutoff: datetime, limit: int
-) -> list[Episode]:
+def _episodes(conn: Connection, stmt: Any) -> list[Episode]:
+    return [_episode_and_digest(r) for r in conn.execute(stmt).mappings()]
+
+
+def _idle(conn: Connection, now: datetime, limit: int) -> list[Episode]:
+    agents = select(s.agents.c.tenant_id, s.agents.c.agent_id, s.agents.c.idle_timeout_seconds)
+    found: list[Episode] = []
+    for tenant_id, agent_id, seconds in conn.execute(agents).all():
+        found += _idle_in(conn, tenant_id, agent_id, now - timedelta(seconds=seconds), limit - len(found))
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _idle_in(conn: Connection, tenant_id: str, agent_id: str, cutoff: datetime, limit: int) -> list[Episode]:
     stmt = (
         select(E)
         .where(E.c.tenant_id == tenant_id, E.c.agent_id == agent_id, E.c.state == "open")
@@ -216,4 +219,4 @@ async def _idle_in(
         .order_by(E.c.last_activity_at)
         .limit(limit)
     )
-    return [episode_from_row(r) for r in (await conn.execute(stmt)).mappings()]
+    return [episode_from_row(r) for r in conn.execute(stmt).mappings()]
