@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from episodic.domain.model import Caller
@@ -52,16 +52,30 @@ class RecallService:
     embedder: Embedder
     index: VectorIndex
     limits: Limits
+    known_agents: set[tuple[str, str]] = field(default_factory=set)
 
     async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
         mode, top_k = self._check(request)
-        await self.agents.get_agent(caller.tenant_id, request.agent_id)
+        await self._require_agent(caller.tenant_id, request.agent_id)
         scope = Scope(caller.tenant_id, request.agent_id, request.user_id)
-        if mode is SearchMode.RECENCY:
-            snippets = await self._recent(scope, request, top_k)
-        else:
-            snippets = await self._ranked(scope, request, mode, top_k)
-        return SearchResult(snippets, await self.digests.pending_count(scope))
+        found = (
+            self._recent(scope, request, top_k)
+            if mode is SearchMode.RECENCY
+            else self._ranked(scope, request, mode, top_k)
+        )
+        snippets, pending = await asyncio.gather(found, self.digests.pending_count(scope))
+        return SearchResult(snippets, pending)
+
+    async def _require_agent(self, tenant_id: str, agent_id: str) -> None:
+        """NOT_FOUND for an unknown agent. Agents are never deleted, so a positive answer
+        is remembered (a bounded set; cleared when it grows too large)."""
+        key = (tenant_id, agent_id)
+        if key in self.known_agents:
+            return
+        await self.agents.get_agent(tenant_id, agent_id)
+        if len(self.known_agents) > 100_000:
+            self.known_agents.clear()
+        self.known_agents.add(key)
 
     def _check(self, r: SearchRequest) -> tuple[SearchMode, int]:
         v = Violations()

@@ -15,6 +15,87 @@ from episodic.domain.recall import Hit, Scope
 
 _WORD = re.compile(r"[^\W_]{2,}", re.UNICODE)
 MAX_TERMS = 32
+# Words in nearly every text: BM25 gives them almost no weight, but matching them means
+# walking long posting lists. Dropped from queries (a query of only these matches nothing).
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "just",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "some",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "they",
+        "this",
+        "to",
+        "too",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
+)
 
 _SQLITE_SEARCH = text(
     "SELECT t.episode_id, -bm25(digest_fts, 0.0, 1.0) AS score "
@@ -39,7 +120,8 @@ def scope_token(scope: Scope) -> str:
 def terms(query: str) -> list[str]:
     seen: dict[str, None] = {}
     for word in _WORD.findall(query.lower()):
-        seen.setdefault(word, None)
+        if word not in STOP_WORDS:
+            seen.setdefault(word, None)
     return list(seen)[:MAX_TERMS]
 
 
