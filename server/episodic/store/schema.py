@@ -154,13 +154,22 @@ tool_calls = Table(
 
 # --- recall (migration 0002) ------------------------------------------------------------
 
+
+def _recall_key(*more_key: Column[int]) -> list[Column[str] | Column[int]]:
+    """(tenant, episode[, more key]) plus the agent and user, which name the recall scope."""
+    return [
+        Column("tenant_id", ID, primary_key=True),
+        Column("episode_id", ID, primary_key=True),
+        *more_key,
+        Column("agent_id", ID, nullable=False),
+        Column("user_id", ID, nullable=False),
+    ]
+
+
 digests = Table(
     "digests",
     metadata,
-    Column("tenant_id", ID, primary_key=True),
-    Column("episode_id", ID, primary_key=True),
-    Column("agent_id", ID, nullable=False),
-    Column("user_id", ID, nullable=False),
+    *_recall_key(),
     Column("state", String(16), nullable=False),
     Column("summary", Text, nullable=False),
     Column("key_facts", Json),
@@ -180,11 +189,7 @@ digests = Table(
 digest_vectors = Table(
     "digest_vectors",
     metadata,
-    Column("tenant_id", ID, primary_key=True),
-    Column("episode_id", ID, primary_key=True),
-    Column("chunk", Integer, primary_key=True, autoincrement=False),
-    Column("agent_id", ID, nullable=False),
-    Column("user_id", ID, nullable=False),
+    *_recall_key(Column("chunk", Integer, primary_key=True, autoincrement=False)),
     Column("model", String(200), nullable=False),
     Column("dimension", Integer, nullable=False),
     Column("vector", LargeBinary, nullable=False),
@@ -197,10 +202,7 @@ digest_vectors = Table(
 digest_texts = Table(
     "digest_texts",
     metadata,
-    Column("tenant_id", ID, primary_key=True),
-    Column("episode_id", ID, primary_key=True),
-    Column("agent_id", ID, nullable=False),
-    Column("user_id", ID, nullable=False),
+    *_recall_key(),
     Column("body", Text, nullable=False),
     Column("scope", String(64), nullable=False, server_default=""),
     _owned_by("digests"),
