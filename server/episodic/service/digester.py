@@ -20,6 +20,7 @@ from episodic.domain import digests as rules
 from episodic.domain.model import Message
 from episodic.domain.ports import Clock, DigestStore, Embedder, Summarizer, VectorIndex
 from episodic.domain.recall import Digest, DigestState, DigestText, episode_of, vector_key
+from episodic.service.background import cancel_and_wait
 
 log = logging.getLogger(__name__)
 SETTLED = (DigestState.READY, DigestState.FAILED)
@@ -43,10 +44,7 @@ class Digester:
         self._task = asyncio.create_task(self._run(), name="episodic-digester")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     def wake(self) -> None:
         """Called after a close, so new work starts now rather than at the next poll."""

@@ -4,13 +4,13 @@ reason IDLE_TIMEOUT; they are then digested like any other."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from episodic.domain.model import CloseReason
 from episodic.domain.ports import Clock, EpisodeStore
+from episodic.service.background import cancel_and_wait
 from episodic.service.episodes import EpisodeService
 
 log = logging.getLogger(__name__)
@@ -30,10 +30,7 @@ class IdleReaper:
         self._task = asyncio.create_task(self._run(), name="episodic-idle-reaper")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     async def sweep(self) -> int:
         """Closes one batch of idle episodes; returns how many. Each ends at its last
