@@ -1,0 +1,216 @@
+"""Context assembly: what one model call sees, in order, under the token budget. Pure.
+
+Order: system prompt -> "[Past Conversations]" -> summary of compacted history -> history
+tail -> current user message. The system prompt and the user message are mandatory; if
+they alone pass the hard ceiling the call fails rather than truncating anything. The rest
+is fitted into the budget in priority order: recalled episodes (at most RECALL_SHARE of
+the budget), the latest summary, then as many of the newest history turns as fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from episodic.domain.context import RecalledEpisode, RenderedMessage, Section, Span, Summary
+from episodic.domain.model import Message, Role
+from episodic.domain.recall import Snippet
+from episodic.domain.reducers import (
+    MESSAGE_OVERHEAD,
+    REPLY_PRIMING,
+    CountTokens,
+    Turn,
+    group_turns,
+    newest_that_fit,
+    rendered,
+    stub_old_tool_results,
+    tokens_of,
+)
+from episodic.errors import FailedPrecondition, InvalidArgument
+
+RECALL_SHARE = 0.5  # past conversations never take more than half the budget
+KEEP_AFTER_COMPACTION = 0.5  # compaction leaves the tail at half its allowance: not every turn
+RECALL_HEADER = (
+    "[Past Conversations]\nThe following are relevant conversations this user has had with you previously:\n"
+)
+RECALL_FOOTER = "Use this context to personalise your response."
+SUMMARY_HEADER = "[Summary of earlier conversation]\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    budget: int
+    ceiling: int
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyInput:
+    system_prompt: str
+    user_message: str
+    snippets: Sequence[Snippet]
+    summary: Summary | None
+    tail: Sequence[Message]  # log messages after the summary's span, oldest first
+    keep_tool_results: int
+    budget: Budget
+    can_compact: bool
+    system_prompt_overridden: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    messages: tuple[RenderedMessage, ...]
+    section_tokens: dict[Section, int]
+    over_budget: bool
+    pruned: int
+    stubbed: int
+    summary_span: Span
+    history_span: Span
+    recalled: tuple[RecalledEpisode, ...]
+    compact_through: int  # > 0: the tail through this seq should be summarized
+
+
+def assemble(inp: AssemblyInput, count: CountTokens) -> Assembly:
+    system = rendered(Role.SYSTEM, inp.system_prompt, Section.SYSTEM, count)
+    user = rendered(Role.USER, inp.user_message, Section.USER_MESSAGE, count) if inp.user_message else None
+    mandatory = system.tokens + (user.tokens if user else 0) + REPLY_PRIMING
+    _check_ceiling(inp, system, mandatory)
+    room = inp.budget.budget - mandatory
+    recall, recalled = recall_block(inp.snippets, min(room, int(inp.budget.budget * RECALL_SHARE)), count)
+    room -= recall.tokens if recall else 0
+    summary = summary_message(inp.summary) if inp.summary else None
+    if summary is not None and summary.tokens > room:
+        summary = None
+    room -= summary.tokens if summary else 0
+    return _fit_history(inp, count, max(room, 0), _Fixed(system, user, recall, summary, recalled, room < 0))
+
+
+@dataclass(frozen=True, slots=True)
+class _Fixed:
+    """The sections decided before the history tail."""
+
+    system: RenderedMessage
+    user: RenderedMessage | None
+    recall: RenderedMessage | None
+    summary: RenderedMessage | None
+    recalled: tuple[RecalledEpisode, ...]
+    over_budget: bool
+
+
+def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: _Fixed) -> Assembly:
+    stubs = stub_old_tool_results(inp.tail, inp.keep_tool_results, count)
+    turns = group_turns(stubs.messages)
+    kept_turns = turns[len(turns) - newest_that_fit(turns, allowance) :]
+    history = [m for turn in kept_turns for m in turn.messages]
+    ordered = [fixed.system, fixed.recall, fixed.summary, *history, fixed.user]
+    messages = tuple(m for m in ordered if m is not None)
+    return Assembly(
+        messages=messages,
+        section_tokens=_section_tokens(messages),
+        over_budget=fixed.over_budget,
+        pruned=len(stubs.messages) - len(history),
+        stubbed=sum(1 for m in history if m.stubbed),
+        summary_span=_summary_span(inp.summary if fixed.summary else None),
+        history_span=Span(history[0].seq, history[-1].seq) if history else Span(),
+        recalled=fixed.recalled,
+        compact_through=_compact_through(turns, allowance) if inp.can_compact else 0,
+    )
+
+
+def _check_ceiling(inp: AssemblyInput, system: RenderedMessage, mandatory: int) -> None:
+    ceiling = inp.budget.ceiling
+    if mandatory <= ceiling:
+        return
+    if system.tokens + REPLY_PRIMING > ceiling:
+        detail = f"the system prompt alone is {system.tokens} tokens, over the ceiling of {ceiling}"
+        if inp.system_prompt_overridden:
+            raise InvalidArgument.of("system_prompt", detail)
+        raise FailedPrecondition(f"{detail}: shorten the agent's system prompt", reason="CONTEXT_TOO_LARGE")
+    raise InvalidArgument.of(
+        "user_message",
+        f"system prompt and user message are {mandatory} tokens, over the ceiling of {ceiling}",
+    )
+
+
+def _section_tokens(messages: Sequence[RenderedMessage]) -> dict[Section, int]:
+    totals = dict.fromkeys(Section, 0)
+    for m in messages:
+        totals[m.section] += m.tokens
+    return totals
+
+
+def _summary_span(summary: Summary | None) -> Span:
+    return Span(summary.from_seq, summary.to_seq) if summary else Span()
+
+
+def _compact_through(turns: Sequence[Turn], allowance: int) -> int:
+    """When the tail does not fit, the seq through which the oldest turns should be
+    summarized so the rest fits in KEEP_AFTER_COMPACTION of the allowance; 0 otherwise."""
+    if tokens_of(turns) <= allowance:
+        return 0
+    keep = max(newest_that_fit(turns, int(allowance * KEEP_AFTER_COMPACTION)), 1)
+    older = turns[: len(turns) - keep]
+    return older[-1].last_seq if older else 0
+
+
+def summary_message(summary: Summary) -> RenderedMessage:
+    """A summary's content is stored exactly as rendered, with its count."""
+    return RenderedMessage(
+        Role.CONTEXT, summary.content, Section.SUMMARY, summary.token_count + MESSAGE_OVERHEAD
+    )
+
+
+def summary_content(summary: str, key_facts: Sequence[str]) -> str:
+    lines = [SUMMARY_HEADER + summary.strip()]
+    if key_facts:
+        lines.append("Key facts: " + " ".join(_sentence(f) for f in key_facts))
+    return "\n".join(lines)
+
+
+def recall_block(
+    snippets: Sequence[Snippet], allowance: int, count: CountTokens
+) -> tuple[RenderedMessage | None, tuple[RecalledEpisode, ...]]:
+    """The "[Past Conversations]" message with as many snippets, best first, as fit."""
+    entries = [_entry(s) for s in snippets]
+    chosen = _greedy(
+        entries, allowance - count(RECALL_HEADER + "\n" + RECALL_FOOTER) - MESSAGE_OVERHEAD, count
+    )
+    while chosen:  # counts are not exactly additive across pieces: check the whole text
+        message = rendered(Role.CONTEXT, _block(entries, chosen), Section.PAST_CONVERSATIONS, count)
+        if message.tokens <= allowance:
+            return message, _recalled(snippets, chosen)
+        chosen = chosen[:-1]
+    return None, _recalled(snippets, [])
+
+
+def _greedy(entries: Sequence[str], allowance: int, count: CountTokens) -> list[int]:
+    chosen, used = [], 0
+    for i, entry in enumerate(entries):
+        cost = count(entry)
+        if used + cost <= allowance:
+            chosen.append(i)
+            used += cost
+    return chosen
+
+
+def _block(entries: Sequence[str], chosen: Sequence[int]) -> str:
+    return RECALL_HEADER + "\n" + "".join(entries[i] for i in chosen) + RECALL_FOOTER
+
+
+def _entry(s: Snippet) -> str:
+    when = (s.ended_at or s.started_at).date().isoformat()
+    lines = [f"Date: {when}", f"Summary: {s.summary.strip()}"]
+    if s.key_facts:
+        lines.append("Key facts: " + " ".join(_sentence(f) for f in s.key_facts))
+    return "\n".join(lines) + "\n---\n"
+
+
+def _sentence(fact: str) -> str:
+    fact = fact.strip()
+    return fact if fact.endswith((".", "!", "?")) else fact + "."
+
+
+def _recalled(snippets: Sequence[Snippet], chosen: Sequence[int]) -> tuple[RecalledEpisode, ...]:
+    picked = set(chosen)
+    return tuple(
+        RecalledEpisode(s.episode_id, s.score, s.ended_at, i in picked) for i, s in enumerate(snippets)
+    )

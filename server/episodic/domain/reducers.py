@@ -1,0 +1,134 @@
+"""The deterministic reducers that run on every assembly: old tool results become short
+stubs, tool-call/tool-result pairs are grouped so nothing splits them, and the history
+tail slides by tokens, never by message count. Pure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from episodic.domain.context import RenderedMessage, Section
+from episodic.domain.model import Message, Role
+
+CountTokens = Callable[[str], int]
+
+# OpenAI's chat format costs 3 tokens per message plus the role name (one token for every
+# role we render, in cl100k_base and o200k_base), and 3 tokens once to prime the reply.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_ROLE = 1
+MESSAGE_OVERHEAD = TOKENS_PER_MESSAGE + TOKENS_PER_ROLE
+REPLY_PRIMING = 3
+
+
+def rendered(role: Role, content: str, section: Section, count: CountTokens) -> RenderedMessage:
+    """A message of generated text (system prompt, recall, user message): counted once."""
+    return RenderedMessage(role, content, section, count(content) + MESSAGE_OVERHEAD)
+
+
+def from_log(message: Message) -> RenderedMessage:
+    """A log message, costed from its stored count: history is never re-tokenized."""
+    return RenderedMessage(
+        message.role,
+        _visible_text(message),
+        Section.HISTORY,
+        message.token_count + MESSAGE_OVERHEAD,
+        tool_calls=message.tool_calls,
+        tool_call_id=message.tool_result.tool_call_id if message.tool_result else "",
+        seq=message.seq,
+    )
+
+
+def _visible_text(message: Message) -> str:
+    """A tool message without text shows its structured result (what its count covers)."""
+    result = message.tool_result
+    if message.content or result is None:
+        return message.content
+    parts = [json.dumps(result.output, ensure_ascii=False)] if result.output is not None else []
+    if result.error:
+        parts.append(f"error: {result.error}")
+    return "\n".join(parts)
+
+
+def stub_text(tool_name: str, succeeded: bool, seq: int) -> str:
+    outcome = "ok" if succeeded else "failed"
+    return f"[{tool_name} result elided ({outcome}); log seq {seq}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Stubbed:
+    messages: list[RenderedMessage]
+    stubbed: int
+
+
+def stub_old_tool_results(tail: Sequence[Message], keep: int, count: CountTokens) -> Stubbed:
+    """Renders the tail; all but the `keep` newest tool results become ~10-token stubs."""
+    names = {call.tool_call_id: call.tool_name for m in tail for call in m.tool_calls}
+    results = [i for i, m in enumerate(tail) if m.role is Role.TOOL and m.tool_result is not None]
+    old = set(results[: max(len(results) - keep, 0)])
+    out = [_stub(m, names, count) if i in old else from_log(m) for i, m in enumerate(tail)]
+    return Stubbed(out, len(old))
+
+
+def _stub(message: Message, names: dict[str, str], count: CountTokens) -> RenderedMessage:
+    result = message.tool_result
+    assert result is not None
+    text = stub_text(names.get(result.tool_call_id, "tool"), result.succeeded, message.seq)
+    full = from_log(message)
+    return RenderedMessage(
+        Role.TOOL,
+        text,
+        Section.HISTORY,
+        count(text) + MESSAGE_OVERHEAD,
+        tool_call_id=full.tool_call_id,
+        seq=message.seq,
+        stubbed=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Messages that stand or fall together: an assistant message that calls tools and the
+    results answering it, or any single other message."""
+
+    messages: tuple[RenderedMessage, ...]
+
+    @property
+    def tokens(self) -> int:
+        return sum(m.tokens for m in self.messages)
+
+    @property
+    def first_seq(self) -> int:
+        return self.messages[0].seq
+
+    @property
+    def last_seq(self) -> int:
+        return self.messages[-1].seq
+
+
+def group_turns(messages: Sequence[RenderedMessage]) -> list[Turn]:
+    turns: list[list[RenderedMessage]] = []
+    open_calls: set[str] = set()
+    for m in messages:
+        if m.role is Role.TOOL and m.tool_call_id in open_calls and turns:
+            turns[-1].append(m)
+            open_calls.discard(m.tool_call_id)
+            continue
+        turns.append([m])
+        open_calls = {c.tool_call_id for c in m.tool_calls}
+    return [Turn(tuple(t)) for t in turns]
+
+
+def newest_that_fit(turns: Sequence[Turn], allowance: int) -> int:
+    """How many of the newest turns fit in `allowance` tokens, as a contiguous tail."""
+    used, kept = 0, 0
+    for turn in reversed(turns):
+        if used + turn.tokens > allowance:
+            break
+        used += turn.tokens
+        kept += 1
+    return kept
+
+
+def tokens_of(turns: Sequence[Turn]) -> int:
+    return sum(t.tokens for t in turns)
