@@ -13,6 +13,7 @@ from episodic.api.server import build_server
 from episodic.bootstrap import open_app
 from episodic.config import Settings
 from episodic.keys import config_line
+from episodic.telemetry.tracing import Tracing
 
 KEY_A = "epk_test_tenant_a_0123456789abcdef"
 KEY_B = "epk_test_tenant_b_0123456789abcdef"
@@ -42,9 +43,11 @@ def bearer(key: str) -> tuple[tuple[str, str], ...]:
 
 
 @asynccontextmanager
-async def running_server(settings: Settings) -> AsyncIterator[RunningServer]:
-    async with open_app(settings) as app:
-        grpc_server = await build_server(settings, app.services, app.keys, app.access_log)
+async def running_server(settings: Settings, tracing: Tracing | None = None) -> AsyncIterator[RunningServer]:
+    """`tracing` replaces the one the OTEL_* variables would configure (e.g. an in-memory
+    exporter); it traces both the RPCs and the services, as in `episodic serve`."""
+    async with open_app(settings, tracing) as app:
+        grpc_server = await build_server(settings, app.services, app.keys, app.access_log, app.tracing)
         await grpc_server.server.start()
         await grpc_server.set_serving(True)
         try:

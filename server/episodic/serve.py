@@ -28,7 +28,7 @@ async def serve(settings: Settings) -> None:
         print(DEV_BANNER.format(tenant=repr(settings.dev_tenant)), file=sys.stderr, flush=True)
     stop = _stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
     async with open_app(settings) as app:
-        grpc_server = await build_server(settings, app.services, app.keys, app.access_log)
+        grpc_server = await build_server(settings, app.services, app.keys, app.access_log, app.tracing)
         await grpc_server.server.start()
         await grpc_server.set_serving(True)
         log.info(

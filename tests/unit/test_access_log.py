@@ -20,3 +20,13 @@ def test_each_rpc_becomes_one_json_line_with_its_status() -> None:
         ("/episodic.v1.DiagnosticsService/Echo", "OK"),
     ]
     assert lines[0]["duration_ms"] == 1.235 and lines[0]["logger"] == "episodic.access"
+
+
+def test_the_line_carries_the_trace_id_of_the_rpc() -> None:
+    stream = io.StringIO()
+    log = JsonLinesAccessLog(stream)
+    log.record("/episodic.v1.DiagnosticsService/Echo", "OK", 0.5, "ipv4:127.0.0.1:5", "ab" * 16)
+    log.record("/grpc.health.v1.Health/Check", "OK", 0.1, "ipv4:127.0.0.1:5")  # not traced
+    log.close()
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [e["trace_id"] for e in lines] == ["ab" * 16, ""]

@@ -15,13 +15,13 @@ _STOP = ""
 
 
 class AccessLog(Protocol):
-    def record(self, method: str, code: str, duration_ms: float, peer: str) -> None: ...
+    def record(self, method: str, code: str, duration_ms: float, peer: str, trace_id: str = "") -> None: ...
 
     def close(self) -> None: ...
 
 
 class NoAccessLog:
-    def record(self, method: str, code: str, duration_ms: float, peer: str) -> None:
+    def record(self, method: str, code: str, duration_ms: float, peer: str, trace_id: str = "") -> None:
         return None
 
     def close(self) -> None:
@@ -35,13 +35,14 @@ class JsonLinesAccessLog:
         self._thread = threading.Thread(target=self._write_forever, name="episodic-access-log", daemon=True)
         self._thread.start()
 
-    def record(self, method: str, code: str, duration_ms: float, peer: str) -> None:
+    def record(self, method: str, code: str, duration_ms: float, peer: str, trace_id: str = "") -> None:
+        """`trace_id` is hex (from OpenTelemetry), so it needs no JSON escaping."""
         now = time.time()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}+00:00"
         self._lines.put(
             f'{{"time": "{stamp}", "level": "INFO", "logger": "episodic.access", "message": "rpc", '
             f'"rpc_method": {json.dumps(method)}, "grpc_code": "{code}", '
-            f'"duration_ms": {duration_ms:.3f}, "peer": {json.dumps(peer)}}}\n'
+            f'"duration_ms": {duration_ms:.3f}, "peer": {json.dumps(peer)}, "trace_id": "{trace_id}"}}\n'
         )
 
     def close(self) -> None:

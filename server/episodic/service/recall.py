@@ -21,6 +21,17 @@ from episodic.domain.recall import (
     reciprocal_rank_fusion,
 )
 from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.telemetry.tracing import (
+    EPISODIC_SEARCH_MODE,
+    GEN_AI_MEMORY_QUERY_TEXT,
+    GEN_AI_MEMORY_RECORD_COUNT,
+    GEN_AI_MEMORY_STORE_ID,
+    GEN_AI_OPERATION_NAME,
+    SEARCH_MEMORY,
+    AttributeValue,
+    Tracing,
+    no_tracing,
+)
 
 MAX_TOP_K = 100
 DEFAULT_TOP_K = 5
@@ -53,18 +64,33 @@ class RecallService:
     index: VectorIndex
     limits: Limits
     known_agents: set[tuple[str, str]] = field(default_factory=set)
+    tracing: Tracing = field(default_factory=no_tracing)
 
     async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
         mode, top_k = self._check(request)
-        await self._require_agent(caller.tenant_id, request.agent_id)
-        scope = Scope(caller.tenant_id, request.agent_id, request.user_id)
-        found = (
-            self._recent(scope, request, top_k)
-            if mode is SearchMode.RECENCY
-            else self._ranked(scope, request, mode, top_k)
-        )
-        snippets, pending = await asyncio.gather(found, self.digests.pending_count(scope))
-        return SearchResult(snippets, pending)
+        with self.tracing.span(SEARCH_MEMORY, self._span_attributes(request, mode)) as span:
+            await self._require_agent(caller.tenant_id, request.agent_id)
+            scope = Scope(caller.tenant_id, request.agent_id, request.user_id)
+            found = (
+                self._recent(scope, request, top_k)
+                if mode is SearchMode.RECENCY
+                else self._ranked(scope, request, mode, top_k)
+            )
+            snippets, pending = await asyncio.gather(found, self.digests.pending_count(scope))
+            span.set_attribute(GEN_AI_MEMORY_RECORD_COUNT, len(snippets))
+            return SearchResult(snippets, pending)
+
+    def _span_attributes(self, r: SearchRequest, mode: SearchMode) -> dict[str, AttributeValue]:
+        """The agent names the store; tenant and user ids stay out of traces (the user id
+        may be personal data), and the query goes in only when content capture is on."""
+        attributes: dict[str, AttributeValue] = {
+            GEN_AI_OPERATION_NAME: SEARCH_MEMORY,
+            GEN_AI_MEMORY_STORE_ID: r.agent_id,
+            EPISODIC_SEARCH_MODE: mode.value,
+        }
+        if self.tracing.capture_content and r.query:
+            attributes[GEN_AI_MEMORY_QUERY_TEXT] = r.query
+        return attributes
 
     async def _require_agent(self, tenant_id: str, agent_id: str) -> None:
         """NOT_FOUND for an unknown agent. Agents are never deleted, so a positive answer
