@@ -21,6 +21,9 @@ class WordTokenCounter:
         newer = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
         return "o200k_base" if model.startswith(newer) else "cl100k_base"
 
+    def known_model_encoding(self, model: str) -> str | None:
+        return self.encoding_for_model(model) if model.startswith(("gpt-", "o1", "o3", "o4")) else None
+
     def count(self, text: str, encoding: str) -> int:
         if encoding not in _SUPPORTED:
             supported = ", ".join(sorted(_SUPPORTED))

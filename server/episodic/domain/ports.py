@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage
 from episodic.domain.model import Agent, CloseReason, Episode, EpisodeState, Message
@@ -72,6 +73,8 @@ class TokenCounter(Protocol):
     def supported_encodings(self) -> frozenset[str]: ...
 
     def encoding_for_model(self, model: str) -> str: ...
+
+    def known_model_encoding(self, model: str) -> str | None: ...
 
     def count(self, text: str, encoding: str) -> int: ...
 
@@ -144,3 +147,36 @@ class DigestStore(Protocol):
     async def pending_count(self, scope: Scope) -> int: ...
 
     async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSources:
+    """What one read brings for a working set: the episode and its agent, a summary newer
+    than the one already known (if any), and the messages after the known seq."""
+
+    episode: Episode
+    agent: Agent
+    summary: Summary | None
+    messages: list[Message]
+
+
+class ContextStore(Protocol):
+    async def sources(
+        self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None
+    ) -> ContextSources: ...
+
+    async def save_call(self, call: ModelCall, summary: Summary | None) -> tuple[ModelCall, bool]: ...
+
+    async def save_summary(self, summary: Summary) -> None: ...
+
+    async def call_for_request(
+        self, tenant_id: str, episode_id: str, request_id: str
+    ) -> ModelCall | None: ...
+
+    async def get_call(self, tenant_id: str, model_call_id: str) -> ModelCall: ...
+
+    async def list_calls(
+        self, tenant_id: str, episode_id: str, before: tuple[datetime, str] | None, limit: int
+    ) -> list[ModelCall]: ...
+
+    async def record_reply(self, tenant_id: str, model_call_id: str, reply: ModelReply) -> ModelCall: ...

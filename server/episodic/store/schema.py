@@ -209,3 +209,43 @@ digest_texts = Table(
     Index(None, "tenant_id", "agent_id", "user_id"),
 )
 FTS_TABLES = ("digest_fts",)
+
+# --- context assembly (migration 0004) --------------------------------------------------
+
+# Compaction records. Summaries roll (each covers its predecessor's span), so the working
+# set is rebuilt from the one with the highest to_seq plus the messages after it.
+summaries = Table(
+    "summaries",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("to_seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("from_seq", BigInteger, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("token_encoding", String(64), nullable=False),
+    Column("summarizer", String(200), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    _owned_by("episodes"),
+)
+
+# The audit of every BuildContext call: the rendered messages exactly as streamed.
+model_calls = Table(
+    "model_calls",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("model_call_id", ID, primary_key=True),
+    Column("episode_id", ID, nullable=False),
+    Column("agent_id", ID, nullable=False),
+    Column("user_id", ID, nullable=False),
+    Column("request_id", ID),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("total_tokens", Integer, nullable=False),
+    Column("trace_id", String(32), nullable=False),
+    Column("messages", Json, nullable=False),
+    Column("report", Json, nullable=False),
+    Column("reply", Json),
+    _owned_by("episodes"),
+    Index(None, "tenant_id", "episode_id", "created_at", "model_call_id"),
+    Index(None, "tenant_id", "episode_id", "request_id", unique=True),
+)

@@ -150,6 +150,14 @@ class TiktokenCounter:
         name = _SAME_COUNTS_AS.get(name, name)
         return name if name in _SPECS else DEFAULT_ENCODING
 
+    def known_model_encoding(self, model: str) -> str | None:
+        """The encoding of a model tiktoken knows; None for models it does not."""
+        try:
+            name = encoding_name_for_model(model)
+        except KeyError:
+            return None
+        return _SAME_COUNTS_AS.get(name, name)
+
     def count(self, text: str, encoding: str) -> int:
         return len(self.encode(text, encoding))
 

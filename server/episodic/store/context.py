@@ -1,0 +1,159 @@
+"""What context assembly reads and writes in SQL: the working set's sources (episode,
+agent, latest summary, messages after a seq), summaries, and model calls."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, or_, select, update
+
+from episodic.domain.context import ModelCall, ModelReply, Summary
+from episodic.domain.ports import ContextSources
+from episodic.errors import AlreadyExists, NotFound
+from episodic.store import schema as s
+from episodic.store.context_rows import (
+    model_call_from_row,
+    model_call_values,
+    reply_json,
+    summary_from_row,
+    summary_values,
+)
+from episodic.store.database import Database
+from episodic.store.dialect import InsertIgnoringConflicts
+from episodic.store.rows import agent_from_row, episode_from_row, message_from_row
+from episodic.store.writer import GroupCommitWriter
+
+E, A, M, S, MC = s.episodes, s.agents, s.messages, s.summaries, s.model_calls
+_TENANT, _EPISODE = bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID)
+_EPISODE_ROW = select(E).where(E.c.tenant_id == _TENANT, E.c.episode_id == _EPISODE)
+_AGENT_ROW = select(A).where(A.c.tenant_id == _TENANT, A.c.agent_id == bindparam("b_agent"))
+_NEWER_SUMMARY = (
+    select(S)
+    .where(S.c.tenant_id == _TENANT, S.c.episode_id == _EPISODE, S.c.to_seq > bindparam("b_known"))
+    .order_by(S.c.to_seq.desc())
+    .limit(1)
+)
+_MESSAGES_AFTER = (
+    select(M)
+    .where(M.c.tenant_id == _TENANT, M.c.episode_id == _EPISODE, M.c.seq > bindparam("b_after"))
+    .order_by(M.c.seq)
+)
+_CALL_ROW = select(MC).where(MC.c.tenant_id == _TENANT, MC.c.model_call_id == bindparam("b_call"))
+_CALL_FOR_REQUEST = select(MC).where(
+    MC.c.tenant_id == _TENANT, MC.c.episode_id == _EPISODE, MC.c.request_id == bindparam("b_request")
+)
+_INSERT_SUMMARY = InsertIgnoringConflicts(S)
+_INSERT_CALL = InsertIgnoringConflicts(MC)
+
+
+class SqlContextStore:
+    def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
+        self._db = db
+        self._writer = writer
+
+    async def sources(
+        self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None
+    ) -> ContextSources:
+        """`after_seq` None means nothing is cached: read the latest summary and the messages
+        after its span, never the whole log."""
+        return await self._db.read(lambda c: _sources(c, tenant_id, episode_id, known_summary_to, after_seq))
+
+    async def save_call(self, call: ModelCall, summary: Summary | None) -> tuple[ModelCall, bool]:
+        """Stores a model call (and the summary made for it) in one transaction. With a
+        request_id already used on the episode, returns the stored call and False."""
+
+        def op(conn: Connection) -> tuple[ModelCall, bool]:
+            if summary is not None:
+                _INSERT_SUMMARY.inserted(conn, summary_values(summary))
+            if _INSERT_CALL.inserted(conn, model_call_values(call)):
+                return call, True
+            return _call_for_request(conn, call.tenant_id, call.episode_id, call.request_id), False
+
+        return await self._writer.run(op)
+
+    async def save_summary(self, summary: Summary) -> None:
+        await self._writer.run(lambda conn: _INSERT_SUMMARY.inserted(conn, summary_values(summary)))
+
+    async def call_for_request(self, tenant_id: str, episode_id: str, request_id: str) -> ModelCall | None:
+        params = {"b_tenant": tenant_id, "b_episode": episode_id, "b_request": request_id}
+        row = await self._db.read(lambda c: c.execute(_CALL_FOR_REQUEST, params).mappings().first())
+        return model_call_from_row(row) if row is not None else None
+
+    async def get_call(self, tenant_id: str, model_call_id: str) -> ModelCall:
+        return await self._db.read(lambda c: _get_call(c, tenant_id, model_call_id))
+
+    async def list_calls(
+        self, tenant_id: str, episode_id: str, before: tuple[datetime, str] | None, limit: int
+    ) -> list[ModelCall]:
+        return await self._db.read(lambda c: _list_calls(c, tenant_id, episode_id, before, limit))
+
+    async def record_reply(self, tenant_id: str, model_call_id: str, reply: ModelReply) -> ModelCall:
+        def op(conn: Connection) -> ModelCall:
+            call = _get_call(conn, tenant_id, model_call_id)
+            if call.reply is not None:
+                return _same_reply(call, reply)
+            stmt = update(MC).where(MC.c.tenant_id == tenant_id, MC.c.model_call_id == model_call_id)
+            conn.execute(stmt.values(reply=reply_json(reply)))
+            return _get_call(conn, tenant_id, model_call_id)
+
+        return await self._writer.run(op)
+
+
+def _sources(
+    conn: Connection, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None
+) -> ContextSources:
+    scope: dict[str, Any] = {"b_tenant": tenant_id, "b_episode": episode_id}
+    row = conn.execute(_EPISODE_ROW, scope).mappings().first()
+    if row is None:
+        raise NotFound("episode", episode_id)
+    episode = episode_from_row(row)
+    agent_row = conn.execute(_AGENT_ROW, {**scope, "b_agent": episode.agent_id}).mappings().one()
+    summary_row = conn.execute(_NEWER_SUMMARY, {**scope, "b_known": known_summary_to}).mappings().first()
+    summary = summary_from_row(summary_row) if summary_row is not None else None
+    after = after_seq if after_seq is not None else (summary.to_seq if summary else 0)
+    rows = conn.execute(_MESSAGES_AFTER, {**scope, "b_after": after}).mappings()
+    messages = [message_from_row(r) for r in rows]
+    return ContextSources(episode, agent_from_row(agent_row), summary, messages)
+
+
+def _get_call(conn: Connection, tenant_id: str, model_call_id: str) -> ModelCall:
+    row = conn.execute(_CALL_ROW, {"b_tenant": tenant_id, "b_call": model_call_id}).mappings().first()
+    if row is None:
+        raise NotFound("model call", model_call_id)
+    return model_call_from_row(row)
+
+
+def _call_for_request(conn: Connection, tenant_id: str, episode_id: str, request_id: str) -> ModelCall:
+    params = {"b_tenant": tenant_id, "b_episode": episode_id, "b_request": request_id}
+    return model_call_from_row(conn.execute(_CALL_FOR_REQUEST, params).mappings().one())
+
+
+def _list_calls(
+    conn: Connection, tenant_id: str, episode_id: str, before: tuple[datetime, str] | None, limit: int
+) -> list[ModelCall]:
+    if conn.execute(_EPISODE_ROW, {"b_tenant": tenant_id, "b_episode": episode_id}).first() is None:
+        raise NotFound("episode", episode_id)
+    stmt = select(MC).where(MC.c.tenant_id == tenant_id, MC.c.episode_id == episode_id)
+    if before is not None:
+        at, call_id = before
+        older = and_(MC.c.created_at == at, MC.c.model_call_id < call_id)
+        stmt = stmt.where(or_(MC.c.created_at < at, older))
+    stmt = stmt.order_by(MC.c.created_at.desc(), MC.c.model_call_id.desc()).limit(limit)
+    return [model_call_from_row(r) for r in conn.execute(stmt).mappings()]
+
+
+def _same_reply(call: ModelCall, reply: ModelReply) -> ModelCall:
+    """Attaching the same reply again is a retry; a different one is refused."""
+    stored = call.reply
+    assert stored is not None
+    if (stored.input_tokens, stored.output_tokens, stored.latency, stored.assistant_message_seq) == (
+        reply.input_tokens,
+        reply.output_tokens,
+        reply.latency,
+        reply.assistant_message_seq,
+    ):
+        return call
+    raise AlreadyExists(
+        f"model call {call.model_call_id} already has a different reply", reason="REPLY_ALREADY_RECORDED"
+    )
