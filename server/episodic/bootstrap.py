@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,17 +19,23 @@ from episodic.errors import Unavailable
 from episodic.index import FaissVectorIndex
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
+from episodic.service.compaction import BackgroundCompactor, SummaryMaker
+from episodic.service.context import ContextService
 from episodic.service.digester import Digester, load_index
 from episodic.service.episodes import DigestWaiter, EpisodeService, NoDigests
 from episodic.service.reaper import IdleReaper
 from episodic.service.recall import RecallService
+from episodic.service.working_set import WorkingSetCache
 from episodic.store.agents import SqlAgentStore
+from episodic.store.context import SqlContextStore
 from episodic.store.database import Database, open_database
 from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.migrate import current_revision, head_revision, upgrade_to_head
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize import make_summarizer
+from episodic.summarize.extractive import ExtractiveSummarizer
+from episodic.telemetry.tracing import Tracing, no_tracing, tracing_from_env
 from episodic.tokens import TiktokenCounter, verify_assets
 
 
@@ -39,6 +46,7 @@ class App:
     keys: KeyRing
     services: Services
     access_log: AccessLog
+    tracing: Tracing
 
 
 log = logging.getLogger("episodic.server")
@@ -50,6 +58,10 @@ def utc_now() -> datetime:
 
 def new_episode_id() -> str:
     return f"ep_{uuid.uuid4().hex}"
+
+
+def new_call_id() -> str:
+    return uuid.uuid4().hex
 
 
 def load_keys(settings: Settings) -> KeyRing:
@@ -115,30 +127,73 @@ def build_services(
     writer: GroupCommitWriter,
     recall: Recall,
     digester: DigestWaiter | None = None,
+    tracing: Tracing | None = None,
 ) -> Services:
     tokens = TiktokenCounter()
     agents = SqlAgentStore(database, writer)
     episodes = SqlEpisodeStore(database, writer, utc_now)
+    tracing = tracing or no_tracing()
+    episode_service = EpisodeService(
+        episodes,
+        agents,
+        tokens,
+        settings.limits,
+        utc_now,
+        new_episode_id,
+        digests=digester or NoDigests(),
+        tracing=tracing,
+    )
+    recall_service = RecallService(
+        recall.digests, agents, recall.embedder, recall.index, settings.limits, tracing=tracing
+    )
     return Services(
-        episodes=EpisodeService(
-            episodes,
-            agents,
-            tokens,
-            settings.limits,
-            utc_now,
-            new_episode_id,
-            digests=digester or NoDigests(),
-        ),
+        episodes=episode_service,
         agents=AgentService(agents, tokens, settings.limits, utc_now),
-        recall=RecallService(recall.digests, agents, recall.embedder, recall.index, settings.limits),
+        recall=recall_service,
+        context=build_context(settings, database, writer, recall, episode_service, recall_service, tracing),
     )
 
 
+def build_context(
+    settings: Settings,
+    database: Database,
+    writer: GroupCommitWriter,
+    recall: Recall,
+    episodes: EpisodeService,
+    search: RecallService,
+    tracing: Tracing,
+) -> ContextService:
+    """Extractive compaction runs inline; a configured LLM summarizer runs in the background."""
+    tokens = TiktokenCounter()
+    store = SqlContextStore(database, writer)
+    cache = WorkingSetCache(settings.working_set_max_bytes)
+    background = (
+        BackgroundCompactor(recall.summarizer, SummaryMaker(tokens, utc_now), store, cache)
+        if settings.summarizer == "openai"
+        else None
+    )
+    return ContextService(
+        store, episodes, search, tokens, ExtractiveSummarizer(), settings.limits, utc_now,
+        new_call_id, cache, background, tracing,
+    )  # fmt: skip
+
+
+def load_tracing() -> Tracing:
+    """The one read of the OTEL_* variables."""
+    try:
+        return tracing_from_env(os.environ)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 @asynccontextmanager
-async def open_app(settings: Settings) -> AsyncIterator[App]:
-    """Opens the store (migrating if asked), yields the wired app, closes it all."""
+async def open_app(settings: Settings, tracing: Tracing | None = None) -> AsyncIterator[App]:
+    """Opens the store (migrating if asked), yields the wired app, closes it all. Tracing
+    comes from the OTEL_* variables unless given (tests); what it builds, it shuts down."""
     verify_assets()
     keys = load_keys(settings)
+    owns_tracing = tracing is None
+    tracing = load_tracing() if tracing is None else tracing
     database = open_database(settings.database_url, pool_size=settings.db_pool_size)
     try:
         await ensure_schema(database, settings.migrate_on_start)
@@ -146,18 +201,20 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
         writer.start()
         access_log = JsonLinesAccessLog() if settings.access_log else NoAccessLog()
         try:
-            async with run_background(settings, database, writer) as services:
-                yield App(settings, database, keys, services, access_log)
+            async with run_background(settings, database, writer, tracing) as services:
+                yield App(settings, database, keys, services, access_log, tracing)
         finally:
             await writer.stop()
             access_log.close()
     finally:
         await database.dispose()
+        if owns_tracing:
+            tracing.shutdown()  # exports the spans still queued
 
 
 @asynccontextmanager
 async def run_background(
-    settings: Settings, database: Database, writer: GroupCommitWriter
+    settings: Settings, database: Database, writer: GroupCommitWriter, tracing: Tracing
 ) -> AsyncIterator[Services]:
     """Loads the index from SQL, then runs the digester and the idle reaper beside the RPCs."""
     recall = build_recall(settings, database, writer)
@@ -168,7 +225,7 @@ async def run_background(
     if stale:
         log.warning("embedding model changed: re-embedding in the background", extra={"digests": stale})
     digester = Digester(recall.digests, recall.summarizer, recall.embedder, recall.index, utc_now)
-    services = build_services(settings, database, writer, recall, digester)
+    services = build_services(settings, database, writer, recall, digester, tracing)
     episodes = SqlEpisodeStore(database, writer, utc_now)
     reaper = IdleReaper(episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds)
     digester.start()
@@ -176,5 +233,6 @@ async def run_background(
     try:
         yield services
     finally:
+        await services.context.stop()
         await reaper.stop()
         await digester.stop()

@@ -88,6 +88,11 @@ OPTIONS: tuple[Option, ...] = (
         "EPISODIC_DB_WRITERS",
         "Concurrent group-commit writers on PostgreSQL (SQLite always uses 1). One gives the largest batches; more help only when the database is remote.",
     ),
+    Option(
+        "working_set_max_bytes",
+        "EPISODIC_WORKING_SET_MAX_BYTES",
+        "RAM for the working sets of active conversations (latest summary + verbatim tail each); least recently used ones are evicted and rebuilt from SQL on their next turn.",
+    ),
     Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR."),
     Option(
         "embedder",
@@ -161,6 +166,7 @@ class Settings:
     max_json_bytes: int = 64 * 1024
     db_pool_size: int = 8
     db_writers: int = 1
+    working_set_max_bytes: int = 256 * 1024 * 1024
     log_level: str = "INFO"
     embedder: str = "minilm"
     embedder_url: str = ""

@@ -23,6 +23,7 @@ from episodic.v1 import (
     episode_service_pb2,
 )
 from episodic.v1.agent_service_pb2_grpc import AgentServiceStub
+from episodic.v1.context_service_pb2_grpc import ContextServiceStub
 from episodic.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
 from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
 from tests.conftest import unique
@@ -30,6 +31,7 @@ from tests.server_harness import bearer
 
 if TYPE_CHECKING:
     from episodic.v1.agent_service_pb2_grpc import AgentServiceAsyncStub
+    from episodic.v1.context_service_pb2_grpc import ContextServiceAsyncStub
     from episodic.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceAsyncStub
     from episodic.v1.episode_service_pb2_grpc import EpisodeServiceAsyncStub
 
@@ -48,6 +50,7 @@ class Client:
     episodes: EpisodeServiceAsyncStub
     agents: AgentServiceAsyncStub
     diagnostics: DiagnosticsServiceAsyncStub
+    context: ContextServiceAsyncStub
 
     @classmethod
     def of(cls, channel: grpc.aio.Channel, key: str | None) -> Client:
@@ -58,6 +61,7 @@ class Client:
             EpisodeServiceStub(channel),
             AgentServiceStub(channel),
             DiagnosticsServiceStub(channel),
+            ContextServiceStub(channel),
         )
 
     async def create_agent(self, agent_id: str | None = None, model: str = "gpt-4") -> str:

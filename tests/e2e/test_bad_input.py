@@ -780,7 +780,7 @@ async def test_missing_or_unknown_credentials_are_unauthenticated(
 ) -> None:
     agent = await alice.create_agent()
     episode = await alice.open_episode(agent)
-    stranger = Client(channel, auth, alice.episodes, alice.agents, alice.diagnostics)
+    stranger = Client(channel, auth, alice.episodes, alice.agents, alice.diagnostics, alice.context)
     unauthenticated = grpc.StatusCode.UNAUTHENTICATED
     await expect_code(stranger.get_episode(episode), unauthenticated)
     await expect_code(add_message(stranger, episode, user_message("hi")), unauthenticated)

@@ -19,6 +19,7 @@ from episodic.api.status import internal_status, rich_status
 from episodic.domain.model import Caller
 from episodic.errors import EpisodicError, InvalidArgument, Unauthenticated
 from episodic.keys import KeyRing
+from episodic.telemetry.tracing import current_trace_id
 
 log = logging.getLogger("episodic.server")
 Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]]"
@@ -68,7 +69,7 @@ def _tolerant(decode: Deserializer) -> Deserializer:
 
 def _unary_edge(method: str, inner: Unary, access: AccessLog) -> Unary:
     async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        started = time.perf_counter()
+        started, peer = time.perf_counter(), context.peer()  # peer() after a cancel can crash grpc
         code = grpc.StatusCode.OK
         try:
             _check_open_decoded(method, request)
@@ -77,14 +78,14 @@ def _unary_edge(method: str, inner: Unary, access: AccessLog) -> Unary:
             code, status = _status_for(exc)
             await _abort(context, code, status)
         finally:
-            access.record(method, code.name, (time.perf_counter() - started) * 1000, context.peer())
+            _record(access, method, code, started, peer)
 
     return behaviour
 
 
 def _streaming_edge(method: str, inner: Streaming, access: AccessLog) -> Streaming:
     async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        started = time.perf_counter()
+        started, peer = time.perf_counter(), context.peer()  # peer() after a cancel can crash grpc
         code = grpc.StatusCode.OK
         try:
             _check_open_decoded(method, request)
@@ -94,9 +95,22 @@ def _streaming_edge(method: str, inner: Streaming, access: AccessLog) -> Streami
             code, status = _status_for(exc)
             await _abort(context, code, status)
         finally:
-            access.record(method, code.name, (time.perf_counter() - started) * 1000, context.peer())
+            _record(access, method, code, started, peer)
 
     return behaviour
+
+
+def _record(
+    access: AccessLog,
+    method: str,
+    code: grpc.StatusCode,
+    started: float,
+    peer: str,
+) -> None:
+    """Runs inside the RPC's server span (the tracing interceptor is outermost), so the line
+    carries its trace id."""
+    duration_ms = (time.perf_counter() - started) * 1000
+    access.record(method, code.name, duration_ms, peer, current_trace_id())
 
 
 def _check_decoded(request: Any) -> None:

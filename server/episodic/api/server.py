@@ -11,17 +11,22 @@ from grpc_reflection.v1alpha import reflection
 
 from episodic.api.access_log import AccessLog
 from episodic.api.agents import AgentServicer
+from episodic.api.context import ContextServicer
 from episodic.api.diagnostics import DiagnosticsServicer
 from episodic.api.episodes import EpisodeServicer
 from episodic.api.interceptors import AuthInterceptor, ErrorInterceptor
 from episodic.config import Settings
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
+from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.recall import RecallService
+from episodic.telemetry.tracing import Tracing, server_interceptor
 from episodic.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
+    context_service_pb2,
+    context_service_pb2_grpc,
     diagnostics_service_pb2,
     diagnostics_service_pb2_grpc,
     episode_service_pb2,
@@ -31,6 +36,7 @@ from episodic.v1 import (
 SERVICE_NAMES = (
     episode_service_pb2.DESCRIPTOR.services_by_name["EpisodeService"].full_name,
     agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name,
+    context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
     diagnostics_service_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name,
 )
 
@@ -40,6 +46,7 @@ class Services:
     episodes: EpisodeService
     agents: AgentService
     recall: RecallService
+    context: ContextService
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,18 +75,27 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
 
 
 async def build_server(
-    settings: Settings, services: Services, keys: KeyRing, access_log: AccessLog
+    settings: Settings,
+    services: Services,
+    keys: KeyRing,
+    access_log: AccessLog,
+    tracing: Tracing | None = None,
 ) -> GrpcServer:
     """Binds the port and registers everything; health starts NOT_SERVING."""
     dev_tenant = settings.dev_tenant if settings.insecure_dev else None
+    # Tracing first, so calls the other interceptors reject still get their span.
+    traced = [server_interceptor(tracing)] if tracing is not None else []
     server = grpc.aio.server(
-        interceptors=[ErrorInterceptor(access_log), AuthInterceptor(keys, dev_tenant)],
+        interceptors=[*traced, ErrorInterceptor(access_log), AuthInterceptor(keys, dev_tenant)],
         options=server_options(settings),
     )
     episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(
         EpisodeServicer(services.episodes, services.recall), server
     )
     agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(services.agents), server)
+    context_service_pb2_grpc.add_ContextServiceServicer_to_server(
+        ContextServicer(services.context, settings.max_send_message_bytes), server
+    )
     diagnostics_service_pb2_grpc.add_DiagnosticsServiceServicer_to_server(DiagnosticsServicer(), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -7,15 +7,18 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import TypeVar
 
+from episodic.domain.model import Page
 from episodic.domain.validation import ID_PATTERN
 from episodic.errors import InvalidArgument
 
 MAX_INT64 = 2**63 - 1
 
 JsonScalar = str | int | float | bool | None
+T = TypeVar("T")
 
 
 def query_digest(query: Mapping[str, JsonScalar]) -> str:
@@ -73,3 +76,16 @@ def read_time(position: Mapping[str, JsonScalar], key: str) -> datetime:
         return value.astimezone(UTC)
     except (KeyError, ValueError, OverflowError) as exc:
         raise _foreign() from exc
+
+
+def page_of(
+    found: list[T],
+    limit: int,
+    position: Callable[[T], Mapping[str, JsonScalar]],
+    query: Mapping[str, JsonScalar],
+) -> Page[T]:
+    """`found` was read with limit + 1 rows: a surplus row means a next page, which starts
+    after the last item of this one."""
+    if len(found) <= limit:
+        return Page(found)
+    return Page(found[:limit], encode_token(position(found[limit - 1]), query))

@@ -21,7 +21,7 @@ from episodic.domain.model import (
     NewMessage,
     Page,
 )
-from episodic.domain.paging import JsonScalar, decode_token, encode_token, read_id, read_seq, read_time
+from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_seq, read_time
 from episodic.domain.ports import (
     AgentStore,
     Clock,
@@ -41,6 +41,16 @@ from episodic.domain.validation import (
     check_new_message,
     check_text,
     resolve_page_size,
+)
+from episodic.telemetry.tracing import (
+    CREATE_MEMORY,
+    GEN_AI_CONVERSATION_ID,
+    GEN_AI_MEMORY_RECORD_COUNT,
+    GEN_AI_MEMORY_RECORD_ID,
+    GEN_AI_OPERATION_NAME,
+    AttributeValue,
+    Tracing,
+    no_tracing,
 )
 
 # Above this many characters tokenizing moves off the event loop.
@@ -95,6 +105,7 @@ class EpisodeService:
     new_id: IdFactory
     encodings: EncodingCache = field(default_factory=EncodingCache)
     digests: DigestWaiter = field(default_factory=lambda: NoDigests())
+    tracing: Tracing = field(default_factory=no_tracing)
 
     async def open_episode(
         self,
@@ -185,11 +196,7 @@ class EpisodeService:
         query = _filter_query(where)
         after = _episode_cursor(decode_token(page_token, query))
         found = await self.episodes.list_episodes(caller.tenant_id, where, after, limit + 1)
-        if len(found) <= limit:
-            return Page(found)
-        last = found[limit - 1]
-        position = {"started_at": last.started_at.isoformat(), "episode_id": last.episode_id}
-        return Page(found[:limit], encode_token(position, query))
+        return page_of(found, limit, _episode_position, query)
 
     async def list_messages(
         self, caller: Caller, episode_id: str, page_size: int, page_token: str
@@ -202,20 +209,22 @@ class EpisodeService:
         position = decode_token(page_token, query)
         before = read_seq(position, "before_seq") if position else None
         found = await self.episodes.list_messages(caller.tenant_id, episode_id, before, limit + 1)
-        if len(found) <= limit:
-            return Page(found)
-        return Page(found[:limit], encode_token({"before_seq": found[limit - 1].seq}, query))
+        return page_of(found, limit, lambda last: {"before_seq": last.seq}, query)
 
     async def _append(
         self, caller: Caller, episode_id: str, messages: Sequence[NewMessage], field: str
     ) -> list[tuple[Message, bool]]:
         """`field` names each message in errors: "message", or "messages[{}]" for batches."""
-        encoding = await self._encoding_of(caller.tenant_id, episode_id)
-        prepared = [
-            PreparedMessage(m, await self._count(countable_text(m), encoding), encoding, field.format(i))
-            for i, m in enumerate(messages)
-        ]
-        return await self.episodes.append(caller.tenant_id, episode_id, prepared)
+        with self.tracing.span(CREATE_MEMORY, _create_memory_attributes(episode_id, messages)) as span:
+            encoding = await self._encoding_of(caller.tenant_id, episode_id)
+            prepared = [
+                PreparedMessage(m, await self._count(countable_text(m), encoding), encoding, field.format(i))
+                for i, m in enumerate(messages)
+            ]
+            stored = await self.episodes.append(caller.tenant_id, episode_id, prepared)
+            if len(stored) == 1:
+                span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored[0][0].seq}")
+            return stored
 
     async def _encoding_of(self, tenant_id: str, episode_id: str) -> str:
         key = (tenant_id, episode_id)
@@ -229,6 +238,19 @@ class EpisodeService:
         if len(text) <= _INLINE_TOKENIZE_CHARS:
             return self.tokens.count(text, encoding)
         return await asyncio.to_thread(self.tokens.count, text, encoding)
+
+
+def _create_memory_attributes(episode_id: str, messages: Sequence[NewMessage]) -> dict[str, AttributeValue]:
+    """Ids and counts only: the messages' text stays out of traces."""
+    return {
+        GEN_AI_OPERATION_NAME: CREATE_MEMORY,
+        GEN_AI_CONVERSATION_ID: episode_id,
+        GEN_AI_MEMORY_RECORD_COUNT: len(messages),
+    }
+
+
+def _episode_position(last: Episode) -> dict[str, JsonScalar]:
+    return {"started_at": last.started_at.isoformat(), "episode_id": last.episode_id}
 
 
 def _filter_query(where: EpisodeFilter) -> dict[str, JsonScalar]:

@@ -1,0 +1,357 @@
+"""BuildContext and the model-call audit: what the model sees this turn, and what it saw.
+
+One call: (optionally) append the user message -> bring the working set up to date ->
+recall past episodes -> assemble under the budget (reducers; compaction when the tail
+does not fit) -> store the model call (with any new summary) in one transaction. The
+caller streams what was stored, so stored == streamed by construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+
+from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
+from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble
+from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
+from episodic.domain.model import (
+    Caller,
+    EpisodeState,
+    MemoryConfig,
+    Message,
+    NewMessage,
+    Page,
+    RecallMode,
+    Role,
+)
+from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
+from episodic.domain.ports import Clock, ContextStore, IdFactory, Summarizer, TokenCounter
+from episodic.domain.recall import SearchMode, Snippet
+from episodic.domain.reducers import REPLY_PRIMING
+from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
+from episodic.errors import FailedPrecondition
+from episodic.service.compaction import BackgroundCompactor, SummaryMaker
+from episodic.service.episodes import EpisodeService
+from episodic.service.recall import RecallService, SearchRequest
+from episodic.service.working_set import Key, WorkingSet, WorkingSetCache
+from episodic.telemetry.tracing import (
+    GEN_AI_CONVERSATION_ID,
+    GEN_AI_INPUT_MESSAGES,
+    GEN_AI_MEMORY_RECORD_COUNT,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_USAGE_INPUT_TOKENS,
+    Tracing,
+    no_tracing,
+)
+
+_RECALL_MODES = {
+    RecallMode.RECENCY: SearchMode.RECENCY,
+    RecallMode.SEMANTIC: SearchMode.SEMANTIC,
+    RecallMode.HYBRID: SearchMode.HYBRID,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRequest:
+    episode_id: str
+    user_message: str = ""
+    append_user_message: bool = False
+    client_message_id: str = ""
+    system_prompt: str | None = None
+    memory: MemoryDraft = dataclasses.field(default_factory=MemoryDraft)
+    model: str = ""
+    recall_query: str = ""
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Everything one assembly needs, gathered under the conversation's lock."""
+
+    working_set: WorkingSet
+    config: MemoryConfig
+    model: str
+    snippets: list[Snippet]
+    pending_digests: int
+    user_seq: int
+
+
+@dataclass(slots=True)
+class ContextService:
+    store: ContextStore
+    episodes: EpisodeService
+    recall: RecallService
+    tokens: TokenCounter
+    summarizer: Summarizer  # inline, local (extractive)
+    limits: Limits
+    clock: Clock
+    new_id: IdFactory
+    cache: WorkingSetCache
+    background: BackgroundCompactor | None = None  # set when an LLM summarizer is configured
+    tracing: Tracing = dataclasses.field(default_factory=no_tracing)
+
+    async def build(self, caller: Caller, request: ContextRequest) -> tuple[ModelCall, bool]:
+        """Returns the stored model call and whether it is new (False: a request_id replay)."""
+        _check(request, self.limits)
+        if request.request_id:
+            stored = await self.store.call_for_request(
+                caller.tenant_id, request.episode_id, request.request_id
+            )
+            if stored is not None:
+                return stored, False
+        user_seq = await self._append_user_message(caller, request)
+        key = (caller.tenant_id, request.episode_id)
+        async with self.cache.hold(key):
+            turn = await self._gather(caller, key, request, user_seq)
+            return await self._assemble_and_store(caller, key, request, turn)
+
+    async def _append_user_message(self, caller: Caller, r: ContextRequest) -> int:
+        if not r.append_user_message:
+            return 0
+        message = NewMessage(Role.USER, r.user_message, client_message_id=r.client_message_id or None)
+        stored, _ = await self.episodes.add_message(caller, r.episode_id, message)
+        return stored.seq
+
+    async def _gather(self, caller: Caller, key: Key, r: ContextRequest, user_seq: int) -> Turn:
+        with self.tracing.span("load_working_set", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
+            working_set = await self._working_set(key)
+            span.set_attribute("episodic.working_set.messages", len(working_set.tail))
+        config = _effective_memory(working_set, r.memory)
+        model = self._model(working_set, r.model)
+        with self.tracing.span("recall", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
+            snippets, pending = await self._recall(caller, working_set, config, r)
+            span.set_attribute(GEN_AI_MEMORY_RECORD_COUNT, len(snippets))
+        return Turn(working_set, config, model, snippets, pending, user_seq)
+
+    async def _working_set(self, key: Key) -> WorkingSet:
+        """Brings the cached working set up to date with one read of what is new (other
+        replicas and plain AddMessage calls write the log too); builds it on a miss."""
+        cached = self.cache.get(key)
+        known_summary, after = (cached.summary_to, cached.last_seq) if cached else (0, None)
+        found = await self.store.sources(*key, known_summary, after)
+        if cached is None:
+            cached = WorkingSet(found.episode, found.agent, found.summary, found.messages)
+        else:
+            cached.absorb(found.episode, found.agent, found.summary, found.messages)
+        self.cache.put(key, cached)
+        return cached
+
+    def _model(self, working_set: WorkingSet, requested: str) -> str:
+        """A model tiktoken knows must count with the episode's encoding (stored counts use
+        it); unknown model names are taken as labels."""
+        model = requested or working_set.agent.model
+        encoding = self.tokens.known_model_encoding(model) if requested else None
+        episode_encoding = working_set.episode.token_encoding
+        if encoding is not None and encoding != episode_encoding:
+            raise FailedPrecondition(
+                f"model {model!r} counts tokens with {encoding}, but this episode's stored counts use "
+                f"{episode_encoding}; build the context for a model of the same encoding",
+                reason="ENCODING_MISMATCH",
+            )
+        return model
+
+    async def _recall(
+        self, caller: Caller, working_set: WorkingSet, config: MemoryConfig, r: ContextRequest
+    ) -> tuple[list[Snippet], int]:
+        mode = _RECALL_MODES.get(config.recall_mode)
+        if mode is None:
+            return [], 0
+        query = r.recall_query or r.user_message
+        if not query.strip():
+            mode = SearchMode.RECENCY  # nothing to match yet: the latest episodes
+        episode = working_set.episode
+        min_score = config.recall_min_score if config.recall_min_score > 0 else None
+        found = await self.recall.search(
+            caller,
+            SearchRequest(episode.agent_id, episode.user_id, mode, query, config.recall_top_k, min_score),
+        )
+        snippets = [s for s in found.snippets if s.episode_id != episode.episode_id]
+        return snippets, found.pending_digests
+
+    async def _assemble_and_store(
+        self, caller: Caller, key: Key, r: ContextRequest, turn: Turn
+    ) -> tuple[ModelCall, bool]:
+        count = partial(self.tokens.count, encoding=turn.working_set.episode.token_encoding)
+        with self.tracing.span("reduce", {GEN_AI_CONVERSATION_ID: r.episode_id}):
+            inputs = _inputs(r, turn)
+            assembly = assemble(inputs, count)
+        assembly, summary, compaction = await self._compact(key, turn, inputs, assembly, count)
+        call = self._model_call(caller, r, turn, assembly, compaction)
+        with self.tracing.span("persist", {GEN_AI_CONVERSATION_ID: r.episode_id}):
+            stored, fresh = await self.store.save_call(call, summary)
+        if summary is not None:
+            turn.working_set.compacted(summary)
+            self.cache.put(key, turn.working_set)
+        return stored, fresh
+
+    async def _compact(
+        self,
+        key: Key,
+        turn: Turn,
+        inputs: AssemblyInput,
+        assembly: Assembly,
+        count: Callable[[str], int],
+    ) -> tuple[Assembly, Summary | None, Compaction]:
+        if turn.working_set.episode.state is not EpisodeState.OPEN:
+            return assembly, None, Compaction.SKIPPED_CLOSED
+        through = assembly.compact_through
+        if not through:
+            return assembly, None, Compaction.NONE
+        if self.background is not None:
+            self.background.schedule(key, turn.working_set, through)
+            return assembly, None, Compaction.SCHEDULED
+        with self.tracing.span("summarize", {GEN_AI_CONVERSATION_ID: key[1]}) as span:
+            maker = SummaryMaker(self.tokens, self.clock)
+            summary = await asyncio.to_thread(maker.make, self.summarizer, turn.working_set, through)
+            span.set_attribute("episodic.summary.to_seq", through)
+        rest = [m for m in inputs.tail if m.seq > through]
+        again = dataclasses.replace(inputs, summary=summary, tail=rest, can_compact=False)
+        return assemble(again, count), summary, Compaction.SUMMARIZED
+
+    def _model_call(
+        self, caller: Caller, r: ContextRequest, turn: Turn, assembly: Assembly, compaction: Compaction
+    ) -> ModelCall:
+        episode = turn.working_set.episode
+        call_id = f"mc_{self.new_id()}"
+        with self.tracing.span("render", {GEN_AI_CONVERSATION_ID: episode.episode_id}) as span:
+            report = _report(turn, assembly, compaction, call_id, self.tracing.trace_id())
+            span.set_attribute(GEN_AI_REQUEST_MODEL, report.model)
+            span.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, report.total_tokens)
+            span.set_attribute("episodic.model_call.id", call_id)
+            if self.tracing.capture_content:  # opt-in only: the rendered text is personal data
+                span.set_attribute(GEN_AI_INPUT_MESSAGES, _input_messages(assembly))
+        return ModelCall(
+            caller.tenant_id, call_id, episode.episode_id, episode.agent_id, episode.user_id,
+            self.clock(), assembly.messages, report, r.request_id,
+        )  # fmt: skip
+
+    async def stop(self) -> None:
+        """Cancels background compactions; their turns simply compact again later."""
+        if self.background is not None:
+            await self.background.stop()
+
+    async def get_model_call(self, caller: Caller, model_call_id: str) -> ModelCall:
+        v = Violations()
+        check_id(v, "model_call_id", model_call_id)
+        v.raise_if_any()
+        return await self.store.get_call(caller.tenant_id, model_call_id)
+
+    async def list_model_calls(
+        self, caller: Caller, episode_id: str, page_size: int, page_token: str
+    ) -> Page[ModelCall]:
+        v = Violations()
+        check_id(v, "episode_id", episode_id)
+        limit = resolve_page_size(v, "page_size", page_size, self.limits)
+        v.raise_if_any()
+        query: dict[str, JsonScalar] = {"episode_id": episode_id}
+        position = decode_token(page_token, query)
+        before = (read_time(position, "created_at"), read_id(position, "model_call_id")) if position else None
+        found = await self.store.list_calls(caller.tenant_id, episode_id, before, limit + 1)
+        return page_of(found, limit, _call_position, query)
+
+    async def record_reply(self, caller: Caller, model_call_id: str, reply: ModelReply) -> ModelCall:
+        v = Violations()
+        check_id(v, "model_call_id", model_call_id)
+        _check_reply(v, reply)
+        v.raise_if_any()
+        stamped = dataclasses.replace(reply, recorded_at=self.clock())
+        return await self.store.record_reply(caller.tenant_id, model_call_id, stamped)
+
+
+def _call_position(last: ModelCall) -> dict[str, JsonScalar]:
+    return {"created_at": last.created_at.isoformat(), "model_call_id": last.model_call_id}
+
+
+def _check(r: ContextRequest, limits: Limits) -> None:
+    v = Violations()
+    check_id(v, "episode_id", r.episode_id)
+    check_text(v, "user_message", r.user_message, limits.max_content_bytes)
+    check_text(v, "recall_query", r.recall_query, limits.max_content_bytes)
+    check_text(v, "model", r.model, 256)
+    check_id(v, "client_message_id", r.client_message_id, required=False)
+    check_id(v, "request_id", r.request_id, required=False)
+    if r.system_prompt is not None:
+        check_text(v, "system_prompt", r.system_prompt, limits.max_content_bytes)
+    if r.append_user_message and not r.user_message.strip():
+        v.add("user_message", "is required when append_user_message is set")
+    if r.client_message_id and not r.append_user_message:
+        v.add("client_message_id", "applies only with append_user_message")
+    v.raise_if_any()
+
+
+def _effective_memory(working_set: WorkingSet, draft: MemoryDraft) -> MemoryConfig:
+    config = fill_memory(working_set.agent.memory, draft)
+    v = Violations()
+    check_memory(v, "memory_config", config)
+    v.raise_if_any()
+    return config
+
+
+def _inputs(r: ContextRequest, turn: Turn) -> AssemblyInput:
+    ws, config = turn.working_set, turn.config
+    tail: list[Message] = [m for m in ws.tail if m.seq != turn.user_seq]
+    return AssemblyInput(
+        system_prompt=r.system_prompt if r.system_prompt is not None else ws.agent.system_prompt,
+        user_message=r.user_message,
+        snippets=turn.snippets,
+        summary=ws.summary,
+        tail=tail,
+        keep_tool_results=config.tool_results_kept_verbatim,
+        budget=Budget(config.max_working_memory_tokens, config.ceiling_tokens),
+        can_compact=True,
+        system_prompt_overridden=r.system_prompt is not None,
+    )
+
+
+def _report(
+    turn: Turn, assembly: Assembly, compaction: Compaction, call_id: str, trace_id: str
+) -> ContextReport:
+    return ContextReport(
+        section_tokens=assembly.section_tokens,
+        reply_priming=REPLY_PRIMING,
+        budget=turn.config.max_working_memory_tokens,
+        ceiling=turn.config.ceiling_tokens,
+        over_budget=assembly.over_budget,
+        pruned=assembly.pruned,
+        stubbed=assembly.stubbed,
+        summarized=_covered(assembly),
+        summary_span=assembly.summary_span,
+        history_span=assembly.history_span,
+        compaction=compaction,
+        recalled=assembly.recalled,
+        pending_digests=turn.pending_digests,
+        model=turn.model,
+        token_encoding=turn.working_set.episode.token_encoding,
+        model_call_id=call_id,
+        trace_id=trace_id,
+        user_message_seq=turn.user_seq,
+    )
+
+
+def _input_messages(assembly: Assembly) -> str:
+    """The rendered messages in the GenAI input-messages shape, as one JSON string."""
+    parts = [
+        {"role": m.role.value, "parts": [{"type": "text", "content": m.content}]} for m in assembly.messages
+    ]
+    return json.dumps(parts, ensure_ascii=False)
+
+
+def _covered(assembly: Assembly) -> int:
+    span = assembly.summary_span
+    return span.to_seq - span.from_seq + 1 if span.to_seq else 0
+
+
+def _check_reply(v: Violations, reply: ModelReply) -> None:
+    if reply.input_tokens < 0:
+        v.add("input_tokens", "must not be negative")
+    if reply.output_tokens < 0:
+        v.add("output_tokens", "must not be negative")
+    if reply.latency < timedelta(0):
+        v.add("latency", "must not be negative")
+    if reply.assistant_message_seq < 0:
+        v.add("assistant_message_seq", "must not be negative")

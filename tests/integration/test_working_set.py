@@ -1,0 +1,153 @@
+"""The working set over a real database: rebuilt after a restart from the latest summary
+plus the messages after its span (counted), kept current by delta reads, bounded by bytes,
+flat in conversation length; LLM compaction runs in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from episodic.domain.agents import AgentDraft, MemoryDraft
+from episodic.domain.context import Compaction, ModelCall, Section
+from episodic.domain.model import Message, NewMessage, Role
+from episodic.domain.ports import ContextSources, ContextStore
+from episodic.domain.recall import DigestText
+from episodic.service.compaction import BackgroundCompactor, SummaryMaker
+from episodic.service.context import ContextRequest, ContextService
+from episodic.service.working_set import WorkingSetCache
+from episodic.tokens import TiktokenCounter
+from tests.conftest import unique
+from tests.integration.conftest import Stack
+
+LINES = [
+    "I am planning a trip to Kyoto in April with my sister.",
+    "Cherry blossoms usually peak in early April, so book early.",
+    "We want a quiet hotel near Gion for under 25000 yen a night.",
+    "Gion Hatanaka and Sakura Terrace both fit; Sakura Terrace is cheaper.",
+]
+
+
+class CountingStore:
+    """The real store, recording what each working-set read brought back."""
+
+    def __init__(self, inner: ContextStore) -> None:
+        self.inner = inner
+        self.reads: list[ContextSources] = []
+
+    async def sources(self, *args: Any) -> ContextSources:
+        found = await self.inner.sources(*args)
+        self.reads.append(found)
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def conversation(stack: Stack, messages: int, budget: int = 600) -> str:
+    agent_id = unique("agent")
+    memory = MemoryDraft(max_working_memory_tokens=budget)
+    await stack.services.agents.create_agent(stack.caller, AgentDraft(agent_id, model="gpt-4", memory=memory))
+    episode, _ = await stack.services.episodes.open_episode(stack.caller, agent_id=agent_id, user_id="u1")
+    batch = [NewMessage(Role.USER if i % 2 == 0 else Role.ASSISTANT, LINES[i % 4]) for i in range(messages)]
+    for start in range(0, messages, 500):
+        await stack.services.episodes.add_messages(
+            stack.caller, episode.episode_id, batch[start : start + 500]
+        )
+    return episode.episode_id
+
+
+def restarted(stack: Stack, max_bytes: int = 64 << 20) -> tuple[ContextService, CountingStore]:
+    """A service as after a restart: same database, empty working-set cache."""
+    store = CountingStore(stack.services.context.store)
+    service = dataclasses.replace(stack.services.context, store=store, cache=WorkingSetCache(max_bytes))
+    return service, store
+
+
+async def turn(service: ContextService, stack: Stack, episode_id: str, text: str = "What next?") -> ModelCall:
+    call, _ = await service.build(stack.caller, ContextRequest(episode_id, user_message=text))
+    return call
+
+
+async def test_a_restart_rebuilds_from_the_latest_summary_and_the_messages_after_it(stack: Stack) -> None:
+    episode_id = await conversation(stack, 2000)
+    before = await turn(stack.services.context, stack, episode_id)
+    assert before.report.compaction is Compaction.SUMMARIZED
+    through = before.report.summary_span.to_seq
+    service, store = restarted(stack)
+    after = await turn(service, stack, episode_id)
+    (read,) = store.reads
+    assert read.summary is not None and read.summary.to_seq == through
+    assert [m.seq for m in read.messages] == list(range(through + 1, 2001))
+    assert len(read.messages) < 100  # of 2000 in the log
+    assert after.messages == before.messages  # the rebuilt working set renders the same context
+
+
+async def test_messages_appended_between_turns_arrive_in_one_delta_read(stack: Stack) -> None:
+    episode_id = await conversation(stack, 10)
+    service, store = restarted(stack)
+    await turn(service, stack, episode_id)
+    added, _ = await stack.services.episodes.add_message(
+        stack.caller, episode_id, NewMessage(Role.USER, "new")
+    )
+    call = await turn(service, stack, episode_id)
+    assert [m.seq for m in store.reads[-1].messages] == [added.seq]
+    history = [m for m in call.messages if m.section is Section.HISTORY]
+    assert history[-1].content == "new"
+
+
+async def test_the_working_set_stays_flat_as_the_conversation_grows(stack: Stack) -> None:
+    sizes = []
+    for length in (200, 2000, 4000):
+        episode_id = await conversation(stack, length)
+        service, _ = restarted(stack)
+        await turn(service, stack, episode_id)
+        sizes.append(service.cache.total_bytes)
+    assert max(sizes) < 1.5 * min(sizes), sizes  # a 20x longer log, about the same working set
+
+
+async def test_least_recently_used_working_sets_are_evicted_by_bytes(stack: Stack) -> None:
+    first, second = await conversation(stack, 40, budget=4000), await conversation(stack, 40, budget=4000)
+    service, store = restarted(stack, max_bytes=20_000)
+    rendered = await turn(service, stack, first)
+    await turn(service, stack, second)
+    assert len(service.cache) == 1 and service.cache.total_bytes <= 20_000
+    again = await turn(service, stack, first)  # evicted: rebuilt from SQL
+    assert len(store.reads[-1].messages) == 40
+    assert again.messages == rendered.messages
+
+
+class BlockingSummarizer:
+    """An 'LLM' that answers only when released, to show turns do not wait for it."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def summarize(self, transcript: Sequence[Message]) -> DigestText:
+        self.calls += 1
+        assert self.release.wait(30)
+        return DigestText("They planned a Kyoto trip in April.", ("Budget under 25000 yen",))
+
+
+async def test_an_llm_summary_is_made_in_the_background_while_turns_go_on(stack: Stack) -> None:
+    episode_id = await conversation(stack, 300)
+    llm = BlockingSummarizer()
+    service, _ = restarted(stack)
+    service.background = BackgroundCompactor(
+        llm, SummaryMaker(TiktokenCounter(), service.clock), service.store, service.cache
+    )
+    first = await turn(service, stack, episode_id)  # returns while the summarizer is blocked
+    assert first.report.compaction is Compaction.SCHEDULED and first.report.pruned > 0
+    assert not any(m.section is Section.SUMMARY for m in first.messages)
+    second = await turn(service, stack, episode_id)
+    assert second.report.compaction is Compaction.SCHEDULED and llm.calls == 1  # one at a time
+    llm.release.set()
+    while service.background.in_flight:
+        await asyncio.sleep(0.01)
+    third = await turn(service, stack, episode_id)
+    summary = [m for m in third.messages if m.section is Section.SUMMARY]
+    assert summary and "Kyoto trip in April" in summary[0].content
+    assert third.report.compaction is Compaction.NONE
