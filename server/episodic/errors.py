@@ -65,7 +65,8 @@ class NotFound(EpisodicError):
     reason = "NOT_FOUND"
 
     def __init__(self, kind: str, resource_id: str) -> None:
-        super().__init__(f"{kind} {resource_id!r} not found", reason=f"{kind.upper()}_NOT_FOUND")
+        reason = kind.upper().replace(" ", "_") + "_NOT_FOUND"
+        super().__init__(f"{kind} {resource_id!r} not found", reason=reason)
         self.kind = kind
         self.resource_id = resource_id
 

@@ -221,20 +221,23 @@ async def test_bad_input_gets_a_clear_status_naming_the_field(client: Client) ->
     mem = agent_pb2.MemoryConfig
     await expect_code(build(client, unique("missing"), user_message="x"), grpc.StatusCode.NOT_FOUND)
     await expect_invalid(build(client, "", user_message="x"), "episode_id")
+    appending = {"user_message": "hello", "append_user_message": True}  # refused calls append nothing
     await expect_invalid(
-        build(client, episode_id, memory_config=mem(max_working_memory_tokens=0)),
+        build(client, episode_id, memory_config=mem(max_working_memory_tokens=0), **appending),
         "memory_config.max_working_memory_tokens",
     )
     await expect_invalid(
         build(client, episode_id, memory_config=mem(max_working_memory_tokens=100_000)),
         "memory_config.max_working_memory_tokens",  # above the ceiling (70 % of 128k)
     )
-    await expect_code(build(client, episode_id, model="gpt-4o"), grpc.StatusCode.FAILED_PRECONDITION)
+    await expect_code(
+        build(client, episode_id, model="gpt-4o", **appending), grpc.StatusCode.FAILED_PRECONDITION
+    )
     await expect_invalid(build(client, episode_id, append_user_message=True), "user_message")
     await expect_invalid(build(client, episode_id, user_message="x" * (256 * 1024 + 1)), "user_message")
     small = mem(context_window_tokens=1000, max_working_memory_tokens=500)  # ceiling 700
     await expect_invalid(
-        build(client, episode_id, user_message="x", system_prompt="word " * 800, memory_config=small),
+        build(client, episode_id, system_prompt="word " * 800, memory_config=small, **appending),
         "system_prompt",
     )
     await expect_invalid(

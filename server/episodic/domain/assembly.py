@@ -69,11 +69,20 @@ class Assembly:
     compact_through: int  # > 0: the tail through this seq should be summarized
 
 
-def assemble(inp: AssemblyInput, count: CountTokens) -> Assembly:
+def mandatory_sections(
+    inp: AssemblyInput, count: CountTokens
+) -> tuple[RenderedMessage, RenderedMessage | None, int]:
+    """System prompt and user message, and their tokens with the reply priming; raises if
+    they alone pass the ceiling. Checked before anything is written for the turn."""
     system = rendered(Role.SYSTEM, inp.system_prompt, Section.SYSTEM, count)
     user = rendered(Role.USER, inp.user_message, Section.USER_MESSAGE, count) if inp.user_message else None
     mandatory = system.tokens + (user.tokens if user else 0) + REPLY_PRIMING
     _check_ceiling(inp, system, mandatory)
+    return system, user, mandatory
+
+
+def assemble(inp: AssemblyInput, count: CountTokens) -> Assembly:
+    system, user, mandatory = mandatory_sections(inp, count)
     room = inp.budget.budget - mandatory
     recall, recalled = recall_block(inp.snippets, min(room, int(inp.budget.budget * RECALL_SHARE)), count)
     room -= recall.tokens if recall else 0

@@ -17,7 +17,7 @@ from datetime import timedelta
 from functools import partial
 
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
-from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble
+from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
 from episodic.domain.model import (
     Caller,
@@ -38,6 +38,7 @@ from episodic.errors import FailedPrecondition
 from episodic.service.compaction import BackgroundCompactor, SummaryMaker
 from episodic.service.episodes import EpisodeService
 from episodic.service.recall import RecallService, SearchRequest
+from episodic.service.token_cache import CachedCounts
 from episodic.service.working_set import Key, WorkingSet, WorkingSetCache
 from episodic.telemetry.tracing import (
     GEN_AI_CONVERSATION_ID,
@@ -94,6 +95,10 @@ class ContextService:
     cache: WorkingSetCache
     background: BackgroundCompactor | None = None  # set when an LLM summarizer is configured
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
+    counts: CachedCounts = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.counts = CachedCounts(self.tokens)
 
     async def build(self, caller: Caller, request: ContextRequest) -> tuple[ModelCall, bool]:
         """Returns the stored model call and whether it is new (False: a request_id replay)."""
@@ -104,10 +109,9 @@ class ContextService:
             )
             if stored is not None:
                 return stored, False
-        user_seq = await self._append_user_message(caller, request)
         key = (caller.tenant_id, request.episode_id)
         async with self.cache.hold(key):
-            turn = await self._gather(caller, key, request, user_seq)
+            turn = await self._gather(caller, key, request)
             return await self._assemble_and_store(caller, key, request, turn)
 
     async def _append_user_message(self, caller: Caller, r: ContextRequest) -> int:
@@ -117,16 +121,26 @@ class ContextService:
         stored, _ = await self.episodes.add_message(caller, r.episode_id, message)
         return stored.seq
 
-    async def _gather(self, caller: Caller, key: Key, r: ContextRequest, user_seq: int) -> Turn:
+    async def _gather(self, caller: Caller, key: Key, r: ContextRequest) -> Turn:
+        """Everything is checked before the user message is appended: a refused call
+        writes nothing."""
         with self.tracing.span("load_working_set", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             working_set = await self._working_set(key)
+            config = _effective_memory(working_set, r.memory)
+            model = self._model(working_set, r.model)
+            self._check_ceiling(r, working_set, config)
+            user_seq = await self._append_user_message(caller, r)
+            if user_seq:
+                working_set = await self._working_set(key)
             span.set_attribute("episodic.working_set.messages", len(working_set.tail))
-        config = _effective_memory(working_set, r.memory)
-        model = self._model(working_set, r.model)
         with self.tracing.span("recall", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             snippets, pending = await self._recall(caller, working_set, config, r)
             span.set_attribute(GEN_AI_MEMORY_RECORD_COUNT, len(snippets))
         return Turn(working_set, config, model, snippets, pending, user_seq)
+
+    def _check_ceiling(self, r: ContextRequest, working_set: WorkingSet, config: MemoryConfig) -> None:
+        probe = _inputs(r, Turn(working_set, config, "", [], 0, 0))
+        mandatory_sections(probe, partial(self.counts.count, encoding=working_set.episode.token_encoding))
 
     async def _working_set(self, key: Key) -> WorkingSet:
         """Brings the cached working set up to date with one read of what is new (other
@@ -176,7 +190,7 @@ class ContextService:
     async def _assemble_and_store(
         self, caller: Caller, key: Key, r: ContextRequest, turn: Turn
     ) -> tuple[ModelCall, bool]:
-        count = partial(self.tokens.count, encoding=turn.working_set.episode.token_encoding)
+        count = partial(self.counts.count, encoding=turn.working_set.episode.token_encoding)
         with self.tracing.span("reduce", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             inputs = _inputs(r, turn)
             assembly = assemble(inputs, count)
