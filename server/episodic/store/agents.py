@@ -33,7 +33,7 @@ class SqlAgentStore:
         return await self._writer.run(op)
 
     async def get_agent(self, tenant_id: str, agent_id: str) -> Agent:
-        row = await self._db.read(
+        row = await self._db.quick_read(
             lambda conn: conn.execute(_AGENT, _key(tenant_id, agent_id)).mappings().first()
         )
         return _agent_or_missing(row, agent_id)

@@ -4,6 +4,7 @@ agent, latest summary, messages after a seq), summaries, and model calls."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, or_, select, update
@@ -57,7 +58,11 @@ class SqlContextStore:
     ) -> ContextSources:
         """`after_seq` None means nothing is cached: read the latest summary and the messages
         after its span, never the whole log."""
-        return await self._db.read(lambda c: _sources(c, tenant_id, episode_id, known_summary_to, after_seq))
+        read = partial(
+            _sources, tenant_id=tenant_id, episode_id=episode_id, known=known_summary_to, after=after_seq
+        )
+        # A cached working set needs only what is new (a few rows): read it inline.
+        return await (self._db.quick_read(read) if after_seq is not None else self._db.read(read))
 
     async def save_call(self, call: ModelCall, summary: Summary | None) -> tuple[ModelCall, bool]:
         """Stores a model call (and the summary made for it) in one transaction. With a
@@ -101,7 +106,7 @@ class SqlContextStore:
 
 
 def _sources(
-    conn: Connection, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None
+    conn: Connection, *, tenant_id: str, episode_id: str, known: int, after: int | None
 ) -> ContextSources:
     scope: dict[str, Any] = {"b_tenant": tenant_id, "b_episode": episode_id}
     row = conn.execute(_EPISODE_ROW, scope).mappings().first()
@@ -109,10 +114,10 @@ def _sources(
         raise NotFound("episode", episode_id)
     episode = episode_from_row(row)
     agent_row = conn.execute(_AGENT_ROW, {**scope, "b_agent": episode.agent_id}).mappings().one()
-    summary_row = conn.execute(_NEWER_SUMMARY, {**scope, "b_known": known_summary_to}).mappings().first()
+    summary_row = conn.execute(_NEWER_SUMMARY, {**scope, "b_known": known}).mappings().first()
     summary = summary_from_row(summary_row) if summary_row is not None else None
-    after = after_seq if after_seq is not None else (summary.to_seq if summary else 0)
-    rows = conn.execute(_MESSAGES_AFTER, {**scope, "b_after": after}).mappings()
+    since = after if after is not None else (summary.to_seq if summary else 0)
+    rows = conn.execute(_MESSAGES_AFTER, {**scope, "b_after": since}).mappings()
     messages = [message_from_row(r) for r in rows]
     return ContextSources(episode, agent_from_row(agent_row), summary, messages)
 

@@ -91,19 +91,23 @@ class SqlDigestStore:
         self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
     ) -> list[Digest]:
         stmt = _ready_in(scope, after, before).order_by(D.c.ended_at.desc(), D.c.episode_id).limit(limit)
-        return await self._db.read(lambda conn: [digest_from_row(r) for r in conn.execute(stmt).mappings()])
+        return await self._db.quick_read(
+            lambda conn: [digest_from_row(r) for r in conn.execute(stmt).mappings()]
+        )
 
     async def ready_among(
         self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
     ) -> dict[str, Digest]:
         stmt = _ready_in(scope, after, before).where(D.c.episode_id.in_(list(episode_ids)))
-        return await self._db.read(
+        return await self._db.quick_read(
             lambda conn: {r["episode_id"]: digest_from_row(r) for r in conn.execute(stmt).mappings()}
         )
 
     async def pending_count(self, scope: Scope) -> int:
-        stmt = select(func.count()).where(_scope_of(scope), D.c.state != DigestState.READY.value)
-        return await self._db.read(lambda conn: _count(conn, stmt))
+        # IN, not !=: two index seeks instead of a walk over the scope's READY digests.
+        unsettled = (DigestState.PENDING.value, DigestState.FAILED.value)
+        stmt = select(func.count()).where(_scope_of(scope), D.c.state.in_(unsettled))
+        return await self._db.quick_read(lambda conn: _count(conn, stmt))
 
     async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
         return await self._db.read(lambda conn: lexical.search(conn, scope, query, limit))
