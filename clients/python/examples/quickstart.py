@@ -1,4 +1,5 @@
-"""Quickstart: create an agent, log a short conversation, read it back, close the episode.
+"""Quickstart: create an agent, log a short conversation, read it back, build the context of
+the next model call, close the episode.
 
     python quickstart.py [ADDRESS [API_KEY]]
 
@@ -11,9 +12,10 @@ import asyncio
 import contextlib
 import os
 import sys
+import textwrap
 
 from episodic_client import AlreadyExistsError, AsyncEpisodicClient
-from episodic_client.v1 import episode_pb2
+from episodic_client.v1 import context_pb2, episode_pb2
 
 AGENT_ID = "quickstart-agent"
 
@@ -31,6 +33,13 @@ async def main(address: str, api_key: str | None) -> None:
         async for message in client.iter_messages(episode.episode_id):  # newest first
             role = episode_pb2.Role.Name(message.role)
             print(f"  #{message.seq} {role:<14} {message.token_count:>3} tokens  {message.content}")
+
+        built = await client.build_context(episode.episode_id, user_message="And of Italy?")
+        print(f"context of the next model call ({built.report.total_tokens} tokens):")
+        for rendered in built.messages:
+            role = episode_pb2.Role.Name(rendered.role)
+            section = context_pb2.ContextSection.Name(rendered.section)
+            print(f"  {role:<14} {section:<34} {textwrap.shorten(rendered.content, 50)}")
 
         closed = (await client.close_episode(episode.episode_id, note="quickstart done")).episode
         print(f"closed: {closed.message_count} messages, {closed.token_count} tokens")

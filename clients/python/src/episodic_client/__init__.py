@@ -6,6 +6,7 @@ Methods mirror the RPCs of episodic.v1 and return the generated response message
 (`episodic_client.v1.*_pb2`). Failures raise `EpisodicClientError` subclasses."""
 
 from episodic_client.aio_client import AsyncEpisodicClient
+from episodic_client.context import BuiltContext
 from episodic_client.errors import (
     AlreadyExistsError,
     EpisodicClientError,
@@ -19,6 +20,7 @@ from episodic_client.errors import (
 from episodic_client.requests import message_input, tool_call, tool_result
 from episodic_client.sync_client import EpisodicClient
 from episodic_client.v1.agent_pb2 import Agent, MemoryConfig
+from episodic_client.v1.context_pb2 import ContextMessage, ContextReport, ModelCall
 from episodic_client.v1.episode_pb2 import Episode, Message, MessageInput, ToolCall, ToolResult
 
 __version__ = "0.1.0"
@@ -27,6 +29,9 @@ __all__ = [
     "Agent",
     "AlreadyExistsError",
     "AsyncEpisodicClient",
+    "BuiltContext",
+    "ContextMessage",
+    "ContextReport",
     "Episode",
     "EpisodicClient",
     "EpisodicClientError",
@@ -35,6 +40,7 @@ __all__ = [
     "MemoryConfig",
     "Message",
     "MessageInput",
+    "ModelCall",
     "NotFoundError",
     "PermissionDeniedError",
     "ToolCall",

@@ -15,11 +15,19 @@ from episodic_client import values
 from episodic_client.v1 import (
     agent_pb2,
     agent_service_pb2,
+    context_service_pb2,
     diagnostics_service_pb2,
     episode_pb2,
     episode_service_pb2,
 )
-from episodic_client.values import CloseReasonLike, JsonObject, JsonValue, RoleLike, StateLike
+from episodic_client.values import (
+    CloseReasonLike,
+    JsonObject,
+    JsonValue,
+    RoleLike,
+    SearchModeLike,
+    StateLike,
+)
 
 # --- agents -----------------------------------------------------------------------------
 
@@ -116,6 +124,30 @@ def list_episodes(
     )
 
 
+def search_episodes(
+    agent_id: str,
+    user_id: str,
+    query: str = "",
+    *,
+    mode: SearchModeLike = episode_service_pb2.SEARCH_MODE_HYBRID,
+    top_k: int = 0,
+    min_score: float | None = None,
+    ended_after: datetime | None = None,
+    ended_before: datetime | None = None,
+) -> episode_service_pb2.SearchEpisodesRequest:
+    """mode is "recency", "semantic", "hybrid" or an enum; a min_score of None is left unset."""
+    return episode_service_pb2.SearchEpisodesRequest(
+        agent_id=agent_id,
+        user_id=user_id,
+        mode=values.search_mode(mode),
+        query=query,
+        top_k=top_k,
+        min_score=min_score,
+        ended_after=values.timestamp(ended_after),
+        ended_before=values.timestamp(ended_before),
+    )
+
+
 # --- messages ---------------------------------------------------------------------------
 
 
@@ -200,6 +232,64 @@ def list_messages(
 ) -> episode_service_pb2.ListMessagesRequest:
     return episode_service_pb2.ListMessagesRequest(
         episode_id=episode_id, page_size=page_size, page_token=page_token
+    )
+
+
+# --- context ----------------------------------------------------------------------------
+
+
+def build_context(
+    episode_id: str,
+    *,
+    user_message: str = "",
+    append_user_message: bool = False,
+    client_message_id: str = "",
+    system_prompt: str | None = None,
+    memory_config: agent_pb2.MemoryConfig | None = None,
+    model: str = "",
+    recall_query: str = "",
+    request_id: str = "",
+) -> context_service_pb2.BuildContextRequest:
+    """A system_prompt of None keeps the agent's; "" overrides it with an empty prompt."""
+    return context_service_pb2.BuildContextRequest(
+        episode_id=episode_id,
+        user_message=user_message,
+        append_user_message=append_user_message,
+        client_message_id=client_message_id,
+        system_prompt=system_prompt,
+        memory_config=memory_config,
+        model=model,
+        recall_query=recall_query,
+        request_id=request_id,
+    )
+
+
+def get_model_call(model_call_id: str) -> context_service_pb2.GetModelCallRequest:
+    return context_service_pb2.GetModelCallRequest(model_call_id=model_call_id)
+
+
+def list_model_calls(
+    episode_id: str, *, page_size: int = 0, page_token: str = ""
+) -> context_service_pb2.ListModelCallsRequest:
+    return context_service_pb2.ListModelCallsRequest(
+        episode_id=episode_id, page_size=page_size, page_token=page_token
+    )
+
+
+def record_model_reply(
+    model_call_id: str,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    latency: timedelta | None = None,
+    assistant_message_seq: int = 0,
+) -> context_service_pb2.RecordModelReplyRequest:
+    return context_service_pb2.RecordModelReplyRequest(
+        model_call_id=model_call_id,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        latency=values.duration(latency),
+        assistant_message_seq=assistant_message_seq,
     )
 
 

@@ -7,7 +7,7 @@ subclasses."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
 from typing import Self, TypeVar
@@ -16,20 +16,24 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from episodic_client import requests as rq
+from episodic_client.context import BuiltContext, join_frames
 from episodic_client.errors import from_rpc_error
 from episodic_client.metadata import auth_metadata
 from episodic_client.paging import pages
 from episodic_client.v1 import (
     agent_pb2,
     agent_service_pb2,
+    context_pb2,
+    context_service_pb2,
     diagnostics_service_pb2,
     episode_pb2,
     episode_service_pb2,
 )
 from episodic_client.v1.agent_service_pb2_grpc import AgentServiceStub
+from episodic_client.v1.context_service_pb2_grpc import ContextServiceStub
 from episodic_client.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
 from episodic_client.v1.episode_service_pb2_grpc import EpisodeServiceStub
-from episodic_client.values import CloseReasonLike, JsonObject, RoleLike, StateLike
+from episodic_client.values import CloseReasonLike, JsonObject, RoleLike, SearchModeLike, StateLike
 
 Req = TypeVar("Req", bound=ProtoMessage)
 Resp = TypeVar("Resp", bound=ProtoMessage)
@@ -56,6 +60,7 @@ class EpisodicClient:
         self._metadata = auth_metadata(api_key)
         self._agents = AgentServiceStub(self._channel)
         self._episodes = EpisodeServiceStub(self._channel)
+        self._context = ContextServiceStub(self._channel)
         self._diagnostics = DiagnosticsServiceStub(self._channel)
 
     def __enter__(self) -> Self:
@@ -75,6 +80,18 @@ class EpisodicClient:
             return rpc(request, timeout=self._timeout, metadata=self._metadata)
         except grpc.RpcError as error:
             raise from_rpc_error(error) from error
+
+    def _stream(
+        self, rpc: grpc.UnaryStreamMultiCallable[Req, Resp], request: Req, timeout: float | None
+    ) -> list[Resp]:
+        """Every response of a server stream; timeout (default: the client's) covers them all."""
+        call = rpc(request, timeout=self._timeout if timeout is None else timeout, metadata=self._metadata)
+        try:
+            return list(call)
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
+        finally:  # a no-op once the stream has ended; stops it if we were interrupted
+            call.cancel()  # type: ignore[no-untyped-call]  # untyped in grpc-stubs
 
     # --- agents -------------------------------------------------------------------------
 
@@ -175,6 +192,30 @@ class EpisodicClient:
         for page in pages(partial(self._call, self._episodes.ListEpisodes), request):
             yield from page.episodes
 
+    def search_episodes(
+        self,
+        agent_id: str,
+        user_id: str,
+        query: str = "",
+        *,
+        mode: SearchModeLike = episode_service_pb2.SEARCH_MODE_HYBRID,
+        top_k: int = 0,
+        min_score: float | None = None,
+        ended_after: datetime | None = None,
+        ended_before: datetime | None = None,
+    ) -> episode_service_pb2.SearchEpisodesResponse:
+        request = rq.search_episodes(
+            agent_id,
+            user_id,
+            query,
+            mode=mode,
+            top_k=top_k,
+            min_score=min_score,
+            ended_after=ended_after,
+            ended_before=ended_before,
+        )
+        return self._call(self._episodes.SearchEpisodes, request)
+
     # --- messages -----------------------------------------------------------------------
 
     def add_message(
@@ -217,6 +258,69 @@ class EpisodicClient:
         fetch = partial(self._call, self._episodes.ListMessages)
         for page in pages(fetch, rq.list_messages(episode_id, page_size=page_size)):
             yield from page.messages
+
+    # --- context ------------------------------------------------------------------------
+
+    def build_context(
+        self,
+        episode_id: str,
+        *,
+        user_message: str = "",
+        append_user_message: bool = False,
+        client_message_id: str = "",
+        system_prompt: str | None = None,
+        memory_config: agent_pb2.MemoryConfig | None = None,
+        model: str = "",
+        recall_query: str = "",
+        request_id: str = "",
+        timeout: float | None = None,
+    ) -> BuiltContext:
+        """Runs the stream to its end and returns the whole messages and the report."""
+        request = rq.build_context(
+            episode_id,
+            user_message=user_message,
+            append_user_message=append_user_message,
+            client_message_id=client_message_id,
+            system_prompt=system_prompt,
+            memory_config=memory_config,
+            model=model,
+            recall_query=recall_query,
+            request_id=request_id,
+        )
+        return join_frames(self._stream(self._context.BuildContext, request, timeout))
+
+    def get_model_call(self, model_call_id: str) -> context_service_pb2.GetModelCallResponse:
+        return self._call(self._context.GetModelCall, rq.get_model_call(model_call_id))
+
+    def list_model_calls(
+        self, episode_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> context_service_pb2.ListModelCallsResponse:
+        request = rq.list_model_calls(episode_id, page_size=page_size, page_token=page_token)
+        return self._call(self._context.ListModelCalls, request)
+
+    def iter_model_calls(self, episode_id: str, *, page_size: int = 0) -> Iterator[context_pb2.ModelCall]:
+        """Every model call of the episode, newest first, fetching pages as needed."""
+        fetch = partial(self._call, self._context.ListModelCalls)
+        for page in pages(fetch, rq.list_model_calls(episode_id, page_size=page_size)):
+            yield from page.model_calls
+
+    def record_model_reply(
+        self,
+        model_call_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        latency: timedelta | None = None,
+        assistant_message_seq: int = 0,
+    ) -> context_service_pb2.RecordModelReplyResponse:
+        request = rq.record_model_reply(
+            model_call_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            latency=latency,
+            assistant_message_seq=assistant_message_seq,
+        )
+        return self._call(self._context.RecordModelReply, request)
 
     # --- diagnostics --------------------------------------------------------------------
 

@@ -11,13 +11,14 @@ from typing import TypeAlias, TypeVar
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
-from episodic_client.v1 import episode_pb2
+from episodic_client.v1 import episode_pb2, episode_service_pb2
 
 JsonValue: TypeAlias = "str | float | bool | None | Mapping[str, JsonValue] | Sequence[JsonValue]"
 JsonObject: TypeAlias = "Mapping[str, JsonValue]"
 RoleLike: TypeAlias = "str | int"
 CloseReasonLike: TypeAlias = "str | int"
 StateLike: TypeAlias = "str | int"
+SearchModeLike: TypeAlias = "str | int"
 
 V = TypeVar("V", bound=int)
 
@@ -30,6 +31,7 @@ def _names(items: Iterable[tuple[str, V]], prefix: str) -> dict[str, V]:
 _ROLES = _names(episode_pb2.Role.items(), "ROLE_")
 _CLOSE_REASONS = _names(episode_pb2.CloseReason.items(), "CLOSE_REASON_")
 _STATES = _names(episode_pb2.Episode.State.items(), "STATE_")
+_SEARCH_MODES = _names(episode_service_pb2.SearchMode.items(), "SEARCH_MODE_")
 
 
 def _lookup(table: Mapping[str, V], value: str, prefix: str) -> V:
@@ -55,6 +57,12 @@ def episode_state(value: StateLike) -> episode_pb2.Episode.State.ValueType:
     if isinstance(value, str):
         return _lookup(_STATES, value, "STATE_")
     return episode_pb2.Episode.State.ValueType(value)
+
+
+def search_mode(value: SearchModeLike) -> episode_service_pb2.SearchMode.ValueType:
+    if isinstance(value, str):
+        return _lookup(_SEARCH_MODES, value, "SEARCH_MODE_")
+    return episode_service_pb2.SearchMode.ValueType(value)
 
 
 def struct(data: JsonObject | struct_pb2.Struct | None) -> struct_pb2.Struct | None:
