@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
@@ -190,6 +191,16 @@ async def test_model_replies_attach_once_and_calls_page_newest_first(client: Cli
     )
     reply.input_tokens = -1
     await expect_invalid(client.context.RecordModelReply(reply, metadata=client.auth), "input_tokens")
+    (answer,) = await client.add(episode_id, assistant("Here is turn 1."))
+    linked = context_service_pb2.RecordModelReplyRequest(
+        model_call_id=ids[1], assistant_message_seq=answer.seq
+    )
+    stored = (await client.context.RecordModelReply(linked, metadata=client.auth)).model_call
+    assert stored.reply.assistant_message_seq == answer.seq
+    linked.model_call_id, linked.assistant_message_seq = ids[2], 999
+    await expect_invalid(
+        client.context.RecordModelReply(linked, metadata=client.auth), "assistant_message_seq"
+    )
 
 
 async def test_another_tenant_sees_neither_the_episode_nor_its_model_calls(server: RunningServer) -> None:
@@ -221,7 +232,7 @@ async def test_bad_input_gets_a_clear_status_naming_the_field(client: Client) ->
     mem = agent_pb2.MemoryConfig
     await expect_code(build(client, unique("missing"), user_message="x"), grpc.StatusCode.NOT_FOUND)
     await expect_invalid(build(client, "", user_message="x"), "episode_id")
-    appending = {"user_message": "hello", "append_user_message": True}  # refused calls append nothing
+    appending: dict[str, Any] = {"user_message": "hello", "append_user_message": True}  # refused: no append
     await expect_invalid(
         build(client, episode_id, memory_config=mem(max_working_memory_tokens=0), **appending),
         "memory_config.max_working_memory_tokens",

@@ -10,8 +10,9 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, or_, select, update
 
 from episodic.domain.context import ModelCall, ModelReply, Summary
+from episodic.domain.model import Role
 from episodic.domain.ports import ContextSources
-from episodic.errors import AlreadyExists, NotFound
+from episodic.errors import AlreadyExists, InvalidArgument, NotFound
 from episodic.store import schema as s
 from episodic.store.context_rows import (
     model_call_from_row,
@@ -39,6 +40,9 @@ _MESSAGES_AFTER = (
     select(M)
     .where(M.c.tenant_id == _TENANT, M.c.episode_id == _EPISODE, M.c.seq > bindparam("b_after"))
     .order_by(M.c.seq)
+)
+_MESSAGE_ROLE = select(M.c.role).where(
+    M.c.tenant_id == _TENANT, M.c.episode_id == _EPISODE, M.c.seq == bindparam("b_seq")
 )
 _CALL_ROW = select(MC).where(MC.c.tenant_id == _TENANT, MC.c.model_call_id == bindparam("b_call"))
 _CALL_FOR_REQUEST = select(MC).where(
@@ -98,6 +102,8 @@ class SqlContextStore:
             call = _get_call(conn, tenant_id, model_call_id)
             if call.reply is not None:
                 return _same_reply(call, reply)
+            if reply.assistant_message_seq:
+                _require_assistant_message(conn, call, reply.assistant_message_seq)
             stmt = update(MC).where(MC.c.tenant_id == tenant_id, MC.c.model_call_id == model_call_id)
             conn.execute(stmt.values(reply=reply_json(reply)))
             return _get_call(conn, tenant_id, model_call_id)
@@ -146,6 +152,15 @@ def _list_calls(
         stmt = stmt.where(or_(MC.c.created_at < at, older))
     stmt = stmt.order_by(MC.c.created_at.desc(), MC.c.model_call_id.desc()).limit(limit)
     return [model_call_from_row(r) for r in conn.execute(stmt).mappings()]
+
+
+def _require_assistant_message(conn: Connection, call: ModelCall, seq: int) -> None:
+    params = {"b_tenant": call.tenant_id, "b_episode": call.episode_id, "b_seq": seq}
+    role = conn.execute(_MESSAGE_ROLE, params).scalar()
+    if role != Role.ASSISTANT.value:
+        raise InvalidArgument.of(
+            "assistant_message_seq", f"episode {call.episode_id} has no assistant message with seq {seq}"
+        )
 
 
 def _same_reply(call: ModelCall, reply: ModelReply) -> ModelCall:
