@@ -7,7 +7,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
@@ -25,6 +25,7 @@ from episodic.service.digester import Digester, load_index
 from episodic.service.episodes import DigestWaiter, EpisodeService, NoDigests
 from episodic.service.reaper import IdleReaper
 from episodic.service.recall import RecallService
+from episodic.service.recall_memo import RecencyMemo, ScopeVersions
 from episodic.service.working_set import WorkingSetCache
 from episodic.store.agents import SqlAgentStore
 from episodic.store.context import SqlContextStore
@@ -96,6 +97,7 @@ class Recall:
     summarizer: Summarizer
     index: VectorIndex
     digests: SqlDigestStore
+    versions: ScopeVersions = field(default_factory=ScopeVersions)  # bumped when a scope's recall changes
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -141,6 +143,7 @@ def build_services(
         utc_now,
         new_episode_id,
         digests=digester or NoDigests(),
+        scope_changed=recall.versions.bump,
         tracing=tracing,
     )
     recall_service = RecallService(
@@ -174,7 +177,7 @@ def build_context(
     )
     return ContextService(
         store, episodes, search, tokens, ExtractiveSummarizer(), settings.limits, utc_now,
-        new_call_id, cache, background, tracing,
+        new_call_id, cache, background, RecencyMemo(recall.versions), tracing,
     )  # fmt: skip
 
 
@@ -224,7 +227,10 @@ async def run_background(
     stale = await recall.digests.count_stale(model)
     if stale:
         log.warning("embedding model changed: re-embedding in the background", extra={"digests": stale})
-    digester = Digester(recall.digests, recall.summarizer, recall.embedder, recall.index, utc_now)
+    digester = Digester(
+        recall.digests, recall.summarizer, recall.embedder, recall.index, utc_now,
+        scope_changed=recall.versions.bump,
+    )  # fmt: skip
     services = build_services(settings, database, writer, recall, digester, tracing)
     episodes = SqlEpisodeStore(database, writer, utc_now)
     reaper = IdleReaper(episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds)

@@ -146,6 +146,23 @@ def frames(call: ModelCall, max_frame_bytes: int) -> Iterator[context_service_pb
     """The stream of one call: messages packed in order into frames under the limit (a
     message too large for one frame is split into content parts), the report last."""
     budget = max_frame_bytes - FRAME_SLACK_BYTES
+    if _surely_fits(call, budget):  # the usual case: one frame, no per-message sizing
+        messages = [context_message_out(i, m) for i, m in enumerate(call.messages)]
+        yield context_service_pb2.BuildContextResponse(messages=messages, report=report_out(call.report))
+        return
+    yield from _packed(call, budget)
+
+
+def _surely_fits(call: ModelCall, budget: int) -> bool:
+    """An upper bound of the one-frame size: 4 bytes per character of text (UTF-8), 8 per
+    character of a tool input's repr (Struct encoding), generous room for other fields."""
+    bound = 1024 + 512 * len(call.report.recalled)
+    for m in call.messages:
+        bound += 256 + 4 * len(m.content) + sum(256 + 8 * len(repr(t.input)) for t in m.tool_calls)
+    return bound <= budget
+
+
+def _packed(call: ModelCall, budget: int) -> Iterator[context_service_pb2.BuildContextResponse]:
     batch: list[context_pb2.ContextMessage] = []
     used = 0
     for part in _parts(call.messages, budget):

@@ -54,6 +54,7 @@ class AssemblyInput:
     budget: Budget
     can_compact: bool
     system_prompt_overridden: bool = False
+    rendered_tail: Sequence[RenderedMessage] | None = None  # from_log of each tail message, if cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class _Fixed:
 
 
 def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: _Fixed) -> Assembly:
-    stubs = stub_old_tool_results(inp.tail, inp.keep_tool_results, count)
+    stubs = stub_old_tool_results(inp.tail, inp.keep_tool_results, count, inp.rendered_tail)
     turns = group_turns(stubs.messages)
     kept_turns = turns[len(turns) - newest_that_fit(turns, allowance) :]
     history = [m for turn in kept_turns for m in turn.messages]

@@ -61,12 +61,20 @@ class Stubbed:
     stubbed: int
 
 
-def stub_old_tool_results(tail: Sequence[Message], keep: int, count: CountTokens) -> Stubbed:
-    """Renders the tail; all but the `keep` newest tool results become ~10-token stubs."""
-    names = {call.tool_call_id: call.tool_name for m in tail for call in m.tool_calls}
+def stub_old_tool_results(
+    tail: Sequence[Message], keep: int, count: CountTokens, rendered: Sequence[RenderedMessage] | None = None
+) -> Stubbed:
+    """Renders the tail; all but the `keep` newest tool results become ~10-token stubs.
+    `rendered` may hold `from_log` of each tail message, already made (a cache)."""
+    views = rendered if rendered is not None else [from_log(m) for m in tail]
     results = [i for i, m in enumerate(tail) if m.role is Role.TOOL and m.tool_result is not None]
-    old = set(results[: max(len(results) - keep, 0)])
-    out = [_stub(m, names, count) if i in old else from_log(m) for i, m in enumerate(tail)]
+    old = results[: max(len(results) - keep, 0)]
+    if not old:
+        return Stubbed(list(views), 0)
+    names = {call.tool_call_id: call.tool_name for m in tail for call in m.tool_calls}
+    out = list(views)
+    for i in old:
+        out[i] = _stub(tail[i], names, count)
     return Stubbed(out, len(old))
 
 
@@ -92,10 +100,7 @@ class Turn:
     results answering it, or any single other message."""
 
     messages: tuple[RenderedMessage, ...]
-
-    @property
-    def tokens(self) -> int:
-        return sum(m.tokens for m in self.messages)
+    tokens: int
 
     @property
     def first_seq(self) -> int:
@@ -116,7 +121,7 @@ def group_turns(messages: Sequence[RenderedMessage]) -> list[Turn]:
             continue
         turns.append([m])
         open_calls = {c.tool_call_id for c in m.tool_calls}
-    return [Turn(tuple(t)) for t in turns]
+    return [Turn(tuple(t), sum(m.tokens for m in t)) for t in turns]
 
 
 def newest_that_fit(turns: Sequence[Turn], allowance: int) -> int:

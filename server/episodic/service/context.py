@@ -31,13 +31,14 @@ from episodic.domain.model import (
 )
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
 from episodic.domain.ports import Clock, ContextStore, IdFactory, Summarizer, TokenCounter
-from episodic.domain.recall import SearchMode, Snippet
+from episodic.domain.recall import Scope, SearchMode, Snippet
 from episodic.domain.reducers import REPLY_PRIMING
 from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
 from episodic.errors import FailedPrecondition
 from episodic.service.compaction import BackgroundCompactor, SummaryMaker
 from episodic.service.episodes import EpisodeService
 from episodic.service.recall import RecallService, SearchRequest
+from episodic.service.recall_memo import RecencyMemo, ScopeVersions
 from episodic.service.token_cache import CachedCounts
 from episodic.service.working_set import Key, WorkingSet, WorkingSetCache
 from episodic.telemetry.tracing import (
@@ -94,6 +95,7 @@ class ContextService:
     new_id: IdFactory
     cache: WorkingSetCache
     background: BackgroundCompactor | None = None  # set when an LLM summarizer is configured
+    memo: RecencyMemo = dataclasses.field(default_factory=lambda: RecencyMemo(ScopeVersions()))
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
     counts: CachedCounts = dataclasses.field(init=False)
 
@@ -180,12 +182,27 @@ class ContextService:
             mode = SearchMode.RECENCY  # nothing to match yet: the latest episodes
         episode = working_set.episode
         min_score = config.recall_min_score if config.recall_min_score > 0 else None
-        found = await self.recall.search(
-            caller,
-            SearchRequest(episode.agent_id, episode.user_id, mode, query, config.recall_top_k, min_score),
+        request = SearchRequest(
+            episode.agent_id, episode.user_id, mode, query, config.recall_top_k, min_score
         )
-        snippets = [s for s in found.snippets if s.episode_id != episode.episode_id]
-        return snippets, found.pending_digests
+        found = await self._search(caller, request)
+        snippets = [s for s in found[0] if s.episode_id != episode.episode_id]
+        return snippets, found[1]
+
+    async def _search(self, caller: Caller, r: SearchRequest) -> tuple[list[Snippet], int]:
+        """Recency answers are remembered between turns (see RecencyMemo)."""
+        if r.mode is not SearchMode.RECENCY:
+            found = await self.recall.search(caller, r)
+            return found.snippets, found.pending_digests
+        scope = Scope(caller.tenant_id, r.agent_id, r.user_id)
+        key = (scope, r.top_k, r.min_score)
+        remembered = self.memo.get(key)
+        if remembered is not None:
+            return remembered
+        version = self.memo.version(scope)
+        found = await self.recall.search(caller, r)
+        self.memo.put(key, version, found.snippets, found.pending_digests)
+        return found.snippets, found.pending_digests
 
     async def _assemble_and_store(
         self, caller: Caller, key: Key, r: ContextRequest, turn: Turn
@@ -224,7 +241,7 @@ class ContextService:
             summary = await asyncio.to_thread(maker.make, self.summarizer, turn.working_set, through)
             span.set_attribute("episodic.summary.to_seq", through)
         rest = [m for m in inputs.tail if m.seq > through]
-        again = dataclasses.replace(inputs, summary=summary, tail=rest, can_compact=False)
+        again = dataclasses.replace(inputs, summary=summary, tail=rest, can_compact=False, rendered_tail=None)
         return assemble(again, count), summary, Compaction.SUMMARIZED
 
     def _model_call(
@@ -308,7 +325,10 @@ def _effective_memory(working_set: WorkingSet, draft: MemoryDraft) -> MemoryConf
 
 def _inputs(r: ContextRequest, turn: Turn) -> AssemblyInput:
     ws, config = turn.working_set, turn.config
-    tail: list[Message] = [m for m in ws.tail if m.seq != turn.user_seq]
+    keep = [i for i, m in enumerate(ws.tail) if m.seq != turn.user_seq]
+    everything = len(keep) == len(ws.tail)
+    tail: list[Message] = ws.tail if everything else [ws.tail[i] for i in keep]
+    rendered = ws.rendered if everything else [ws.rendered[i] for i in keep]
     return AssemblyInput(
         system_prompt=r.system_prompt if r.system_prompt is not None else ws.agent.system_prompt,
         user_message=r.user_message,
@@ -319,6 +339,7 @@ def _inputs(r: ContextRequest, turn: Turn) -> AssemblyInput:
         budget=Budget(config.max_working_memory_tokens, config.ceiling_tokens),
         can_compact=True,
         system_prompt_overridden=r.system_prompt is not None,
+        rendered_tail=rendered,
     )
 
 

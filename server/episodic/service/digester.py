@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from episodic.domain import digests as rules
 from episodic.domain.model import Message
 from episodic.domain.ports import Clock, DigestStore, Embedder, Summarizer, VectorIndex
-from episodic.domain.recall import Digest, DigestState, DigestText, episode_of, vector_key
+from episodic.domain.recall import Digest, DigestState, DigestText, Scope, episode_of, vector_key
 from episodic.service.background import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class Digester:
     batch: int = 16
     lease: timedelta = timedelta(minutes=5)
     idle_poll_seconds: float = 1.0
+    scope_changed: Callable[[Scope], None] = lambda _scope: None  # what recall finds there changed
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _settled: asyncio.Condition = field(default_factory=asyncio.Condition)
     _task: asyncio.Task[None] | None = None
@@ -98,6 +100,7 @@ class Digester:
             log.warning("digest of %s failed: %s", digest.episode_id, exc, exc_info=True)
             await self.store.save_failed(rules.failed(digest, f"{type(exc).__name__}: {exc}", self.clock()))
             succeeded = False
+        self.scope_changed(digest.scope)
         async with self._settled:
             self._settled.notify_all()
         return succeeded

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -31,7 +31,7 @@ from episodic.domain.ports import (
     IdFactory,
     TokenCounter,
 )
-from episodic.domain.recall import Digest
+from episodic.domain.recall import Digest, Scope
 from episodic.domain.validation import (
     Limits,
     Violations,
@@ -105,6 +105,7 @@ class EpisodeService:
     new_id: IdFactory
     encodings: EncodingCache = field(default_factory=EncodingCache)
     digests: DigestWaiter = field(default_factory=lambda: NoDigests())
+    scope_changed: Callable[[Scope], None] = lambda _scope: None  # a close adds a pending digest
     tracing: Tracing = field(default_factory=no_tracing)
 
     async def open_episode(
@@ -176,6 +177,7 @@ class EpisodeService:
         """Closes without request checks: the entry point for server-side closers too."""
         when = ended or self.clock()
         closed = await self.episodes.close_episode(tenant_id, episode_id, reason, note, when)
+        self.scope_changed(Scope(tenant_id, closed.agent_id, closed.user_id))
         self.digests.wake()
         return closed
 

@@ -8,11 +8,12 @@ import functools
 
 from episodic.domain.ports import TokenCounter
 
-MAX_CACHED_CHARS = 4096  # bounds the cache's memory: at most capacity x 4 KB of text
+MAX_CACHED_CHARS = 16_384  # a past-conversations block of 10 episodes is ~4-8 KB
+CAPACITY = 2048  # bounds the cache's memory: at most 2048 x 16 K characters, ~32 MiB
 
 
 class CachedCounts:
-    def __init__(self, tokens: TokenCounter, capacity: int = 8192) -> None:
+    def __init__(self, tokens: TokenCounter, capacity: int = CAPACITY) -> None:
         self._tokens = tokens
         self._cached = functools.lru_cache(maxsize=capacity)(tokens.count)
 

@@ -11,23 +11,32 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from episodic.domain.context import Summary
+from episodic.domain.context import RenderedMessage, Summary
 from episodic.domain.model import Agent, Episode, Message
+from episodic.domain.reducers import from_log
 
 Key = tuple[str, str]  # (tenant, episode)
-_MESSAGE_FIXED_BYTES = 200  # the Message object and its small fields, measured with tracemalloc
+_MESSAGE_FIXED_BYTES = 320  # Message + RenderedMessage objects and small fields (tracemalloc)
 
 
 def message_bytes(m: Message) -> int:
+    """The message, its rendered view (which shares the text) and their small fields."""
     return _MESSAGE_FIXED_BYTES + sys.getsizeof(m.content) + 120 * len(m.tool_calls)
 
 
 @dataclass(slots=True)
 class WorkingSet:
+    """`rendered` holds each tail message as the model sees it (before stubbing), so a turn
+    does not rebuild them; the strings are shared with `tail`, not copied."""
+
     episode: Episode
     agent: Agent
     summary: Summary | None
     tail: list[Message] = field(default_factory=list)  # messages after the summary's span
+    rendered: list[RenderedMessage] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rendered = [from_log(m) for m in self.tail]
 
     @property
     def last_seq(self) -> int:
@@ -46,12 +55,16 @@ class WorkingSet:
         if summary is not None:
             self.compacted(summary)
         last = self.last_seq
-        self.tail.extend(m for m in new if m.seq > last)
+        fresh = [m for m in new if m.seq > last]
+        self.tail.extend(fresh)
+        self.rendered.extend(from_log(m) for m in fresh)
 
     def compacted(self, summary: Summary) -> None:
         if summary.to_seq > self.summary_to:
             self.summary = summary
-            self.tail = [m for m in self.tail if m.seq > summary.to_seq]
+            keep = [i for i, m in enumerate(self.tail) if m.seq > summary.to_seq]
+            self.tail = [self.tail[i] for i in keep]
+            self.rendered = [self.rendered[i] for i in keep]
 
     def size(self) -> int:
         summary = sys.getsizeof(self.summary.content) if self.summary else 0

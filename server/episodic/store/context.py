@@ -7,10 +7,10 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
 
 from episodic.domain.context import ModelCall, ModelReply, Summary
-from episodic.domain.model import Role
+from episodic.domain.model import Message, Role
 from episodic.domain.ports import ContextSources
 from episodic.errors import AlreadyExists, InvalidArgument, NotFound
 from episodic.store import schema as s
@@ -29,7 +29,18 @@ from episodic.store.writer import GroupCommitWriter
 E, A, M, S, MC = s.episodes, s.agents, s.messages, s.summaries, s.model_calls
 _TENANT, _EPISODE = bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID)
 _EPISODE_ROW = select(E).where(E.c.tenant_id == _TENANT, E.c.episode_id == _EPISODE)
-_AGENT_ROW = select(A).where(A.c.tenant_id == _TENANT, A.c.agent_id == bindparam("b_agent"))
+_LATEST_SUMMARY_TO = (
+    select(func.max(S.c.to_seq))
+    .where(S.c.tenant_id == E.c.tenant_id, S.c.episode_id == E.c.episode_id)
+    .scalar_subquery()
+)
+# One row says whether anything is new: the episode (message_count is its last seq, since
+# seqs are dense), its agent (prefix "a_"), and the span end of its latest summary.
+_HEAD = (
+    select(E, *[c.label(f"a_{c.name}") for c in A.c], _LATEST_SUMMARY_TO.label("summary_to"))
+    .join(A, and_(A.c.tenant_id == E.c.tenant_id, A.c.agent_id == E.c.agent_id))
+    .where(E.c.tenant_id == _TENANT, E.c.episode_id == _EPISODE)
+)
 _NEWER_SUMMARY = (
     select(S)
     .where(S.c.tenant_id == _TENANT, S.c.episode_id == _EPISODE, S.c.to_seq > bindparam("b_known"))
@@ -114,18 +125,22 @@ class SqlContextStore:
 def _sources(
     conn: Connection, *, tenant_id: str, episode_id: str, known: int, after: int | None
 ) -> ContextSources:
+    """Reads only what the head row says is new: usually that one row and nothing else."""
     scope: dict[str, Any] = {"b_tenant": tenant_id, "b_episode": episode_id}
-    row = conn.execute(_EPISODE_ROW, scope).mappings().first()
-    if row is None:
+    head = conn.execute(_HEAD, scope).mappings().first()
+    if head is None:
         raise NotFound("episode", episode_id)
-    episode = episode_from_row(row)
-    agent_row = conn.execute(_AGENT_ROW, {**scope, "b_agent": episode.agent_id}).mappings().one()
-    summary_row = conn.execute(_NEWER_SUMMARY, {**scope, "b_known": known}).mappings().first()
-    summary = summary_from_row(summary_row) if summary_row is not None else None
+    episode = episode_from_row(head)
+    summary = None
+    if (head["summary_to"] or 0) > known:
+        row = conn.execute(_NEWER_SUMMARY, {**scope, "b_known": known}).mappings().one()
+        summary = summary_from_row(row)
     since = after if after is not None else (summary.to_seq if summary else 0)
-    rows = conn.execute(_MESSAGES_AFTER, {**scope, "b_after": since}).mappings()
-    messages = [message_from_row(r) for r in rows]
-    return ContextSources(episode, agent_from_row(agent_row), summary, messages)
+    messages: list[Message] = []
+    if episode.message_count > since:
+        rows = conn.execute(_MESSAGES_AFTER, {**scope, "b_after": since}).mappings()
+        messages = [message_from_row(r) for r in rows]
+    return ContextSources(episode, agent_from_row(head, prefix="a_"), summary, messages)
 
 
 def _get_call(conn: Connection, tenant_id: str, model_call_id: str) -> ModelCall:

@@ -83,31 +83,34 @@ def model_call_from_row(row: RowMapping) -> ModelCall:
 
 
 def _message_json(m: RenderedMessage) -> dict[str, Any]:
-    return {
-        "role": m.role.value,
-        "content": m.content,
-        "section": m.section.value,
-        "tokens": m.tokens,
-        "tool_calls": [
+    """Fields at their defaults are left out: model calls are the largest rows we write."""
+    out: dict[str, Any] = {"role": m.role.value, "content": m.content, "section": m.section.value}
+    out["tokens"] = m.tokens
+    if m.tool_calls:
+        out["tool_calls"] = [
             {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name, "input": dict(c.input)}
             for c in m.tool_calls
-        ],
-        "tool_call_id": m.tool_call_id,
-        "seq": m.seq,
-        "stubbed": m.stubbed,
-    }
+        ]
+    if m.tool_call_id:
+        out["tool_call_id"] = m.tool_call_id
+    if m.seq:
+        out["seq"] = m.seq
+    if m.stubbed:
+        out["stubbed"] = True
+    return out
 
 
 def _message_from_json(d: dict[str, Any]) -> RenderedMessage:
+    calls = d.get("tool_calls", ())
     return RenderedMessage(
         role=Role(d["role"]),
         content=d["content"],
         section=Section(d["section"]),
         tokens=d["tokens"],
-        tool_calls=tuple(ToolCall(c["tool_call_id"], c["tool_name"], c["input"]) for c in d["tool_calls"]),
-        tool_call_id=d["tool_call_id"],
-        seq=d["seq"],
-        stubbed=d["stubbed"],
+        tool_calls=tuple(ToolCall(c["tool_call_id"], c["tool_name"], c["input"]) for c in calls),
+        tool_call_id=d.get("tool_call_id", ""),
+        seq=d.get("seq", 0),
+        stubbed=d.get("stubbed", False),
     )
 
 

@@ -47,28 +47,31 @@ def agent_values(agent: Agent) -> dict[str, Any]:
     }
 
 
-def agent_from_row(row: RowMapping) -> Agent:
+def agent_from_row(row: RowMapping, prefix: str = "") -> Agent:
+    def col(name: str) -> Any:
+        return row[prefix + name]
+
     memory = MemoryConfig(
-        max_working_memory_tokens=row["max_working_memory_tokens"],
-        context_window_tokens=row["context_window_tokens"],
-        context_ceiling_percent=row["context_ceiling_percent"],
-        recall_mode=RecallMode(row["recall_mode"]),
-        recall_top_k=row["recall_top_k"],
-        recall_min_score=row["recall_min_score"],
-        tool_results_kept_verbatim=row["tool_results_kept_verbatim"],
-        idle_timeout=timedelta(seconds=row["idle_timeout_seconds"]),
+        max_working_memory_tokens=col("max_working_memory_tokens"),
+        context_window_tokens=col("context_window_tokens"),
+        context_ceiling_percent=col("context_ceiling_percent"),
+        recall_mode=RecallMode(col("recall_mode")),
+        recall_top_k=col("recall_top_k"),
+        recall_min_score=col("recall_min_score"),
+        tool_results_kept_verbatim=col("tool_results_kept_verbatim"),
+        idle_timeout=timedelta(seconds=col("idle_timeout_seconds")),
     )
     return Agent(
-        tenant_id=row["tenant_id"],
-        agent_id=row["agent_id"],
-        display_name=row["display_name"],
-        system_prompt=row["system_prompt"],
-        model=row["model"],
-        token_encoding=row["token_encoding"],
-        encoding_pinned=row["encoding_pinned"],
+        tenant_id=col("tenant_id"),
+        agent_id=col("agent_id"),
+        display_name=col("display_name"),
+        system_prompt=col("system_prompt"),
+        model=col("model"),
+        token_encoding=col("token_encoding"),
+        encoding_pinned=col("encoding_pinned"),
         memory=memory,
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+        created_at=col("created_at"),
+        updated_at=col("updated_at"),
     )
 
 
