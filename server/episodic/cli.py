@@ -1,5 +1,5 @@
 """The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, bench,
-bench-recall."""
+bench-recall, bench-context."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from episodic import config
 from episodic.bench.options import add_flags as add_bench_flags
+from episodic.bench_context.options import add_flags as add_bench_context_flags
 from episodic.bench_recall.options import add_flags as add_bench_recall_flags
 from episodic.errors import EpisodicError
 from episodic.evals.flags import add_flags as add_eval_flags
@@ -25,7 +26,9 @@ COMMANDS = (
     "config-docs",
     "bench",
     "bench-recall",
+    "bench-context",
     "eval-recall",
+    "eval-pii",
     "reindex",
 )
 
@@ -69,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_bench_recall_flags(bench_recall)
     bench_recall.set_defaults(run=_bench_recall)
+    bench_context = commands.add_parser(
+        "bench-context", help="measure BuildContext against Echo, by history length, and RSS per conversation"
+    )
+    add_bench_context_flags(bench_context)
+    bench_context.set_defaults(run=_bench_context)
     reindex = commands.add_parser(
         "reindex", help="digest pending episodes and re-embed stale vectors, then exit"
     )
@@ -77,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("eval-recall", help="LoCoMo recall@k/MRR through the API, next to BM25")
     add_eval_flags(evaluate)
     evaluate.set_defaults(run=_eval_recall)
+    evaluate_pii = commands.add_parser("eval-pii", help="precision/recall of PII detectors on a labelled set")
+    evaluate_pii.add_argument("--data", default=None, help="JSONL [default: tests/data/pii_labelled.jsonl]")
+    evaluate_pii.add_argument("--errors", action="store_true", help="list each false positive and negative")
+    evaluate_pii.set_defaults(run=_eval_pii)
     return parser
 
 
@@ -92,6 +104,12 @@ def _eval_recall(args: argparse.Namespace) -> int:
     from episodic.evals.locomo import run_eval
 
     return run_eval(args)
+
+
+def _eval_pii(args: argparse.Namespace) -> int:
+    from episodic.evals.pii import run_eval_pii
+
+    return run_eval_pii(args)
 
 
 def _settings(args: argparse.Namespace) -> config.Settings:
@@ -133,6 +151,12 @@ def _bench_recall(args: argparse.Namespace) -> int:
     from episodic.bench_recall.main import run_bench_recall
 
     return run_bench_recall(args)
+
+
+def _bench_context(args: argparse.Namespace) -> int:
+    from episodic.bench_context.main import run_bench_context
+
+    return run_bench_context(args)
 
 
 def _healthcheck(args: argparse.Namespace) -> int:
