@@ -51,6 +51,30 @@ RECALL_MODE_HYBRID: RecallMode.ValueType  # 4
 """Semantic similarity fused with lexical matching."""
 Global___RecallMode: _TypeAlias = RecallMode  # noqa: Y015
 
+class _PiiPolicy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PiiPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PiiPolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PII_POLICY_UNSPECIFIED: _PiiPolicy.ValueType  # 0
+    """Not set: the tenant's policy (server configuration) applies."""
+    PII_POLICY_OFF: _PiiPolicy.ValueType  # 1
+    """Kept as written."""
+    PII_POLICY_REDACT: _PiiPolicy.ValueType  # 2
+    """Replaced by typed placeholders before storage, embedding and rendering."""
+
+class PiiPolicy(_PiiPolicy, metaclass=_PiiPolicyEnumTypeWrapper):
+    """What happens to personal data in what an agent's conversations store."""
+
+PII_POLICY_UNSPECIFIED: PiiPolicy.ValueType  # 0
+"""Not set: the tenant's policy (server configuration) applies."""
+PII_POLICY_OFF: PiiPolicy.ValueType  # 1
+"""Kept as written."""
+PII_POLICY_REDACT: PiiPolicy.ValueType  # 2
+"""Replaced by typed placeholders before storage, embedding and rendering."""
+Global___PiiPolicy: _TypeAlias = PiiPolicy  # noqa: Y015
+
 @_typing.final
 class Agent(_message.Message):
     """An agent definition inside a tenant: its system prompt, model and memory configuration."""
@@ -125,6 +149,8 @@ class MemoryConfig(_message.Message):
     RECALL_MIN_SCORE_FIELD_NUMBER: _builtins.int
     TOOL_RESULTS_KEPT_VERBATIM_FIELD_NUMBER: _builtins.int
     IDLE_TIMEOUT_FIELD_NUMBER: _builtins.int
+    RETENTION_DAYS_FIELD_NUMBER: _builtins.int
+    PII_POLICY_FIELD_NUMBER: _builtins.int
     max_working_memory_tokens: _builtins.int
     """Token budget of the whole rendered context (all sections). Default 8000."""
     context_window_tokens: _builtins.int
@@ -145,6 +171,16 @@ class MemoryConfig(_message.Message):
     """How many of the most recent tool results stay verbatim in the context; older ones are
     replaced by short stubs. Default 3.
     """
+    retention_days: _builtins.int
+    """Closed episodes are soft-deleted this many days after they ended (invisible to every
+    read and search; purged after the server's grace period). 0 keeps them forever.
+    Default 90.
+    """
+    pii_policy: Global___PiiPolicy.ValueType
+    """Whether personal data (emails, phone numbers, card numbers, IBANs, US SSNs, IP
+    addresses, secrets) is replaced by typed placeholders such as [EMAIL] before anything is
+    stored, embedded or rendered. Default PII_POLICY_UNSPECIFIED: the tenant's policy.
+    """
     @_builtins.property
     def idle_timeout(self) -> _duration_pb2.Duration:
         """Episodes idle for longer than this are closed by the server. Default 30 minutes."""
@@ -160,10 +196,12 @@ class MemoryConfig(_message.Message):
         recall_min_score: _builtins.float | None = ...,
         tool_results_kept_verbatim: _builtins.int | None = ...,
         idle_timeout: _duration_pb2.Duration | None = ...,
+        retention_days: _builtins.int | None = ...,
+        pii_policy: Global___PiiPolicy.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "idle_timeout", b"idle_timeout", "max_working_memory_tokens", b"max_working_memory_tokens", "recall_min_score", b"recall_min_score", "recall_top_k", b"recall_top_k", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "idle_timeout", b"idle_timeout", "max_working_memory_tokens", b"max_working_memory_tokens", "recall_min_score", b"recall_min_score", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "idle_timeout", b"idle_timeout", "max_working_memory_tokens", b"max_working_memory_tokens", "recall_min_score", b"recall_min_score", "recall_mode", b"recall_mode", "recall_top_k", b"recall_top_k", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "idle_timeout", b"idle_timeout", "max_working_memory_tokens", b"max_working_memory_tokens", "pii_policy", b"pii_policy", "recall_min_score", b"recall_min_score", "recall_mode", b"recall_mode", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_ceiling_percent: _TypeAlias = _typing.Literal["context_ceiling_percent"]  # noqa: Y015
     _WhichOneofArgType__context_ceiling_percent: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent"]  # noqa: Y015
@@ -175,6 +213,8 @@ class MemoryConfig(_message.Message):
     _WhichOneofArgType__recall_min_score: _TypeAlias = _typing.Literal["_recall_min_score", b"_recall_min_score"]  # noqa: Y015
     _WhichOneofReturnType__recall_top_k: _TypeAlias = _typing.Literal["recall_top_k"]  # noqa: Y015
     _WhichOneofArgType__recall_top_k: _TypeAlias = _typing.Literal["_recall_top_k", b"_recall_top_k"]  # noqa: Y015
+    _WhichOneofReturnType__retention_days: _TypeAlias = _typing.Literal["retention_days"]  # noqa: Y015
+    _WhichOneofArgType__retention_days: _TypeAlias = _typing.Literal["_retention_days", b"_retention_days"]  # noqa: Y015
     _WhichOneofReturnType__tool_results_kept_verbatim: _TypeAlias = _typing.Literal["tool_results_kept_verbatim"]  # noqa: Y015
     _WhichOneofArgType__tool_results_kept_verbatim: _TypeAlias = _typing.Literal["_tool_results_kept_verbatim", b"_tool_results_kept_verbatim"]  # noqa: Y015
     @_typing.overload
@@ -187,6 +227,8 @@ class MemoryConfig(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__recall_min_score) -> _WhichOneofReturnType__recall_min_score | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__recall_top_k) -> _WhichOneofReturnType__recall_top_k | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retention_days) -> _WhichOneofReturnType__retention_days | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_results_kept_verbatim) -> _WhichOneofReturnType__tool_results_kept_verbatim | None: ...
 

@@ -3,8 +3,10 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -59,3 +61,71 @@ class EchoResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EchoResponse: _TypeAlias = EchoResponse  # noqa: Y015
+
+@_typing.final
+class CheckIndexRequest(_message.Message):
+    """Request of CheckIndex."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Only the vectors of this agent, when set. The whole tenant otherwise."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckIndexRequest: _TypeAlias = CheckIndexRequest  # noqa: Y015
+
+@_typing.final
+class CheckIndexResponse(_message.Message):
+    """Response of CheckIndex. Keys are written "agent_id/user_id/episode_id#chunk"."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SQL_VECTORS_FIELD_NUMBER: _builtins.int
+    INDEX_VECTORS_FIELD_NUMBER: _builtins.int
+    MISSING_FIELD_NUMBER: _builtins.int
+    ORPHANED_FIELD_NUMBER: _builtins.int
+    MISSING_KEYS_FIELD_NUMBER: _builtins.int
+    ORPHANED_KEYS_FIELD_NUMBER: _builtins.int
+    sql_vectors: _builtins.int
+    """Vectors stored in SQL for the current embedding model (those the index is built from)."""
+    index_vectors: _builtins.int
+    """Vectors held by the in-memory index."""
+    missing: _builtins.int
+    """Vectors in SQL but not in the index."""
+    orphaned: _builtins.int
+    """Vectors in the index but not in SQL."""
+    @_builtins.property
+    def missing_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Up to 20 keys of missing vectors, in key order."""
+
+    @_builtins.property
+    def orphaned_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Up to 20 keys of orphaned vectors, in key order."""
+
+    def __init__(
+        self,
+        *,
+        sql_vectors: _builtins.int = ...,
+        index_vectors: _builtins.int = ...,
+        missing: _builtins.int = ...,
+        orphaned: _builtins.int = ...,
+        missing_keys: _abc.Iterable[_builtins.str] | None = ...,
+        orphaned_keys: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_vectors", b"index_vectors", "missing", b"missing", "missing_keys", b"missing_keys", "orphaned", b"orphaned", "orphaned_keys", b"orphaned_keys", "sql_vectors", b"sql_vectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckIndexResponse: _TypeAlias = CheckIndexResponse  # noqa: Y015

@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class DiagnosticsServiceStub:
-    """DiagnosticsService holds trivial RPCs for probing the serving path itself.
+    """DiagnosticsService holds RPCs for probing the serving path and the server's own state.
     """
 
     def __init__(self, channel):
@@ -40,15 +40,31 @@ class DiagnosticsServiceStub:
                 request_serializer=episodic_dot_v1_dot_diagnostics__service__pb2.EchoRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_diagnostics__service__pb2.EchoResponse.FromString,
                 _registered_method=True)
+        self.CheckIndex = channel.unary_unary(
+                '/episodic.v1.DiagnosticsService/CheckIndex',
+                request_serializer=episodic_dot_v1_dot_diagnostics__service__pb2.CheckIndexRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_diagnostics__service__pb2.CheckIndexResponse.FromString,
+                _registered_method=True)
 
 
 class DiagnosticsServiceServicer:
-    """DiagnosticsService holds trivial RPCs for probing the serving path itself.
+    """DiagnosticsService holds RPCs for probing the serving path and the server's own state.
     """
 
     def Echo(self, request, context):
         """Returns the payload unchanged. Goes through the same interceptors (auth, logging) as
         every other RPC, so it is the baseline the benchmarks compare against.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckIndex(self, request, context):
+        """Compares the in-memory vector index with the vectors stored in SQL, key by key, for
+        the caller's tenant only. SQL is the source of truth: a vector only in SQL is missing
+        from the index (recall cannot find it), one only in the index is orphaned. A digest
+        being stored at that instant may show briefly as missing; check again to confirm.
+        Reads every key of the tenant: an operator's tool, not for the request path.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -62,6 +78,11 @@ def add_DiagnosticsServiceServicer_to_server(servicer, server):
                     request_deserializer=episodic_dot_v1_dot_diagnostics__service__pb2.EchoRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_diagnostics__service__pb2.EchoResponse.SerializeToString,
             ),
+            'CheckIndex': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckIndex,
+                    request_deserializer=episodic_dot_v1_dot_diagnostics__service__pb2.CheckIndexRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_diagnostics__service__pb2.CheckIndexResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'episodic.v1.DiagnosticsService', rpc_method_handlers)
@@ -71,7 +92,7 @@ def add_DiagnosticsServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class DiagnosticsService:
-    """DiagnosticsService holds trivial RPCs for probing the serving path itself.
+    """DiagnosticsService holds RPCs for probing the serving path and the server's own state.
     """
 
     @staticmethod
@@ -91,6 +112,33 @@ class DiagnosticsService:
             '/episodic.v1.DiagnosticsService/Echo',
             episodic_dot_v1_dot_diagnostics__service__pb2.EchoRequest.SerializeToString,
             episodic_dot_v1_dot_diagnostics__service__pb2.EchoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckIndex(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.DiagnosticsService/CheckIndex',
+            episodic_dot_v1_dot_diagnostics__service__pb2.CheckIndexRequest.SerializeToString,
+            episodic_dot_v1_dot_diagnostics__service__pb2.CheckIndexResponse.FromString,
             options,
             channel_credentials,
             insecure,

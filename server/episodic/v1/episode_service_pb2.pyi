@@ -631,3 +631,129 @@ class SearchEpisodesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SearchEpisodesResponse: _TypeAlias = SearchEpisodesResponse  # noqa: Y015
+
+@_typing.final
+class EraseUserRequest(_message.Message):
+    """Request of EraseUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """Required. The user whose data to erase."""
+    agent_id: _builtins.str
+    """Only this agent's episodes of the user, when set; otherwise every agent's."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseUserRequest: _TypeAlias = EraseUserRequest  # noqa: Y015
+
+@_typing.final
+class ErasureReceipt(_message.Message):
+    """What one erasure removed. The audit log keeps this receipt with a hash of the user id,
+    never the id itself.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERASURE_ID_FIELD_NUMBER: _builtins.int
+    ERASE_TIME_FIELD_NUMBER: _builtins.int
+    USER_HASH_FIELD_NUMBER: _builtins.int
+    EPISODES_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    SUMMARIES_FIELD_NUMBER: _builtins.int
+    DIGESTS_FIELD_NUMBER: _builtins.int
+    DIGEST_VECTORS_FIELD_NUMBER: _builtins.int
+    TEXT_ROWS_FIELD_NUMBER: _builtins.int
+    MODEL_CALLS_FIELD_NUMBER: _builtins.int
+    INDEX_VECTORS_FIELD_NUMBER: _builtins.int
+    STORAGE_SCRUBBED_FIELD_NUMBER: _builtins.int
+    erasure_id: _builtins.str
+    """Server-assigned identifier of the erasure (also in the audit log)."""
+    user_hash: _builtins.str
+    """sha256 of "<tenant>:<user_id>", in hex: what the audit log records instead of the id."""
+    episodes: _builtins.int
+    """Episodes removed."""
+    messages: _builtins.int
+    """Messages removed."""
+    tool_calls: _builtins.int
+    """Tool-call records removed."""
+    summaries: _builtins.int
+    """Compaction summaries removed."""
+    digests: _builtins.int
+    """Episode digests removed."""
+    digest_vectors: _builtins.int
+    """Stored embedding vectors removed."""
+    text_rows: _builtins.int
+    """Full-text rows removed."""
+    model_calls: _builtins.int
+    """Model calls removed."""
+    index_vectors: _builtins.int
+    """Vectors removed from this server's in-memory index."""
+    storage_scrubbed: _builtins.bool
+    """True when freed database space was also scrubbed (SQLite: full-text index merged and
+    the WAL checkpointed and truncated; PostgreSQL: the touched tables vacuumed).
+    """
+    @_builtins.property
+    def erase_time(self) -> _timestamp_pb2.Timestamp:
+        """When the erasure committed."""
+
+    def __init__(
+        self,
+        *,
+        erasure_id: _builtins.str = ...,
+        erase_time: _timestamp_pb2.Timestamp | None = ...,
+        user_hash: _builtins.str = ...,
+        episodes: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        tool_calls: _builtins.int = ...,
+        summaries: _builtins.int = ...,
+        digests: _builtins.int = ...,
+        digest_vectors: _builtins.int = ...,
+        text_rows: _builtins.int = ...,
+        model_calls: _builtins.int = ...,
+        index_vectors: _builtins.int = ...,
+        storage_scrubbed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["erase_time", b"erase_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["digest_vectors", b"digest_vectors", "digests", b"digests", "episodes", b"episodes", "erase_time", b"erase_time", "erasure_id", b"erasure_id", "index_vectors", b"index_vectors", "messages", b"messages", "model_calls", b"model_calls", "storage_scrubbed", b"storage_scrubbed", "summaries", b"summaries", "text_rows", b"text_rows", "tool_calls", b"tool_calls", "user_hash", b"user_hash"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ErasureReceipt: _TypeAlias = ErasureReceipt  # noqa: Y015
+
+@_typing.final
+class EraseUserResponse(_message.Message):
+    """Response of EraseUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def receipt(self) -> Global___ErasureReceipt:
+        """What was removed."""
+
+    def __init__(
+        self,
+        *,
+        receipt: Global___ErasureReceipt | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseUserResponse: _TypeAlias = EraseUserResponse  # noqa: Y015

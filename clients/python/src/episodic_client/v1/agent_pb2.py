@@ -26,17 +26,19 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x65pisodic/v1/agent.proto\x12\x0b\x65pisodic.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\x02\n\x05\x41gent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x15\n\rsystem_prompt\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x16\n\x0etoken_encoding\x18\x05 \x01(\t\x12\x30\n\rmemory_config\x18\x06 \x01(\x0b\x32\x19.episodic.v1.MemoryConfig\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xdb\x03\n\x0cMemoryConfig\x12&\n\x19max_working_memory_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x15\x63ontext_window_tokens\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12$\n\x17\x63ontext_ceiling_percent\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12,\n\x0brecall_mode\x18\x04 \x01(\x0e\x32\x17.episodic.v1.RecallMode\x12\x19\n\x0crecall_top_k\x18\x05 \x01(\x05H\x03\x88\x01\x01\x12\x1d\n\x10recall_min_score\x18\x06 \x01(\x02H\x04\x88\x01\x01\x12\'\n\x1atool_results_kept_verbatim\x18\x07 \x01(\x05H\x05\x88\x01\x01\x12/\n\x0cidle_timeout\x18\x08 \x01(\x0b\x32\x19.google.protobuf.DurationB\x1c\n\x1a_max_working_memory_tokensB\x18\n\x16_context_window_tokensB\x1a\n\x18_context_ceiling_percentB\x0f\n\r_recall_top_kB\x13\n\x11_recall_min_scoreB\x1d\n\x1b_tool_results_kept_verbatim*\x8a\x01\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10RECALL_MODE_NONE\x10\x01\x12\x17\n\x13RECALL_MODE_RECENCY\x10\x02\x12\x18\n\x14RECALL_MODE_SEMANTIC\x10\x03\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x65pisodic/v1/agent.proto\x12\x0b\x65pisodic.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\x02\n\x05\x41gent\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x15\n\rsystem_prompt\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x16\n\x0etoken_encoding\x18\x05 \x01(\t\x12\x30\n\rmemory_config\x18\x06 \x01(\x0b\x32\x19.episodic.v1.MemoryConfig\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb7\x04\n\x0cMemoryConfig\x12&\n\x19max_working_memory_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x15\x63ontext_window_tokens\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12$\n\x17\x63ontext_ceiling_percent\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12,\n\x0brecall_mode\x18\x04 \x01(\x0e\x32\x17.episodic.v1.RecallMode\x12\x19\n\x0crecall_top_k\x18\x05 \x01(\x05H\x03\x88\x01\x01\x12\x1d\n\x10recall_min_score\x18\x06 \x01(\x02H\x04\x88\x01\x01\x12\'\n\x1atool_results_kept_verbatim\x18\x07 \x01(\x05H\x05\x88\x01\x01\x12/\n\x0cidle_timeout\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1b\n\x0eretention_days\x18\t \x01(\x05H\x06\x88\x01\x01\x12*\n\npii_policy\x18\n \x01(\x0e\x32\x16.episodic.v1.PiiPolicyB\x1c\n\x1a_max_working_memory_tokensB\x18\n\x16_context_window_tokensB\x1a\n\x18_context_ceiling_percentB\x0f\n\r_recall_top_kB\x13\n\x11_recall_min_scoreB\x1d\n\x1b_tool_results_kept_verbatimB\x11\n\x0f_retention_days*\x8a\x01\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10RECALL_MODE_NONE\x10\x01\x12\x17\n\x13RECALL_MODE_RECENCY\x10\x02\x12\x18\n\x14RECALL_MODE_SEMANTIC\x10\x03\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x04*R\n\tPiiPolicy\x12\x1a\n\x16PII_POLICY_UNSPECIFIED\x10\x00\x12\x12\n\x0ePII_POLICY_OFF\x10\x01\x12\x15\n\x11PII_POLICY_REDACT\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic_client.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RECALLMODE']._serialized_start=844
-  _globals['_RECALLMODE']._serialized_end=982
+  _globals['_RECALLMODE']._serialized_start=936
+  _globals['_RECALLMODE']._serialized_end=1074
+  _globals['_PIIPOLICY']._serialized_start=1076
+  _globals['_PIIPOLICY']._serialized_end=1158
   _globals['_AGENT']._serialized_start=106
   _globals['_AGENT']._serialized_end=363
   _globals['_MEMORYCONFIG']._serialized_start=366
-  _globals['_MEMORYCONFIG']._serialized_end=841
+  _globals['_MEMORYCONFIG']._serialized_end=933
 # @@protoc_insertion_point(module_scope)

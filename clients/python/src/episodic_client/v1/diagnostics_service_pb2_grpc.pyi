@@ -27,7 +27,7 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class DiagnosticsServiceStub:
-    """DiagnosticsService holds trivial RPCs for probing the serving path itself."""
+    """DiagnosticsService holds RPCs for probing the serving path and the server's own state."""
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
@@ -37,19 +37,33 @@ class DiagnosticsServiceStub:
     """Returns the payload unchanged. Goes through the same interceptors (auth, logging) as
     every other RPC, so it is the baseline the benchmarks compare against.
     """
+    CheckIndex: _grpc.UnaryUnaryMultiCallable[_diagnostics_service_pb2.CheckIndexRequest, _diagnostics_service_pb2.CheckIndexResponse]
+    """Compares the in-memory vector index with the vectors stored in SQL, key by key, for
+    the caller's tenant only. SQL is the source of truth: a vector only in SQL is missing
+    from the index (recall cannot find it), one only in the index is orphaned. A digest
+    being stored at that instant may show briefly as missing; check again to confirm.
+    Reads every key of the tenant: an operator's tool, not for the request path.
+    """
 
 @_typing.type_check_only
 class DiagnosticsServiceAsyncStub(DiagnosticsServiceStub):
-    """DiagnosticsService holds trivial RPCs for probing the serving path itself."""
+    """DiagnosticsService holds RPCs for probing the serving path and the server's own state."""
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Echo: _aio.UnaryUnaryMultiCallable[_diagnostics_service_pb2.EchoRequest, _diagnostics_service_pb2.EchoResponse]  # type: ignore[assignment]
     """Returns the payload unchanged. Goes through the same interceptors (auth, logging) as
     every other RPC, so it is the baseline the benchmarks compare against.
     """
+    CheckIndex: _aio.UnaryUnaryMultiCallable[_diagnostics_service_pb2.CheckIndexRequest, _diagnostics_service_pb2.CheckIndexResponse]  # type: ignore[assignment]
+    """Compares the in-memory vector index with the vectors stored in SQL, key by key, for
+    the caller's tenant only. SQL is the source of truth: a vector only in SQL is missing
+    from the index (recall cannot find it), one only in the index is orphaned. A digest
+    being stored at that instant may show briefly as missing; check again to confirm.
+    Reads every key of the tenant: an operator's tool, not for the request path.
+    """
 
 class DiagnosticsServiceServicer(metaclass=_abc_1.ABCMeta):
-    """DiagnosticsService holds trivial RPCs for probing the serving path itself."""
+    """DiagnosticsService holds RPCs for probing the serving path and the server's own state."""
 
     @_abc_1.abstractmethod
     def Echo(
@@ -59,6 +73,19 @@ class DiagnosticsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_diagnostics_service_pb2.EchoResponse, _abc.Awaitable[_diagnostics_service_pb2.EchoResponse]]:
         """Returns the payload unchanged. Goes through the same interceptors (auth, logging) as
         every other RPC, so it is the baseline the benchmarks compare against.
+        """
+
+    @_abc_1.abstractmethod
+    def CheckIndex(
+        self,
+        request: _diagnostics_service_pb2.CheckIndexRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_diagnostics_service_pb2.CheckIndexResponse, _abc.Awaitable[_diagnostics_service_pb2.CheckIndexResponse]]:
+        """Compares the in-memory vector index with the vectors stored in SQL, key by key, for
+        the caller's tenant only. SQL is the source of truth: a vector only in SQL is missing
+        from the index (recall cannot find it), one only in the index is orphaned. A digest
+        being stored at that instant may show briefly as missing; check again to confirm.
+        Reads every key of the tenant: an operator's tool, not for the request path.
         """
 
 def add_DiagnosticsServiceServicer_to_server(servicer: DiagnosticsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

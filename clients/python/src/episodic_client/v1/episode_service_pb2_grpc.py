@@ -77,6 +77,11 @@ class EpisodeServiceStub:
                 request_serializer=episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesResponse.FromString,
                 _registered_method=True)
+        self.EraseUser = channel.unary_unary(
+                '/episodic.v1.EpisodeService/EraseUser',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.FromString,
+                _registered_method=True)
 
 
 class EpisodeServiceServicer:
@@ -143,6 +148,15 @@ class EpisodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EraseUser(self, request, context):
+        """Erases every row and vector of one user (of one agent, or of all agents) in the
+        caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
+        and full-text rows, model calls. Returns what was removed, per kind. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EpisodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +199,11 @@ def add_EpisodeServiceServicer_to_server(servicer, server):
                     servicer.SearchEpisodes,
                     request_deserializer=episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesResponse.SerializeToString,
+            ),
+            'EraseUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseUser,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -406,6 +425,33 @@ class EpisodeService:
             '/episodic.v1.EpisodeService/SearchEpisodes',
             episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesRequest.SerializeToString,
             episodic_dot_v1_dot_episode__service__pb2.SearchEpisodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.EpisodeService/EraseUser',
+            episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,11 @@ class EpisodeServiceStub:
     """Recalls closed episodes of one user of one agent, by recency or by meaning.
     Only episodes whose digest is READY are returned; pending_digests says how many are not.
     """
+    EraseUser: _grpc.UnaryUnaryMultiCallable[_episode_service_pb2.EraseUserRequest, _episode_service_pb2.EraseUserResponse]
+    """Erases every row and vector of one user (of one agent, or of all agents) in the
+    caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
+    and full-text rows, model calls. Returns what was removed, per kind. Idempotent.
+    """
 
 @_typing.type_check_only
 class EpisodeServiceAsyncStub(EpisodeServiceStub):
@@ -84,6 +89,11 @@ class EpisodeServiceAsyncStub(EpisodeServiceStub):
     SearchEpisodes: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.SearchEpisodesRequest, _episode_service_pb2.SearchEpisodesResponse]  # type: ignore[assignment]
     """Recalls closed episodes of one user of one agent, by recency or by meaning.
     Only episodes whose digest is READY are returned; pending_digests says how many are not.
+    """
+    EraseUser: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.EraseUserRequest, _episode_service_pb2.EraseUserResponse]  # type: ignore[assignment]
+    """Erases every row and vector of one user (of one agent, or of all agents) in the
+    caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
+    and full-text rows, model calls. Returns what was removed, per kind. Idempotent.
     """
 
 class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -158,6 +168,17 @@ class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_episode_service_pb2.SearchEpisodesResponse, _abc.Awaitable[_episode_service_pb2.SearchEpisodesResponse]]:
         """Recalls closed episodes of one user of one agent, by recency or by meaning.
         Only episodes whose digest is READY are returned; pending_digests says how many are not.
+        """
+
+    @_abc_1.abstractmethod
+    def EraseUser(
+        self,
+        request: _episode_service_pb2.EraseUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_episode_service_pb2.EraseUserResponse, _abc.Awaitable[_episode_service_pb2.EraseUserResponse]]:
+        """Erases every row and vector of one user (of one agent, or of all agents) in the
+        caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
+        and full-text rows, model calls. Returns what was removed, per kind. Idempotent.
         """
 
 def add_EpisodeServiceServicer_to_server(servicer: EpisodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
