@@ -39,7 +39,7 @@ PHRASES_PER_ROW = 8  # summary 2, key facts 2, transcript 4: ~32 words of lexica
 EPISODE_COLUMNS = (
     "tenant_id", "episode_id", "agent_id", "user_id", "state", "token_encoding", "started_at",
     "ended_at", "close_reason", "close_note", "metadata", "message_count", "token_count",
-    "last_activity_at",
+    "last_activity_at", "deleted_at",
 )  # fmt: skip
 DIGEST_COLUMNS = (
     "tenant_id", "episode_id", "agent_id", "user_id", "state", "summary", "key_facts",
@@ -48,7 +48,7 @@ DIGEST_COLUMNS = (
 )  # fmt: skip
 TEXT_COLUMNS = ("tenant_id", "episode_id", "agent_id", "user_id", "body", "scope")
 TABLES = ("episodes", "digests", "digest_texts")
-Row = tuple[str | int, ...]
+Row = tuple[str | int | None, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +154,8 @@ def _times(microseconds: NDArray[np.int64]) -> list[str]:
 def _episode_rows(plan: Plan, c: Chunk) -> Iterator[Row]:
     t, a, enc = plan.layout.tenant_id, plan.layout.agent_id, plan.token_encoding
     for e, u, started, ended in zip(c.episode_ids, c.user_ids, c.started, c.ended, strict=True):
-        yield (t, e, a, u, "closed", enc, started, ended, "user_ended", "", "{}", MESSAGES, TOKENS, ended)
+        closed = ("closed", enc, started, ended, "user_ended", "", "{}", MESSAGES, TOKENS, ended, None)
+        yield (t, e, a, u, *closed)
 
 
 def _digest_rows(plan: Plan, c: Chunk) -> Iterator[Row]:

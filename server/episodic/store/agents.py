@@ -48,8 +48,12 @@ class SqlAgentStore:
 
         return await self._writer.run(op)
 
-    async def list_agents(self, tenant_id: str, after: str | None, limit: int) -> list[Agent]:
+    async def list_agents(
+        self, tenant_id: str, after: str | None, limit: int, only: frozenset[str] | None = None
+    ) -> list[Agent]:
         stmt = select(A).where(A.c.tenant_id == tenant_id)
+        if only is not None:
+            stmt = stmt.where(A.c.agent_id.in_(sorted(only)))
         if after is not None:
             stmt = stmt.where(A.c.agent_id > after)
         stmt = stmt.order_by(A.c.agent_id).limit(limit)

@@ -36,12 +36,15 @@ Key = tuple[str, str]  # (tenant_id, episode_id)
 _EPISODES_LOCKED_IN = (
     select(E)
     .where(tuple_(E.c.tenant_id, E.c.episode_id).in_(bindparam("b_keys", expanding=True)))
+    .where(E.c.deleted_at.is_(None))  # soft-deleted by retention: gone for every caller
     .order_by(E.c.tenant_id, E.c.episode_id)  # one lock order for every writer: no deadlocks
     .with_for_update()
 )
 # Equality forms for the common single-key case: an expanding IN is re-rendered per call.
 _EPISODE_LOCKED = (
-    select(E).where(E.c.tenant_id == bindparam("b_0"), E.c.episode_id == bindparam("b_1")).with_for_update()
+    select(E)
+    .where(E.c.tenant_id == bindparam("b_0"), E.c.episode_id == bindparam("b_1"), E.c.deleted_at.is_(None))
+    .with_for_update()
 )
 _BY_CLIENT_ID = select(M).where(
     M.c.tenant_id == bindparam("b_0"),

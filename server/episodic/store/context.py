@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.model import Message, Role
@@ -28,7 +29,7 @@ from episodic.store.writer import GroupCommitWriter
 
 E, A, M, S, MC = s.episodes, s.agents, s.messages, s.summaries, s.model_calls
 _TENANT, _EPISODE = bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID)
-_EPISODE_ROW = select(E).where(E.c.tenant_id == _TENANT, E.c.episode_id == _EPISODE)
+_EPISODE_ROW = select(E).where(E.c.tenant_id == _TENANT, E.c.episode_id == _EPISODE, E.c.deleted_at.is_(None))
 _LATEST_SUMMARY_TO = (
     select(func.max(S.c.to_seq))
     .where(S.c.tenant_id == E.c.tenant_id, S.c.episode_id == E.c.episode_id)
@@ -39,7 +40,7 @@ _LATEST_SUMMARY_TO = (
 _HEAD = (
     select(E, *[c.label(f"a_{c.name}") for c in A.c], _LATEST_SUMMARY_TO.label("summary_to"))
     .join(A, and_(A.c.tenant_id == E.c.tenant_id, A.c.agent_id == E.c.agent_id))
-    .where(E.c.tenant_id == _TENANT, E.c.episode_id == _EPISODE)
+    .where(E.c.tenant_id == _TENANT, E.c.episode_id == _EPISODE, E.c.deleted_at.is_(None))
 )
 _NEWER_SUMMARY = (
     select(S)
@@ -55,8 +56,12 @@ _MESSAGES_AFTER = (
 _MESSAGE_ROLE = select(M.c.role).where(
     M.c.tenant_id == _TENANT, M.c.episode_id == _EPISODE, M.c.seq == bindparam("b_seq")
 )
-_CALL_ROW = select(MC).where(MC.c.tenant_id == _TENANT, MC.c.model_call_id == bindparam("b_call"))
-_CALL_FOR_REQUEST = select(MC).where(
+# Model calls of soft-deleted episodes are invisible like their episodes.
+_VISIBLE_CALLS = select(MC).join(
+    E, and_(E.c.tenant_id == MC.c.tenant_id, E.c.episode_id == MC.c.episode_id, E.c.deleted_at.is_(None))
+)
+_CALL_ROW = _VISIBLE_CALLS.where(MC.c.tenant_id == _TENANT, MC.c.model_call_id == bindparam("b_call"))
+_CALL_FOR_REQUEST = _VISIBLE_CALLS.where(
     MC.c.tenant_id == _TENANT, MC.c.episode_id == _EPISODE, MC.c.request_id == bindparam("b_request")
 )
 _INSERT_SUMMARY = InsertIgnoringConflicts(S)
@@ -84,10 +89,13 @@ class SqlContextStore:
         request_id already used on the episode, returns the stored call and False."""
 
         def op(conn: Connection) -> tuple[ModelCall, bool]:
-            if summary is not None:
-                _INSERT_SUMMARY.inserted(conn, summary_values(summary))
-            if _INSERT_CALL.inserted(conn, model_call_values(call)):
-                return call, True
+            try:
+                if summary is not None:
+                    _INSERT_SUMMARY.inserted(conn, summary_values(summary))
+                if _INSERT_CALL.inserted(conn, model_call_values(call)):
+                    return call, True
+            except IntegrityError as exc:  # the episode was erased while the turn was built
+                raise NotFound("episode", call.episode_id) from exc
             return _call_for_request(conn, call.tenant_id, call.episode_id, call.request_id), False
 
         return await self._writer.run(op)

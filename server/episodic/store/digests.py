@@ -87,6 +87,17 @@ class SqlDigestStore:
             async for rows in result.mappings().partitions(batch):
                 yield [_stored_vector(r) for r in rows]
 
+    async def vector_keys(self, tenant_id: str, model: str, agent_id: str = "") -> list[tuple[Scope, str]]:
+        """(scope, key) of every stored vector of `model` in one tenant (or one agent of it):
+        the keys the index should hold, for comparing it with SQL."""
+        stmt = select(V.c.agent_id, V.c.user_id, V.c.episode_id, V.c.chunk)
+        stmt = stmt.where(V.c.tenant_id == tenant_id, V.c.model == model)
+        if agent_id:
+            stmt = stmt.where(V.c.agent_id == agent_id)
+        return await self._db.read(
+            lambda conn: [_scoped_key(tenant_id, r) for r in conn.execute(stmt).mappings()]
+        )
+
     async def recent(
         self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
     ) -> list[Digest]:
@@ -164,6 +175,10 @@ def _replace_text(conn: Connection, digest: Digest, body: str) -> None:
     conn.execute(
         T.insert(), {**values, "user_id": scope.user_id, "body": body, "scope": lexical.scope_token(scope)}
     )
+
+
+def _scoped_key(tenant_id: str, r: RowMapping) -> tuple[Scope, str]:
+    return Scope(tenant_id, r["agent_id"], r["user_id"]), vector_key(r["episode_id"], r["chunk"])
 
 
 def _stored_vector(r: RowMapping) -> IndexedVector:

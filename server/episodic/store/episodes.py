@@ -34,11 +34,16 @@ from episodic.store.writer import GroupCommitWriter
 
 E, M, TC, D = s.episodes, s.messages, s.tool_calls, s.digests
 _SCOPE = (bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID))
-_EPISODE = select(E).where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
+_ANY_EPISODE = select(E).where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
+# Soft-deleted episodes (retention) are invisible to every read; only OpenEpisode sees
+# that an id is taken.
+_EPISODE = _ANY_EPISODE.where(E.c.deleted_at.is_(None))
 _EPISODE_LOCKED = _EPISODE.with_for_update()
 # Reads return an episode with its digest, if it has one (prefix "d_").
-_WITH_DIGEST = select(E, *[c.label(f"d_{c.name}") for c in D.c]).outerjoin(
-    D, and_(D.c.tenant_id == E.c.tenant_id, D.c.episode_id == E.c.episode_id)
+_WITH_DIGEST = (
+    select(E, *[c.label(f"d_{c.name}") for c in D.c])
+    .outerjoin(D, and_(D.c.tenant_id == E.c.tenant_id, D.c.episode_id == E.c.episode_id))
+    .where(E.c.deleted_at.is_(None))
 )
 _EPISODE_READ = _WITH_DIGEST.where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
 _BY_CLIENT_ID = select(M).where(
@@ -90,7 +95,8 @@ class SqlEpisodeStore:
         def op(conn: Connection) -> tuple[Episode, bool]:
             if _INSERT_EPISODE.inserted(conn, episode_values(fresh)):
                 return fresh, True
-            return rules.reopen(_load_episode(conn, tenant_id, fresh.episode_id), request), False
+            taken = conn.execute(_ANY_EPISODE, _scope(tenant_id, fresh.episode_id)).mappings().first()
+            return rules.reopen(_episode_or_missing(taken, fresh.episode_id), request), False
 
         return await self._writer.run(op)
 
@@ -183,6 +189,8 @@ def _episode_listing(
     stmt = _WITH_DIGEST.where(E.c.tenant_id == tenant_id)
     if where.agent_id:
         stmt = stmt.where(E.c.agent_id == where.agent_id)
+    if where.agent_ids is not None:
+        stmt = stmt.where(E.c.agent_id.in_(sorted(where.agent_ids)))
     if where.user_id:
         stmt = stmt.where(E.c.user_id == where.user_id)
     if where.state is not None:

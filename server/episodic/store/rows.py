@@ -15,6 +15,7 @@ from episodic.domain.model import (
     JsonObject,
     MemoryConfig,
     Message,
+    PiiPolicy,
     RecallMode,
     Role,
     ToolCall,
@@ -42,6 +43,8 @@ def agent_values(agent: Agent) -> dict[str, Any]:
         "recall_min_score": m.recall_min_score,
         "tool_results_kept_verbatim": m.tool_results_kept_verbatim,
         "idle_timeout_seconds": m.idle_timeout.total_seconds(),
+        "retention_days": m.retention_days,
+        "pii_policy": m.pii_policy.value,
         "created_at": agent.created_at,
         "updated_at": agent.updated_at,
     }
@@ -60,6 +63,8 @@ def agent_from_row(row: RowMapping, prefix: str = "") -> Agent:
         recall_min_score=col("recall_min_score"),
         tool_results_kept_verbatim=col("tool_results_kept_verbatim"),
         idle_timeout=timedelta(seconds=col("idle_timeout_seconds")),
+        retention_days=col("retention_days"),
+        pii_policy=PiiPolicy(col("pii_policy")),
     )
     return Agent(
         tenant_id=col("tenant_id"),

@@ -86,6 +86,8 @@ agents = Table(
     Column("recall_min_score", Float, nullable=False),
     Column("tool_results_kept_verbatim", Integer, nullable=False),
     Column("idle_timeout_seconds", Float, nullable=False),
+    Column("retention_days", Integer, nullable=False, server_default="90"),  # migration 0006
+    Column("pii_policy", String(16), nullable=False, server_default="inherit"),  # migration 0006
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
 )
@@ -107,10 +109,13 @@ episodes = Table(
     Column("message_count", BigInteger, nullable=False),
     Column("token_count", BigInteger, nullable=False),
     Column("last_activity_at", UtcDateTime, nullable=False),
+    Column("deleted_at", UtcDateTime),  # soft-deleted by retention (migration 0006)
     ForeignKeyConstraint(["tenant_id", "agent_id"], ["agents.tenant_id", "agents.agent_id"]),
     Index(None, "tenant_id", "agent_id", "user_id", "started_at"),
     Index(None, "tenant_id", "started_at"),
     Index(None, "state", "last_activity_at"),
+    Index(None, "tenant_id", "agent_id", "state", "ended_at"),  # the retention sweep (0006)
+    Index(None, "deleted_at"),  # the purge (0006)
 )
 
 messages = Table(
@@ -248,4 +253,19 @@ model_calls = Table(
     _owned_by("episodes"),
     Index(None, "tenant_id", "episode_id", "created_at", "model_call_id"),
     Index(None, "tenant_id", "episode_id", "request_id", unique=True),
+)
+
+# --- erasure audit (migration 0005) -----------------------------------------------------
+
+# One row per EraseUser: who asked (tenant), a hash of the user id (never the id), the
+# agent if the erasure was limited to one, and the receipt's counts.
+erasures = Table(
+    "erasures",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("erasure_id", ID, primary_key=True),
+    Column("user_hash", String(64), nullable=False),
+    Column("agent_id", ID),
+    Column("counts", Json, nullable=False),
+    Column("erased_at", UtcDateTime, nullable=False),
 )

@@ -1,0 +1,114 @@
+"""Erasing one user's rows in one transaction, with the audit row, then scrubbing freed
+space so erased text does not survive in the database files."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Table, delete, func, select, text
+
+from episodic.domain.erasure import Erased
+from episodic.store import schema as s
+from episodic.store.database import Database
+from episodic.store.writer import GroupCommitWriter
+
+log = logging.getLogger(__name__)
+E = s.episodes
+# Rows owned by an episode, by receipt kind; the episode delete cascades to all of them.
+OWNED: dict[str, Table] = {
+    "messages": s.messages,
+    "tool_calls": s.tool_calls,
+    "summaries": s.summaries,
+    "digests": s.digests,
+    "digest_vectors": s.digest_vectors,
+    "text_rows": s.digest_texts,
+    "model_calls": s.model_calls,
+}
+_VACUUMED = ("episodes", *(t.name for t in OWNED.values()))
+
+
+class SqlEraser:
+    def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
+        self._db = db
+        self._writer = writer
+
+    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: dict[str, Any]) -> Erased:
+        """Counts, deletes and audits in one transaction. `audit` is the erasures row
+        without its counts."""
+
+        def op(conn: Connection) -> Erased:
+            mine = _episodes_of(tenant_id, user_id, agent_id)
+            erased = conn.execute(select(E.c.agent_id, E.c.episode_id).where(*mine)).all()
+            chosen = select(E.c.episode_id).where(*mine)
+            counts = {"episodes": len(erased)} | {
+                k: _count(conn, t, tenant_id, chosen) for k, t in OWNED.items()
+            }
+            conn.execute(delete(s.model_calls).where(*_owned(s.model_calls, tenant_id, chosen)))
+            conn.execute(delete(E).where(*mine))
+            conn.execute(s.erasures.insert().values(**audit, counts=counts))
+            return Erased(counts, [(a, e) for a, e in erased])
+
+        return await self._writer.run(op)
+
+    async def scrub(self) -> bool:
+        """Leaves no erased text in free space: SQLite deletes with secure_delete, then the
+        full-text index is merged (deleted terms otherwise linger in old segments) and the
+        WAL is checkpointed and truncated; PostgreSQL vacuums the tables erasure touches."""
+        try:
+            if self._db.is_sqlite:
+                await self._writer.run(_merge_fts)
+                return await asyncio.to_thread(self._checkpoint_sqlite)
+            await self._vacuum_postgres()
+            return True
+        except Exception:  # the erasure itself is committed; say the scrub did not complete
+            log.exception("scrubbing after an erasure failed")
+            return False
+
+    def _checkpoint_sqlite(self) -> bool:
+        """On a connection of its own: the writer's is busy with its batches."""
+        conn = sqlite3.connect(self._db.url.database or "", timeout=10.0, isolation_level=None)
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return bool(busy == 0)
+        finally:
+            conn.close()
+
+    async def _vacuum_postgres(self) -> None:
+        async with self._db.engine.connect() as conn:
+            autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            for table in _VACUUMED:
+                await autocommit.execute(text(f'VACUUM "{table}"'))
+
+
+def _episodes_of(tenant_id: str, user_id: str, agent_id: str) -> list[Any]:
+    where = [E.c.tenant_id == tenant_id, E.c.user_id == user_id]
+    return [*where, E.c.agent_id == agent_id] if agent_id else where
+
+
+def _owned(table: Table, tenant_id: str, chosen: Any) -> list[Any]:
+    return [table.c.tenant_id == tenant_id, table.c.episode_id.in_(chosen)]
+
+
+def _count(conn: Connection, table: Table, tenant_id: str, chosen: Any) -> int:
+    return int(conn.execute(select(func.count()).where(*_owned(table, tenant_id, chosen))).scalar_one())
+
+
+def _merge_fts(conn: Connection) -> None:
+    for name in s.FTS_TABLES:
+        conn.exec_driver_sql(f"INSERT INTO {name}({name}) VALUES('optimize')")
+
+
+def audit_row(
+    tenant_id: str, erasure_id: str, hashed_user: str, agent_id: str, at: datetime
+) -> dict[str, Any]:
+    return {
+        "tenant_id": tenant_id,
+        "erasure_id": erasure_id,
+        "user_hash": hashed_user,
+        "agent_id": agent_id or None,
+        "erased_at": at,
+    }
