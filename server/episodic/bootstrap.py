@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.api.server import Services
-from episodic.config import ConfigError, Settings
+from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.domain.ports import Embedder, Summarizer, VectorIndex
 from episodic.embed import make_embedder
 from episodic.errors import Unavailable
@@ -23,16 +24,22 @@ from episodic.service.compaction import BackgroundCompactor, SummaryMaker
 from episodic.service.context import ContextService
 from episodic.service.digester import Digester, load_index
 from episodic.service.episodes import DigestWaiter, EpisodeService, NoDigests
+from episodic.service.erasure import EraseService
+from episodic.service.index_check import IndexChecker
+from episodic.service.privacy import PiiGuard
 from episodic.service.reaper import IdleReaper
 from episodic.service.recall import RecallService
 from episodic.service.recall_memo import RecencyMemo, ScopeVersions
+from episodic.service.retention import RetentionJob
 from episodic.service.working_set import WorkingSetCache
 from episodic.store.agents import SqlAgentStore
 from episodic.store.context import SqlContextStore
 from episodic.store.database import Database, open_database
 from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
+from episodic.store.erasure import SqlEraser, audit_row
 from episodic.store.migrate import current_revision, head_revision, upgrade_to_head
+from episodic.store.retention import SqlRetention
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize import make_summarizer
 from episodic.summarize.extractive import ExtractiveSummarizer
@@ -48,6 +55,7 @@ class App:
     services: Services
     access_log: AccessLog
     tracing: Tracing
+    tls: TlsMaterial | None  # None: plaintext
 
 
 log = logging.getLogger("episodic.server")
@@ -98,6 +106,7 @@ class Recall:
     index: VectorIndex
     digests: SqlDigestStore
     versions: ScopeVersions = field(default_factory=ScopeVersions)  # bumped when a scope's recall changes
+    index_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # digester vs erasure on the index
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -135,6 +144,7 @@ def build_services(
     agents = SqlAgentStore(database, writer)
     episodes = SqlEpisodeStore(database, writer, utc_now)
     tracing = tracing or no_tracing()
+    pii = build_pii_guard(settings, agents)
     episode_service = EpisodeService(
         episodes,
         agents,
@@ -145,16 +155,35 @@ def build_services(
         digests=digester or NoDigests(),
         scope_changed=recall.versions.bump,
         tracing=tracing,
+        pii=pii,
     )
     recall_service = RecallService(
         recall.digests, agents, recall.embedder, recall.index, settings.limits, tracing=tracing
     )
+    context = build_context(settings, database, writer, recall, episode_service, recall_service, tracing)
+    context.pii = pii
     return Services(
         episodes=episode_service,
         agents=AgentService(agents, tokens, settings.limits, utc_now),
         recall=recall_service,
-        context=build_context(settings, database, writer, recall, episode_service, recall_service, tracing),
+        context=context,
+        erasure=EraseService(
+            SqlEraser(database, writer),
+            audit_row,
+            recall.index,
+            recall.index_lock,
+            utc_now,
+            new_call_id,
+            context.forget,
+            recall.versions.bump,
+        ),  # fmt: skip
+        index_checker=IndexChecker(recall.digests, recall.index, recall.embedder.model_id),
     )
+
+
+def build_pii_guard(settings: Settings, agents: SqlAgentStore) -> PiiGuard:
+    default, tenants = settings.pii_policies()
+    return PiiGuard(agents, default, tenants)
 
 
 def build_context(
@@ -195,6 +224,7 @@ async def open_app(settings: Settings, tracing: Tracing | None = None) -> AsyncI
     comes from the OTEL_* variables unless given (tests); what it builds, it shuts down."""
     verify_assets()
     keys = load_keys(settings)
+    tls = settings.tls_material()  # before the database opens, so a bad file fails fast
     owns_tracing = tracing is None
     tracing = load_tracing() if tracing is None else tracing
     database = open_database(settings.database_url, pool_size=settings.db_pool_size)
@@ -205,7 +235,7 @@ async def open_app(settings: Settings, tracing: Tracing | None = None) -> AsyncI
         access_log = JsonLinesAccessLog() if settings.access_log else NoAccessLog()
         try:
             async with run_background(settings, database, writer, tracing) as services:
-                yield App(settings, database, keys, services, access_log, tracing)
+                yield App(settings, database, keys, services, access_log, tracing, tls)
         finally:
             await writer.stop()
             access_log.close()
@@ -229,16 +259,30 @@ async def run_background(
         log.warning("embedding model changed: re-embedding in the background", extra={"digests": stale})
     digester = Digester(
         recall.digests, recall.summarizer, recall.embedder, recall.index, utc_now,
-        scope_changed=recall.versions.bump,
+        scope_changed=recall.versions.bump, index_lock=recall.index_lock,
     )  # fmt: skip
     services = build_services(settings, database, writer, recall, digester, tracing)
     episodes = SqlEpisodeStore(database, writer, utc_now)
     reaper = IdleReaper(episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds)
+    retention = build_retention(settings, database, writer, recall, services)
     digester.start()
     reaper.start()
+    retention.start()
     try:
         yield services
     finally:
+        await retention.stop()
         await services.context.stop()
         await reaper.stop()
         await digester.stop()
+
+
+def build_retention(
+    settings: Settings, database: Database, writer: GroupCommitWriter, recall: Recall, services: Services
+) -> RetentionJob:
+    return RetentionJob(
+        SqlRetention(database, writer), recall.index, recall.index_lock, utc_now,
+        services.context.forget, recall.versions.bump,
+        grace=timedelta(days=settings.retention_grace_days),
+        interval_seconds=settings.retention_sweep_seconds,
+    )  # fmt: skip

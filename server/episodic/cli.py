@@ -1,5 +1,5 @@
 """The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, bench,
-bench-recall, bench-context."""
+bench-recall, bench-context, soak."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from episodic.bench_context.options import add_flags as add_bench_context_flags
 from episodic.bench_recall.options import add_flags as add_bench_recall_flags
 from episodic.errors import EpisodicError
 from episodic.evals.flags import add_flags as add_eval_flags
-from episodic.keys import config_line, new_key
+from episodic.keys import KeyConfigError, KeyRing, config_line, new_key
 from episodic.logs import configure_logging
+from episodic.soak.options import add_flags as add_soak_flags
 
 COMMANDS = (
     "serve",
@@ -27,6 +28,7 @@ COMMANDS = (
     "bench",
     "bench-recall",
     "bench-context",
+    "soak",
     "eval-recall",
     "eval-pii",
     "reindex",
@@ -58,9 +60,13 @@ def _parser() -> argparse.ArgumentParser:
     migrate.set_defaults(run=_migrate)
     keygen = commands.add_parser("keygen", help="make an API key and print its config entry")
     keygen.add_argument("tenant_id")
+    keygen.add_argument(
+        "--agents", default="", help="comma-separated agent ids the key may use [default: every agent]"
+    )
     keygen.set_defaults(run=_keygen)
     health = commands.add_parser("healthcheck", help="exit 0 if the local server reports SERVING")
     health.add_argument("--address", default=None, help="HOST:PORT [default: EPISODIC_ADDRESS]")
+    _add_probe_tls_flags(health)
     health.set_defaults(run=_healthcheck)
     docs = commands.add_parser("config-docs", help="print the configuration table (Markdown)")
     docs.set_defaults(run=lambda _args: print(config.markdown_table(), end="") or 0)
@@ -77,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_bench_context_flags(bench_context)
     bench_context.set_defaults(run=_bench_context)
+    soak = commands.add_parser(
+        "soak", help="concurrent BuildContext streams plus appends for a minute: errors, RSS, stored == acked"
+    )
+    add_soak_flags(soak)
+    soak.set_defaults(run=_soak)
     reindex = commands.add_parser(
         "reindex", help="digest pending episodes and re-embed stale vectors, then exit"
     )
@@ -159,15 +170,40 @@ def _bench_context(args: argparse.Namespace) -> int:
     return run_bench_context(args)
 
 
+def _soak(args: argparse.Namespace) -> int:
+    from episodic.soak.main import run_soak
+
+    return run_soak(args)
+
+
+def _add_probe_tls_flags(health: argparse.ArgumentParser) -> None:
+    health.add_argument("--tls", action="store_true", help="speak TLS, trusting the system's CAs")
+    health.add_argument(
+        "--tls-ca", default="", help="PEM CA that signed the server's certificate (implies --tls)"
+    )
+    health.add_argument("--tls-cert", default="", help="PEM client certificate, for a mutual-TLS server")
+    health.add_argument("--tls-key", default="", help="PEM private key of --tls-cert")
+    health.add_argument(
+        "--tls-server-name", default="", help="name on the server's certificate, if not the probed host"
+    )
+
+
 def _healthcheck(args: argparse.Namespace) -> int:
-    from episodic.healthcheck import check
+    from episodic.healthcheck import check, probe_tls
 
     address = args.address or config.from_environment(os.environ).get("address") or config.Settings().address
-    return 0 if check(str(address)) else 1
+    tls = probe_tls(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name, args.tls)
+    return 0 if check(str(address), tls=tls) else 1
 
 
 def _keygen(args: argparse.Namespace) -> int:
     key = new_key()
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    line = config_line(args.tenant_id, key, agents)
+    try:
+        KeyRing.parse(line)  # the same check the server applies, before a key is handed out
+    except KeyConfigError as exc:
+        raise config.ConfigError(str(exc)) from exc
     print(f"API key (give to the client, shown once): {key}")
-    print(f"config entry (EPISODIC_API_KEYS or keys file): {config_line(args.tenant_id, key)}")
+    print(f"config entry (EPISODIC_API_KEYS or keys file): {line}")
     return 0

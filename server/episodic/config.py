@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodic.domain.model import PiiPolicy
 from episodic.domain.validation import Limits
 
 
@@ -52,12 +53,23 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "api_keys",
         "EPISODIC_API_KEYS",
-        "API key hashes, comma-separated: tenant_id=sha256:<hex> (see `episodic keygen`).",
+        "API key hashes, comma-separated: tenant_id=sha256:<hex>, optionally ;agents=A|B to restrict the key to those agents (see `episodic keygen`).",
     ),
     Option(
         "api_keys_file",
         "EPISODIC_API_KEYS_FILE",
-        "File of API key hashes, one tenant_id=sha256:<hex> per line.",
+        "File of API key hashes, one per line, same syntax as --api-keys; # starts a comment.",
+    ),
+    Option(
+        "tls_cert_file",
+        "EPISODIC_TLS_CERT_FILE",
+        "PEM server certificate (chain); with --tls-key-file, the server speaks TLS only.",
+    ),
+    Option("tls_key_file", "EPISODIC_TLS_KEY_FILE", "PEM private key of --tls-cert-file."),
+    Option(
+        "tls_client_ca_file",
+        "EPISODIC_TLS_CLIENT_CA_FILE",
+        "PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS).",
     ),
     Option("migrate_on_start", "EPISODIC_MIGRATE_ON_START", "Apply database migrations before serving."),
     Option(
@@ -92,6 +104,26 @@ OPTIONS: tuple[Option, ...] = (
         "working_set_max_bytes",
         "EPISODIC_WORKING_SET_MAX_BYTES",
         "RAM for the working sets of active conversations (latest summary + verbatim tail each); least recently used ones are evicted and rebuilt from SQL on their next turn.",
+    ),
+    Option(
+        "retention_grace_days",
+        "EPISODIC_RETENTION_GRACE_DAYS",
+        "How long a soft-deleted episode (past its agent's retention_days) waits before it is purged for good.",
+    ),
+    Option(
+        "retention_sweep_seconds",
+        "EPISODIC_RETENTION_SWEEP_SECONDS",
+        "How often the retention job soft-deletes expired episodes and purges old soft-deleted ones.",
+    ),
+    Option(
+        "pii_policy",
+        "EPISODIC_PII_POLICY",
+        "off or redact: whether emails, phone and card numbers, IBANs, SSNs, IP addresses and secrets are replaced by placeholders ([EMAIL]...) before storage, embedding and rendering. Applies to agents whose pii_policy is unspecified.",
+    ),
+    Option(
+        "pii_tenant_policies",
+        "EPISODIC_PII_TENANT_POLICIES",
+        "Per-tenant overrides of pii_policy, e.g. acme=redact,globex=off.",
     ),
     Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR."),
     Option(
@@ -148,6 +180,16 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class TlsMaterial:
+    """The PEM bytes of the TLS files; `client_ca` set means clients must present a
+    certificate it signed."""
+
+    certificate_chain: bytes
+    private_key: bytes
+    client_ca: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     address: str = "127.0.0.1:50051"
     database_url: str = "sqlite:///episodic.db"
@@ -155,6 +197,9 @@ class Settings:
     dev_tenant: str = "dev"
     api_keys: str = ""
     api_keys_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
     migrate_on_start: bool = False
     shutdown_grace_seconds: float = 10.0
     max_receive_message_bytes: int = 4 * 1024 * 1024
@@ -167,6 +212,10 @@ class Settings:
     db_pool_size: int = 8
     db_writers: int = 1
     working_set_max_bytes: int = 256 * 1024 * 1024
+    retention_grace_days: float = 7.0
+    retention_sweep_seconds: float = 3600.0
+    pii_policy: str = "off"
+    pii_tenant_policies: str = ""
     log_level: str = "INFO"
     embedder: str = "minilm"
     embedder_url: str = ""
@@ -187,6 +236,17 @@ class Settings:
             max_json_bytes=self.max_json_bytes,
         )
 
+    def pii_policies(self) -> tuple[PiiPolicy, dict[str, PiiPolicy]]:
+        """The server's default policy and the per-tenant ones."""
+        default = _pii_policy("pii_policy", self.pii_policy)
+        tenants: dict[str, PiiPolicy] = {}
+        for entry in filter(None, (e.strip() for e in self.pii_tenant_policies.split(","))):
+            tenant, sep, value = entry.partition("=")
+            if not sep or not tenant.strip():
+                raise ConfigError(f"pii_tenant_policies: {entry!r} is not tenant=off|redact")
+            tenants[tenant.strip()] = _pii_policy("pii_tenant_policies", value)
+        return default, tenants
+
     def api_key_text(self) -> str:
         """Inline keys plus the keys file's content (read here, once, at start-up)."""
         text = self.api_keys
@@ -196,6 +256,47 @@ class Settings:
             except OSError as exc:
                 raise ConfigError(f"api_keys_file: cannot read {self.api_keys_file}: {exc}") from exc
         return text
+
+    def tls_material(self) -> TlsMaterial | None:
+        """The TLS files' content (read here, once, at start-up); None serves plaintext."""
+        _check_tls(self)
+        if not self.tls_cert_file:
+            return None
+        client_ca = self.tls_client_ca_file
+        return TlsMaterial(
+            _read_pem("tls_cert_file", self.tls_cert_file, _PEM_CERTIFICATE),
+            _read_pem("tls_key_file", self.tls_key_file, _PEM_PRIVATE_KEY),
+            _read_pem("tls_client_ca_file", client_ca, _PEM_CERTIFICATE) if client_ca else None,
+        )
+
+
+_PEM_CERTIFICATE = (b"-----BEGIN CERTIFICATE-----", "certificate")
+_PEM_PRIVATE_KEY = (b"PRIVATE KEY-----", "private key")  # PKCS#8, EC or RSA
+
+
+def _read_pem(name: str, path: str, expected: tuple[bytes, str]) -> bytes:
+    """gRPC reports a file that is not PEM (or a swapped cert and key) only as "failed to
+    bind", so the shape is checked here, where the message can name the setting."""
+    data = read_named_file(name, path)
+    marker, what = expected
+    if marker not in data:
+        raise ConfigError(f"{name}: {path} holds no PEM {what}")
+    return data
+
+
+def read_named_file(name: str, path: str) -> bytes:
+    """A file a setting or flag names; ConfigError names the setting if it cannot be read."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot read {path}: {exc}") from exc
+
+
+def _pii_policy(name: str, raw: str) -> PiiPolicy:
+    value = raw.strip().lower()
+    if value not in (PiiPolicy.OFF, PiiPolicy.REDACT):
+        raise ConfigError(f"{name}: {raw!r} is not off or redact")
+    return PiiPolicy(value)
 
 
 def _parse_bool(raw: str) -> bool:
@@ -242,6 +343,17 @@ def _check(settings: Settings) -> None:
     for name in ("max_content_bytes", "max_batch_messages", "db_pool_size", "db_writers"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name}: must be at least 1")
+    _check_tls(settings)
+
+
+def _check_tls(settings: Settings) -> None:
+    """A certificate without its key (or the reverse) is a half-done setup, never plaintext."""
+    if settings.tls_cert_file and not settings.tls_key_file:
+        raise ConfigError("tls_key_file: required when tls_cert_file is set")
+    if settings.tls_key_file and not settings.tls_cert_file:
+        raise ConfigError("tls_cert_file: required when tls_key_file is set")
+    if settings.tls_client_ca_file and not settings.tls_cert_file:
+        raise ConfigError("tls_client_ca_file: mutual TLS needs tls_cert_file and tls_key_file too")
 
 
 def markdown_table(options: Sequence[Option] = OPTIONS) -> str:

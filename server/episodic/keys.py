@@ -1,18 +1,27 @@
-"""API keys: each maps to a tenant. Only SHA-256 hashes of keys are configured or held;
-keys are random 256-bit tokens, so a plain digest is enough to make the stored form
-useless to a reader of the config."""
+"""API keys: each maps to a tenant and, optionally, to the agents it may use. Only SHA-256
+hashes of keys are configured or held; keys are random 256-bit tokens, so a plain digest is
+enough to make the stored form useless to a reader of the config.
+
+An entry is `tenant_id=sha256:<hex>`, or `tenant_id=sha256:<hex>;agents=a|b` for a key
+restricted to agents a and b. `;` and `|` appear neither in ids nor in the list syntax
+(entries are separated by commas or newlines), so the two cannot be confused."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from episodic.domain.model import Caller
 from episodic.domain.validation import ID_PATTERN
 
-_ENTRY = re.compile(r"(?P<tenant>[^=\s]+)\s*=\s*sha256:(?P<digest>[0-9a-f]{64})")
+_ENTRY = re.compile(
+    r"(?P<tenant>[^=\s]+)\s*=\s*sha256:(?P<digest>[0-9a-f]{64})(?:\s*;\s*agents\s*=(?P<agents>[^;]*))?"
+)
+_ENTRY_RULE = "want tenant_id=sha256:<64 hex> or tenant_id=sha256:<64 hex>;agents=AGENT|AGENT"
+AGENT_SEPARATOR = "|"
 KEY_PREFIX = "epk_"
 
 
@@ -28,33 +37,45 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-def config_line(tenant_id: str, key: str) -> str:
-    return f"{tenant_id}=sha256:{hash_key(key)}"
+def config_line(tenant_id: str, key: str, agents: Sequence[str] = ()) -> str:
+    """The entry for `key`; with `agents`, the key may use only those agents."""
+    line = f"{tenant_id}=sha256:{hash_key(key)}"
+    return f"{line};agents={AGENT_SEPARATOR.join(agents)}" if agents else line
 
 
 @dataclass(frozen=True, slots=True)
 class KeyRing:
-    """Hash of key -> tenant."""
+    """Hash of key -> the caller it authenticates."""
 
-    tenants_by_hash: dict[str, str]
+    callers_by_hash: dict[str, Caller]
 
     @classmethod
     def parse(cls, text: str) -> KeyRing:
-        """Entries `tenant_id=sha256:<hex>`, separated by newlines or commas; # comments."""
-        found: dict[str, str] = {}
-        for entry in _entries(text):
-            match = _ENTRY.fullmatch(entry)
-            if match is None or not ID_PATTERN.fullmatch(match["tenant"]):
-                raise KeyConfigError(f"bad API key entry {entry[:40]!r}: want tenant_id=sha256:<64 hex>")
-            found[match["digest"]] = match["tenant"]
-        return cls(found)
+        """Entries separated by newlines or commas; # starts a comment."""
+        return cls(dict(map(_parse_entry, _entries(text))))
 
     def caller_for(self, key: str) -> Caller | None:
-        tenant = self.tenants_by_hash.get(hash_key(key))
-        return Caller(tenant) if tenant is not None else None
+        return self.callers_by_hash.get(hash_key(key))
 
     def __len__(self) -> int:
-        return len(self.tenants_by_hash)
+        return len(self.callers_by_hash)
+
+
+def _parse_entry(entry: str) -> tuple[str, Caller]:
+    match = _ENTRY.fullmatch(entry)
+    if match is None or not ID_PATTERN.fullmatch(match["tenant"]):
+        raise KeyConfigError(f"bad API key entry {entry[:40]!r}: {_ENTRY_RULE}")
+    agents = None if match["agents"] is None else _agent_set(match["agents"], entry)
+    return match["digest"], Caller(match["tenant"], agents)
+
+
+def _agent_set(text: str, entry: str) -> frozenset[str]:
+    """An empty list is refused: a key that may use no agent is a typo, not a policy."""
+    agents = [a.strip() for a in text.split(AGENT_SEPARATOR)]
+    bad = [a for a in agents if not ID_PATTERN.fullmatch(a)]
+    if bad:
+        raise KeyConfigError(f"bad agent id {bad[0]!r} in API key entry {entry[:40]!r}: {_ENTRY_RULE}")
+    return frozenset(agents)
 
 
 def _entries(text: str) -> list[str]:

@@ -9,7 +9,7 @@ import sys
 
 from episodic.api.server import build_server
 from episodic.bootstrap import open_app
-from episodic.config import Settings
+from episodic.config import Settings, TlsMaterial
 from episodic.store.database import normalize_url
 
 log = logging.getLogger("episodic.server")
@@ -28,7 +28,9 @@ async def serve(settings: Settings) -> None:
         print(DEV_BANNER.format(tenant=repr(settings.dev_tenant)), file=sys.stderr, flush=True)
     stop = _stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
     async with open_app(settings) as app:
-        grpc_server = await build_server(settings, app.services, app.keys, app.access_log, app.tracing)
+        grpc_server = await build_server(
+            settings, app.services, app.keys, app.access_log, app.tracing, app.tls
+        )
         await grpc_server.server.start()
         await grpc_server.set_serving(True)
         log.info(
@@ -38,6 +40,7 @@ async def serve(settings: Settings) -> None:
                 "port": grpc_server.port,
                 "database": normalize_url(settings.database_url).render_as_string(hide_password=True),
                 "insecure_dev": settings.insecure_dev,
+                "transport": transport_of(app.tls),
             },
         )
         await stop.wait()
@@ -45,6 +48,12 @@ async def serve(settings: Settings) -> None:
         await grpc_server.set_serving(False)
         await grpc_server.server.stop(settings.shutdown_grace_seconds)
     log.info("stopped")
+
+
+def transport_of(tls: TlsMaterial | None) -> str:
+    if tls is None:
+        return "plaintext"
+    return "tls" if tls.client_ca is None else "mtls"
 
 
 def _stop_on_signals() -> asyncio.Event:

@@ -12,6 +12,7 @@ from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 from google.protobuf.json_format import MessageToDict
 
 from episodic.domain.agents import AgentDraft, MemoryDraft
+from episodic.domain.erasure import Receipt
 from episodic.domain.model import (
     Agent,
     CloseReason,
@@ -22,6 +23,7 @@ from episodic.domain.model import (
     MemoryConfig,
     Message,
     NewMessage,
+    PiiPolicy,
     RecallMode,
     Role,
     ToolCall,
@@ -72,6 +74,10 @@ RECALL_MODES: dict[agent_pb2.RecallMode.ValueType, RecallMode] = {
     agent_pb2.RECALL_MODE_SEMANTIC: RecallMode.SEMANTIC,
     agent_pb2.RECALL_MODE_HYBRID: RecallMode.HYBRID,
 }
+PII_POLICIES: dict[agent_pb2.PiiPolicy.ValueType, PiiPolicy] = {
+    agent_pb2.PII_POLICY_OFF: PiiPolicy.OFF,
+    agent_pb2.PII_POLICY_REDACT: PiiPolicy.REDACT,
+}
 
 
 def _invert(table: Mapping[K, E]) -> dict[E, K]:
@@ -84,6 +90,7 @@ CLOSE_REASON_NUMBERS = _invert(CLOSE_REASONS)
 RECALL_MODE_NUMBERS = _invert(RECALL_MODES)
 DIGEST_STATE_NUMBERS = _invert(DIGEST_STATES)
 SIGNAL_NUMBERS = _invert(SIGNALS)
+PII_POLICY_NUMBERS = _invert(PII_POLICIES)
 
 
 def enum_in(table: Mapping[K, E], number: int, field: str, *, required: bool) -> E | None:
@@ -325,6 +332,8 @@ def memory_draft_in(m: agent_pb2.MemoryConfig, field: str) -> MemoryDraft:
         if has("tool_results_kept_verbatim")
         else None,
         idle_timeout=duration_in(m.idle_timeout, f"{field}.idle_timeout") if has("idle_timeout") else None,
+        retention_days=m.retention_days if has("retention_days") else None,
+        pii_policy=enum_in(PII_POLICIES, m.pii_policy, f"{field}.pii_policy", required=False),
     )
 
 
@@ -358,4 +367,17 @@ def memory_out(m: MemoryConfig) -> agent_pb2.MemoryConfig:
         recall_min_score=m.recall_min_score,
         tool_results_kept_verbatim=m.tool_results_kept_verbatim,
         idle_timeout=duration_out(m.idle_timeout),
+        retention_days=m.retention_days,
+        pii_policy=PII_POLICY_NUMBERS.get(m.pii_policy, agent_pb2.PII_POLICY_UNSPECIFIED),
+    )
+
+
+def receipt_out(r: Receipt) -> episode_service_pb2.ErasureReceipt:
+    return episode_service_pb2.ErasureReceipt(
+        erasure_id=r.erasure_id,
+        erase_time=time_out(r.erased_at),
+        user_hash=r.user_hash,
+        index_vectors=r.index_vectors,
+        storage_scrubbed=r.storage_scrubbed,
+        **r.counts,
     )

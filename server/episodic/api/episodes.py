@@ -11,6 +11,7 @@ from episodic.api.interceptors import current_caller
 from episodic.domain.model import CloseReason
 from episodic.domain.ports import EpisodeFilter
 from episodic.service.episodes import EpisodeService
+from episodic.service.erasure import EraseService
 from episodic.service.recall import RecallService
 from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1 import episode_service_pb2_grpc as pb_grpc
@@ -19,9 +20,10 @@ Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 
 class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
-    def __init__(self, service: EpisodeService, recall: RecallService) -> None:
+    def __init__(self, service: EpisodeService, recall: RecallService, erasure: EraseService) -> None:
         self._service = service
         self._recall = recall
+        self._erasure = erasure
 
     async def OpenEpisode(self, request: pb.OpenEpisodeRequest, context: Context) -> pb.OpenEpisodeResponse:
         episode, created = await self._service.open_episode(
@@ -94,6 +96,10 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
         return pb.SearchEpisodesResponse(
             snippets=[c.snippet_out(s) for s in result.snippets], pending_digests=result.pending_digests
         )
+
+    async def EraseUser(self, request: pb.EraseUserRequest, context: Context) -> pb.EraseUserResponse:
+        receipt = await self._erasure.erase_user(current_caller(), request.user_id, request.agent_id)
+        return pb.EraseUserResponse(receipt=c.receipt_out(receipt))
 
 
 MAX_DIGEST_WAIT_SECONDS = 30.0

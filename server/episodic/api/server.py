@@ -15,11 +15,13 @@ from episodic.api.context import ContextServicer
 from episodic.api.diagnostics import DiagnosticsServicer
 from episodic.api.episodes import EpisodeServicer
 from episodic.api.interceptors import AuthInterceptor, ErrorInterceptor
-from episodic.config import Settings
+from episodic.config import Settings, TlsMaterial
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
+from episodic.service.erasure import EraseService
+from episodic.service.index_check import IndexChecker
 from episodic.service.recall import RecallService
 from episodic.telemetry.tracing import Tracing, server_interceptor
 from episodic.v1 import (
@@ -47,6 +49,8 @@ class Services:
     agents: AgentService
     recall: RecallService
     context: ContextService
+    erasure: EraseService
+    index_checker: IndexChecker
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +84,10 @@ async def build_server(
     keys: KeyRing,
     access_log: AccessLog,
     tracing: Tracing | None = None,
+    tls: TlsMaterial | None = None,
 ) -> GrpcServer:
-    """Binds the port and registers everything; health starts NOT_SERVING."""
+    """Binds the port (TLS when `tls` is given) and registers everything; health starts
+    NOT_SERVING."""
     dev_tenant = settings.dev_tenant if settings.insecure_dev else None
     # Tracing first, so calls the other interceptors reject still get their span.
     traced = [server_interceptor(tracing)] if tracing is not None else []
@@ -90,20 +96,33 @@ async def build_server(
         options=server_options(settings),
     )
     episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(
-        EpisodeServicer(services.episodes, services.recall), server
+        EpisodeServicer(services.episodes, services.recall, services.erasure), server
     )
     agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(services.agents), server)
     context_service_pb2_grpc.add_ContextServiceServicer_to_server(
         ContextServicer(services.context, settings.max_send_message_bytes), server
     )
-    diagnostics_service_pb2_grpc.add_DiagnosticsServiceServicer_to_server(DiagnosticsServicer(), server)
+    diagnostics_service_pb2_grpc.add_DiagnosticsServiceServicer_to_server(
+        DiagnosticsServicer(services.index_checker), server
+    )
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
         server,
     )
-    port = server.add_insecure_port(settings.address)
+    port = _bind(server, settings.address, tls)
     result = GrpcServer(server, health_servicer, port)
     await result.set_serving(False)
     return result
+
+
+def _bind(server: grpc.aio.Server, address: str, tls: TlsMaterial | None) -> int:
+    if tls is None:
+        return server.add_insecure_port(address)
+    credentials = grpc.ssl_server_credentials(
+        [(tls.private_key, tls.certificate_chain)],
+        root_certificates=tls.client_ca,
+        require_client_auth=tls.client_ca is not None,
+    )
+    return server.add_secure_port(address, credentials)

@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from episodic.domain.model import Agent, MemoryConfig, RecallMode
+from episodic.domain.model import Agent, MemoryConfig, PiiPolicy, RecallMode
 from episodic.domain.ports import TokenCounter
 from episodic.domain.validation import Limits, Violations, check_id, check_text
 
 MAX_CONTEXT_WINDOW = 10_000_000
 MAX_TOP_K = 100
 MAX_IDLE_TIMEOUT = timedelta(days=30)
+MAX_RETENTION_DAYS = 36_500
 MEMORY_FIELDS = tuple(f.name for f in dataclasses.fields(MemoryConfig))
 AGENT_FIELDS = ("display_name", "system_prompt", "model", "token_encoding", "memory_config")
 
@@ -30,6 +31,8 @@ class MemoryDraft:
     recall_min_score: float | None = None
     tool_results_kept_verbatim: int | None = None
     idle_timeout: timedelta | None = None
+    retention_days: int | None = None
+    pii_policy: PiiPolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,7 @@ def check_memory(v: Violations, prefix: str, m: MemoryConfig) -> None:
     _in_range(v, f"{prefix}.tool_results_kept_verbatim", m.tool_results_kept_verbatim, 0, 1000)
     if not 0.0 <= m.recall_min_score <= 1.0:
         v.add(f"{prefix}.recall_min_score", "must be between 0 and 1")
+    _in_range(v, f"{prefix}.retention_days", m.retention_days, 0, MAX_RETENTION_DAYS)
     if not timedelta(seconds=1) <= m.idle_timeout <= MAX_IDLE_TIMEOUT:
         v.add(f"{prefix}.idle_timeout", "must be between 1 second and 30 days")
 

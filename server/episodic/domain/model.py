@@ -34,6 +34,12 @@ class CloseReason(enum.StrEnum):
     IDLE_TIMEOUT = "idle_timeout"
 
 
+class PiiPolicy(enum.StrEnum):
+    INHERIT = "inherit"  # the tenant's (server configuration)
+    OFF = "off"
+    REDACT = "redact"
+
+
 class RecallMode(enum.StrEnum):
     NONE = "none"
     RECENCY = "recency"
@@ -53,6 +59,8 @@ class MemoryConfig:
     recall_min_score: float = 0.0
     tool_results_kept_verbatim: int = 3
     idle_timeout: timedelta = timedelta(minutes=30)
+    retention_days: int = 90  # closed episodes are soft-deleted this long after they end; 0 = never
+    pii_policy: PiiPolicy = PiiPolicy.INHERIT
 
     @property
     def ceiling_tokens(self) -> int:
@@ -168,6 +176,8 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is calling: the tenant comes from the credential, never from a request field."""
+    """Who is calling: the tenant comes from the credential, never from a request field.
+    `agents` is the set of agents the key may use; None means every agent of the tenant."""
 
     tenant_id: str
+    agents: frozenset[str] | None = None

@@ -20,9 +20,12 @@ IdFactory = Callable[[], str]
 
 @dataclass(frozen=True, slots=True)
 class EpisodeFilter:
+    """`agent_ids`, when given, restricts to those agents (a key's allowed set)."""
+
     agent_id: str = ""
     user_id: str = ""
     state: EpisodeState | None = None
+    agent_ids: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,11 @@ class AgentStore(Protocol):
         self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent]
     ) -> Agent: ...
 
-    async def list_agents(self, tenant_id: str, after: str | None, limit: int) -> list[Agent]: ...
+    async def list_agents(
+        self, tenant_id: str, after: str | None, limit: int, only: frozenset[str] | None = None
+    ) -> list[Agent]:
+        """`only`, when given, restricts the listing to those agent ids."""
+        ...
 
 
 class EpisodeStore(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from episodic.domain.access import require_agent
 from episodic.domain.agents import AgentDraft, build_agent, update_agent
 from episodic.domain.model import Agent, Caller, Page
 from episodic.domain.paging import decode_token, encode_token, read_id
@@ -21,14 +22,17 @@ class AgentService:
 
     async def create_agent(self, caller: Caller, draft: AgentDraft) -> Agent:
         agent = build_agent(caller.tenant_id, draft, self.tokens, self.limits, self.clock())
+        require_agent(caller, agent.agent_id)
         return await self.store.create_agent(agent)
 
     async def get_agent(self, caller: Caller, agent_id: str) -> Agent:
         _require_id("agent_id", agent_id)
+        require_agent(caller, agent_id)
         return await self.store.get_agent(caller.tenant_id, agent_id)
 
     async def update_agent(self, caller: Caller, draft: AgentDraft, mask: Sequence[str]) -> Agent:
         _require_id("agent.agent_id", draft.agent_id)
+        require_agent(caller, draft.agent_id)
         now = self.clock()
 
         def change(agent: Agent) -> Agent:
@@ -42,7 +46,7 @@ class AgentService:
         v.raise_if_any()
         position = decode_token(page_token, {"list": "agents"})
         after = read_id(position, "after") if position else None
-        agents = await self.store.list_agents(caller.tenant_id, after, limit + 1)
+        agents = await self.store.list_agents(caller.tenant_id, after, limit + 1, only=caller.agents)
         if len(agents) <= limit:
             return Page(agents)
         token = encode_token({"after": agents[limit - 1].agent_id}, {"list": "agents"})

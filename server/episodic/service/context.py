@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
+from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
 from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
@@ -37,6 +38,7 @@ from episodic.domain.validation import Limits, Violations, check_id, check_text,
 from episodic.errors import FailedPrecondition
 from episodic.service.compaction import BackgroundCompactor, SummaryMaker
 from episodic.service.episodes import EpisodeService
+from episodic.service.privacy import PiiGuard, redact_text
 from episodic.service.recall import RecallService, SearchRequest
 from episodic.service.recall_memo import RecencyMemo, ScopeVersions
 from episodic.service.token_cache import CachedCounts
@@ -81,6 +83,7 @@ class Turn:
     snippets: list[Snippet]
     pending_digests: int
     user_seq: int
+    request: ContextRequest
 
 
 @dataclass(slots=True)
@@ -97,6 +100,7 @@ class ContextService:
     background: BackgroundCompactor | None = None  # set when an LLM summarizer is configured
     memo: RecencyMemo = dataclasses.field(default_factory=lambda: RecencyMemo(ScopeVersions()))
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
+    pii: PiiGuard | None = None
     counts: CachedCounts = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -110,11 +114,12 @@ class ContextService:
                 caller.tenant_id, request.episode_id, request.request_id
             )
             if stored is not None:
+                require_visible(caller, stored.agent_id, "episode", request.episode_id)
                 return stored, False
         key = (caller.tenant_id, request.episode_id)
         async with self.cache.hold(key):
             turn = await self._gather(caller, key, request)
-            return await self._assemble_and_store(caller, key, request, turn)
+            return await self._assemble_and_store(caller, key, turn.request, turn)
 
     async def _append_user_message(self, caller: Caller, r: ContextRequest) -> int:
         if not r.append_user_message:
@@ -128,6 +133,8 @@ class ContextService:
         writes nothing."""
         with self.tracing.span("load_working_set", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             working_set = await self._working_set(key)
+            require_visible(caller, working_set.episode.agent_id, "episode", r.episode_id)
+            r = self._without_pii(caller, working_set, r)
             config = _effective_memory(working_set, r.memory)
             model = self._model(working_set, r.model)
             self._check_ceiling(r, working_set, config)
@@ -138,10 +145,19 @@ class ContextService:
         with self.tracing.span("recall", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             snippets, pending = await self._recall(caller, working_set, config, r)
             span.set_attribute(GEN_AI_MEMORY_RECORD_COUNT, len(snippets))
-        return Turn(working_set, config, model, snippets, pending, user_seq)
+        return Turn(working_set, config, model, snippets, pending, user_seq, r)
+
+    def _without_pii(self, caller: Caller, working_set: WorkingSet, r: ContextRequest) -> ContextRequest:
+        """Under a redact policy the user message is rendered, appended and embedded (as
+        the recall query) with placeholders only."""
+        if self.pii is None or not self.pii.redacts(caller.tenant_id, working_set.agent.memory.pii_policy):
+            return r
+        return dataclasses.replace(
+            r, user_message=redact_text(r.user_message), recall_query=redact_text(r.recall_query)
+        )
 
     def _check_ceiling(self, r: ContextRequest, working_set: WorkingSet, config: MemoryConfig) -> None:
-        probe = _inputs(r, Turn(working_set, config, "", [], 0, 0))
+        probe = _inputs(r, Turn(working_set, config, "", [], 0, 0, r))
         mandatory_sections(probe, partial(self.counts.count, encoding=working_set.episode.token_encoding))
 
     async def _working_set(self, key: Key) -> WorkingSet:
@@ -261,6 +277,12 @@ class ContextService:
             self.clock(), assembly.messages, report, r.request_id,
         )  # fmt: skip
 
+    def forget(self, tenant_id: str, episode_id: str) -> None:
+        """Drops a cached working set (its episode was erased), and the episode's cached
+        agent and encoding, since its id may be opened again by another agent."""
+        self.cache.discard((tenant_id, episode_id))
+        self.episodes.fixed_facts.forget((tenant_id, episode_id))
+
     async def stop(self) -> None:
         """Cancels background compactions; their turns simply compact again later."""
         if self.background is not None:
@@ -270,7 +292,9 @@ class ContextService:
         v = Violations()
         check_id(v, "model_call_id", model_call_id)
         v.raise_if_any()
-        return await self.store.get_call(caller.tenant_id, model_call_id)
+        call = await self.store.get_call(caller.tenant_id, model_call_id)
+        require_visible(caller, call.agent_id, "model call", model_call_id)
+        return call
 
     async def list_model_calls(
         self, caller: Caller, episode_id: str, page_size: int, page_token: str
@@ -282,6 +306,7 @@ class ContextService:
         query: dict[str, JsonScalar] = {"episode_id": episode_id}
         position = decode_token(page_token, query)
         before = (read_time(position, "created_at"), read_id(position, "model_call_id")) if position else None
+        await self.episodes.ensure_visible(caller, episode_id)
         found = await self.store.list_calls(caller.tenant_id, episode_id, before, limit + 1)
         return page_of(found, limit, _call_position, query)
 
@@ -290,6 +315,8 @@ class ContextService:
         check_id(v, "model_call_id", model_call_id)
         _check_reply(v, reply)
         v.raise_if_any()
+        if caller.agents is not None:  # the write must not happen for another agent's call
+            await self.get_model_call(caller, model_call_id)
         stamped = dataclasses.replace(reply, recorded_at=self.clock())
         return await self.store.record_reply(caller.tenant_id, model_call_id, stamped)
 

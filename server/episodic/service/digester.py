@@ -35,9 +35,10 @@ class Digester:
     index: VectorIndex
     clock: Clock
     batch: int = 16
-    lease: timedelta = timedelta(minutes=5)
+    lease: timedelta = timedelta(seconds=60)  # a crashed server's claims come back within a minute
     idle_poll_seconds: float = 1.0
     scope_changed: Callable[[Scope], None] = lambda _scope: None  # what recall finds there changed
+    index_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # shared with erasure
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _settled: asyncio.Condition = field(default_factory=asyncio.Condition)
     _task: asyncio.Task[None] | None = None
@@ -110,8 +111,9 @@ class Digester:
         text = await self._text(digest, messages)
         vectors = await asyncio.to_thread(self.embedder.embed, rules.embedded_texts(text, messages))
         done = rules.ready(digest, text, self.embedder.model_id, self.clock())
-        await self.store.save_ready(done, vectors, rules.lexical_body(text, messages))
-        self._index(done, vectors)
+        async with self.index_lock:  # SQL then index, with no erasure in between
+            await self.store.save_ready(done, vectors, rules.lexical_body(text, messages))
+            self._index(done, vectors)
 
     async def _text(self, digest: Digest, messages: list[Message]) -> DigestText:
         if digest.state is DigestState.READY:  # re-embedding only: keep the summary

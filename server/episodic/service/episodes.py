@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from episodic.domain.access import require_agent, require_visible
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage, countable_text
 from episodic.domain.model import (
@@ -42,6 +43,7 @@ from episodic.domain.validation import (
     check_text,
     resolve_page_size,
 )
+from episodic.service.privacy import PiiGuard, redact_message, redact_object
 from episodic.telemetry.tracing import (
     CREATE_MEMORY,
     GEN_AI_CONVERSATION_ID,
@@ -76,23 +78,35 @@ class NoDigests:
         return None
 
 
-class EncodingCache:
-    """LRU of episode -> token encoding. Always valid: an episode's encoding never changes."""
+@dataclass(frozen=True, slots=True)
+class FixedFacts:
+    """What never changes about an episode: appends need the one, access checks the other."""
+
+    token_encoding: str
+    agent_id: str
+
+
+class FixedFactsCache:
+    """LRU of episode -> its fixed facts. Valid while the episode exists: an erased or purged
+    id can be opened again, by another agent, so erasure and purge drop it (`forget`)."""
 
     def __init__(self, capacity: int = 100_000) -> None:
         self._capacity = capacity
-        self._items: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], FixedFacts] = OrderedDict()
 
-    def get(self, key: tuple[str, str]) -> str | None:
+    def get(self, key: tuple[str, str]) -> FixedFacts | None:
         value = self._items.get(key)
         if value is not None:
             self._items.move_to_end(key)
         return value
 
-    def put(self, key: tuple[str, str], value: str) -> None:
+    def put(self, key: tuple[str, str], value: FixedFacts) -> None:
         self._items[key] = value
         if len(self._items) > self._capacity:
             self._items.popitem(last=False)
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self._items.pop(key, None)
 
 
 @dataclass(slots=True)
@@ -103,10 +117,11 @@ class EpisodeService:
     limits: Limits
     clock: Clock
     new_id: IdFactory
-    encodings: EncodingCache = field(default_factory=EncodingCache)
+    fixed_facts: FixedFactsCache = field(default_factory=FixedFactsCache)
     digests: DigestWaiter = field(default_factory=lambda: NoDigests())
     scope_changed: Callable[[Scope], None] = lambda _scope: None  # a close adds a pending digest
     tracing: Tracing = field(default_factory=no_tracing)
+    pii: PiiGuard | None = None  # None: nothing is redacted (tools and tests that need no policy)
 
     async def open_episode(
         self,
@@ -124,7 +139,10 @@ class EpisodeService:
         check_id(v, "episode_id", episode_id, required=False)
         check_json(v, "metadata", metadata or {}, self.limits)
         v.raise_if_any()
+        require_agent(caller, agent_id)
         agent = await self.agents.get_agent(caller.tenant_id, agent_id)
+        if self.pii is not None and self.pii.redacts(caller.tenant_id, agent.memory.pii_policy):
+            metadata = redact_object(metadata or {})
         request = OpenRequest(
             agent_id, user_id, episode_id or self.new_id(), metadata or {}, started_at or self.clock()
         )
@@ -165,6 +183,7 @@ class EpisodeService:
         if reason is CloseReason.IDLE_TIMEOUT:
             v.add("reason", "CLOSE_REASON_IDLE_TIMEOUT is reserved for the server's idle reaper")
         v.raise_if_any()
+        await self.ensure_visible(caller, episode_id)
         closed = await self.close_as(caller.tenant_id, episode_id, reason, note, ended_at)
         if wait_for_digest <= 0:
             return closed
@@ -185,7 +204,9 @@ class EpisodeService:
         v = Violations()
         check_id(v, "episode_id", episode_id)
         v.raise_if_any()
-        return await self.episodes.get_episode(caller.tenant_id, episode_id)
+        episode = await self.episodes.get_episode(caller.tenant_id, episode_id)
+        require_visible(caller, episode.agent_id, "episode", episode_id)
+        return episode
 
     async def list_episodes(
         self, caller: Caller, where: EpisodeFilter, page_size: int, page_token: str
@@ -197,7 +218,8 @@ class EpisodeService:
         v.raise_if_any()
         query = _filter_query(where)
         after = _episode_cursor(decode_token(page_token, query))
-        found = await self.episodes.list_episodes(caller.tenant_id, where, after, limit + 1)
+        allowed = _within_allowed_agents(caller, where)
+        found = await self.episodes.list_episodes(caller.tenant_id, allowed, after, limit + 1)
         return page_of(found, limit, _episode_position, query)
 
     async def list_messages(
@@ -210,6 +232,7 @@ class EpisodeService:
         query: dict[str, JsonScalar] = {"episode_id": episode_id}
         position = decode_token(page_token, query)
         before = read_seq(position, "before_seq") if position else None
+        await self.ensure_visible(caller, episode_id)
         found = await self.episodes.list_messages(caller.tenant_id, episode_id, before, limit + 1)
         return page_of(found, limit, lambda last: {"before_seq": last.seq}, query)
 
@@ -218,7 +241,10 @@ class EpisodeService:
     ) -> list[tuple[Message, bool]]:
         """`field` names each message in errors: "message", or "messages[{}]" for batches."""
         with self.tracing.span(CREATE_MEMORY, _create_memory_attributes(episode_id, messages)) as span:
-            encoding = await self._encoding_of(caller.tenant_id, episode_id)
+            facts = await self._facts_of(caller.tenant_id, episode_id)
+            require_visible(caller, facts.agent_id, "episode", episode_id)
+            messages = await self._redacted(caller.tenant_id, facts.agent_id, messages)
+            encoding = facts.token_encoding
             prepared = [
                 PreparedMessage(m, await self._count(countable_text(m), encoding), encoding, field.format(i))
                 for i, m in enumerate(messages)
@@ -228,12 +254,29 @@ class EpisodeService:
                 span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored[0][0].seq}")
             return stored
 
-    async def _encoding_of(self, tenant_id: str, episode_id: str) -> str:
+    async def _redacted(
+        self, tenant_id: str, agent_id: str, messages: Sequence[NewMessage]
+    ) -> Sequence[NewMessage]:
+        """Personal data out before anything is counted, stored or embedded (PII policy)."""
+        if self.pii is None or not await self.pii.redacts_for(tenant_id, agent_id):
+            return messages
+        return [redact_message(m) for m in messages]
+
+    async def ensure_visible(self, caller: Caller, episode_id: str) -> None:
+        """NOT_FOUND unless the caller may use the episode's agent. Free for a key of every
+        agent; a restricted key costs one read per episode, then hits the cache."""
+        if caller.agents is None:
+            return
+        facts = await self._facts_of(caller.tenant_id, episode_id)
+        require_visible(caller, facts.agent_id, "episode", episode_id)
+
+    async def _facts_of(self, tenant_id: str, episode_id: str) -> FixedFacts:
         key = (tenant_id, episode_id)
-        cached = self.encodings.get(key)
+        cached = self.fixed_facts.get(key)
         if cached is None:
-            cached = (await self.episodes.get_episode(tenant_id, episode_id)).token_encoding
-            self.encodings.put(key, cached)
+            episode = await self.episodes.get_episode(tenant_id, episode_id)
+            cached = FixedFacts(episode.token_encoding, episode.agent_id)
+            self.fixed_facts.put(key, cached)
         return cached
 
     async def _count(self, text: str, encoding: str) -> int:
@@ -249,6 +292,14 @@ def _create_memory_attributes(episode_id: str, messages: Sequence[NewMessage]) -
         GEN_AI_CONVERSATION_ID: episode_id,
         GEN_AI_MEMORY_RECORD_COUNT: len(messages),
     }
+
+
+def _within_allowed_agents(caller: Caller, where: EpisodeFilter) -> EpisodeFilter:
+    """A named agent must be allowed; otherwise a restricted key lists its agents only."""
+    if where.agent_id:
+        require_agent(caller, where.agent_id)
+        return where
+    return where if caller.agents is None else dataclasses.replace(where, agent_ids=caller.agents)
 
 
 def _episode_position(last: Episode) -> dict[str, JsonScalar]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from episodic.domain.access import require_agent
 from episodic.domain.model import Caller
 from episodic.domain.ports import AgentStore, DigestStore, Embedder, VectorIndex
 from episodic.domain.recall import (
@@ -68,6 +69,7 @@ class RecallService:
 
     async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
         mode, top_k = self._check(request)
+        require_agent(caller, request.agent_id)
         with self.tracing.span(SEARCH_MEMORY, self._span_attributes(request, mode)) as span:
             await self._require_agent(caller.tenant_id, request.agent_id)
             scope = Scope(caller.tenant_id, request.agent_id, request.user_id)

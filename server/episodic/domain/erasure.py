@@ -1,0 +1,43 @@
+"""Erasure of one user's data: the receipt it returns and the hash its audit keeps. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# What an erasure counts, in the order a receipt lists them.
+KINDS = (
+    "episodes",
+    "messages",
+    "tool_calls",
+    "summaries",
+    "digests",
+    "digest_vectors",
+    "text_rows",
+    "model_calls",
+)
+
+
+def user_hash(tenant_id: str, user_id: str) -> str:
+    """What the audit log keeps instead of the user id."""
+    return hashlib.sha256(f"{tenant_id}:{user_id}".encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """What the store removed: rows per kind, and the erased episodes by (agent, episode)
+    so their vectors can be taken out of the index."""
+
+    counts: dict[str, int]
+    episodes: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    erasure_id: str
+    erased_at: datetime
+    user_hash: str
+    counts: dict[str, int]
+    index_vectors: int
+    storage_scrubbed: bool

@@ -1,0 +1,96 @@
+"""Retention: closed episodes past their agent's TTL are soft-deleted (invisible to every
+read and search, their vectors taken out of the index), then purged after a grace period.
+Each sweep works in batches until nothing is due, logging what it did; state lives in SQL,
+so a restarted server resumes where it stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from episodic.domain.ports import Clock, VectorIndex
+from episodic.domain.recall import Scope, episode_of
+from episodic.domain.retention import SoftDeleted
+from episodic.service.background import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+
+class RetentionStore(Protocol):
+    async def soft_delete_due(self, now: datetime, limit: int) -> list[SoftDeleted]: ...
+
+    async def purge_due(self, deleted_before: datetime, limit: int) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCounts:
+    soft_deleted: int
+    vectors_removed: int
+    purged: int
+
+
+@dataclass
+class RetentionJob:
+    store: RetentionStore
+    index: VectorIndex
+    index_lock: asyncio.Lock
+    clock: Clock
+    forget_episode: Callable[[str, str], None]
+    scope_changed: Callable[[Scope], None]
+    grace: timedelta = timedelta(days=7)
+    interval_seconds: float = 3600.0
+    batch: int = 500
+    _task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="episodic-retention")
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+
+    async def sweep(self) -> SweepCounts:
+        """Soft-deletes, then purges, batch after batch, until nothing is due."""
+        deleted = removed = purged = 0
+        while batch := await self._soft_delete_batch():
+            deleted, removed = deleted + batch[0], removed + batch[1]
+        while count := await self.store.purge_due(self.clock() - self.grace, self.batch):
+            purged += count
+        counts = SweepCounts(deleted, removed, purged)
+        if deleted or purged:
+            log.info(
+                "retention sweep",
+                extra={"soft_deleted": deleted, "vectors_removed": removed, "purged": purged},
+            )
+        return counts
+
+    async def _soft_delete_batch(self) -> tuple[int, int] | None:
+        async with self.index_lock:  # as in erasure: no digest lands between SQL and index
+            due = await self.store.soft_delete_due(self.clock(), self.batch)
+            removed = self._unindex(due)
+        for d in due:
+            self.forget_episode(d.tenant_id, d.episode_id)
+            self.scope_changed(Scope(d.tenant_id, d.agent_id, d.user_id))
+        return (len(due), removed) if due else None
+
+    def _unindex(self, due: Sequence[SoftDeleted]) -> int:
+        by_scope: dict[Scope, set[str]] = {}
+        for d in due:
+            by_scope.setdefault(Scope(d.tenant_id, d.agent_id, d.user_id), set()).add(d.episode_id)
+        removed = 0
+        for scope, ids in by_scope.items():
+            keys = [k for k in self.index.keys(scope) if episode_of(k) in ids]
+            self.index.remove(scope, keys)
+            removed += len(keys)
+        return removed
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception:  # keep the job alive; the next round retries
+                log.exception("retention sweep failed")
+            await asyncio.sleep(self.interval_seconds)
