@@ -35,6 +35,7 @@ class RunningServer:
     settings: Settings
 
     def channel(self) -> grpc.aio.Channel:
+        """Plaintext; a TLS server (settings with tls_cert_file) needs a secure channel."""
         return grpc.aio.insecure_channel(self.address)
 
 
@@ -47,7 +48,9 @@ async def running_server(settings: Settings, tracing: Tracing | None = None) -> 
     """`tracing` replaces the one the OTEL_* variables would configure (e.g. an in-memory
     exporter); it traces both the RPCs and the services, as in `episodic serve`."""
     async with open_app(settings, tracing) as app:
-        grpc_server = await build_server(settings, app.services, app.keys, app.access_log, app.tracing)
+        grpc_server = await build_server(
+            settings, app.services, app.keys, app.access_log, app.tracing, app.tls
+        )
         await grpc_server.server.start()
         await grpc_server.set_serving(True)
         try:

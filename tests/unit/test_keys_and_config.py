@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
 from episodic import config
+from episodic.domain.model import Caller
 from episodic.keys import KeyConfigError, KeyRing, config_line, hash_key, new_key
 
 
@@ -15,7 +17,8 @@ def test_a_configured_key_maps_to_its_tenant_and_only_its_hash_is_kept() -> None
     ring = KeyRing.parse(f"# staging\n{config_line('acme', key)}\n")
     caller = ring.caller_for(key)
     assert caller is not None and caller.tenant_id == "acme"
-    assert key not in repr(ring) and hash_key(key) in ring.tenants_by_hash
+    assert key not in repr(ring) and hash_key(key) in ring.callers_by_hash
+    assert caller.agents is None, "a key without an agent list may use every agent"
 
 
 def test_unknown_keys_map_to_nobody() -> None:
@@ -31,6 +34,34 @@ def test_comma_separated_entries_are_accepted() -> None:
 def test_malformed_key_entries_are_refused(entry: str) -> None:
     with pytest.raises(KeyConfigError):
         KeyRing.parse(entry)
+
+
+def test_a_key_can_be_restricted_to_a_list_of_agents() -> None:
+    key = new_key()
+    line = config_line("acme", key, ["support-bot", "sales.bot"])
+    assert line.endswith(";agents=support-bot|sales.bot")
+    caller = KeyRing.parse(line).caller_for(key)
+    assert caller is not None and caller.agents == frozenset({"support-bot", "sales.bot"})
+
+
+def test_restricted_and_unrestricted_entries_mix_in_one_comma_separated_list() -> None:
+    text = f"{config_line('a', 'k1', ['x', 'y'])}, {config_line('a', 'k2')}\n"
+    ring = KeyRing.parse(text)
+    assert [ring.caller_for(k) for k in ("k1", "k2")] == [
+        Caller("a", frozenset({"x", "y"})),
+        Caller("a", None),
+    ]
+
+
+def test_an_agent_list_tolerates_spaces_around_its_separators() -> None:
+    entry = f"acme=sha256:{hash_key('k')} ; agents = x | y"
+    assert KeyRing.parse(entry).caller_for("k") == Caller("acme", frozenset({"x", "y"}))
+
+
+@pytest.mark.parametrize("agents", ["", "x||y", "bad agent", "x|-leading-dash", "x;agents=y"])
+def test_malformed_agent_lists_are_refused_and_named(agents: str) -> None:
+    with pytest.raises(KeyConfigError, match="agent|API key entry"):
+        KeyRing.parse(f"acme=sha256:{hash_key('k')};agents={agents}")
 
 
 def parse_flags(*argv: str) -> argparse.Namespace:
@@ -62,6 +93,47 @@ def test_the_operator_docs_carry_the_current_configuration_table() -> None:
 
     doc = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
     assert config.markdown_table() in doc, "regenerate the table with `episodic config-docs`"
+
+
+@pytest.mark.parametrize(
+    ("flags", "missing"),
+    [
+        (("--tls-cert-file", "server.pem"), "tls_key_file"),
+        (("--tls-key-file", "server.key"), "tls_cert_file"),
+        (("--tls-client-ca-file", "ca.pem"), "tls_client_ca_file"),
+    ],
+)
+def test_half_a_tls_setup_is_refused_naming_what_is_missing(flags: tuple[str, ...], missing: str) -> None:
+    with pytest.raises(config.ConfigError, match=missing):
+        config.load({}, parse_flags(*flags))
+
+
+def test_tls_files_are_read_once_and_an_unreadable_one_is_named(tmp_path: Path) -> None:
+    cert, key = b"-----BEGIN CERTIFICATE-----\n", b"-----BEGIN PRIVATE KEY-----\n"
+    (tmp_path / "cert.pem").write_bytes(cert)
+    (tmp_path / "key.pem").write_bytes(key)
+    env = {
+        "EPISODIC_TLS_CERT_FILE": str(tmp_path / "cert.pem"),
+        "EPISODIC_TLS_KEY_FILE": str(tmp_path / "key.pem"),
+    }
+    assert config.load(env, parse_flags()).tls_material() == config.TlsMaterial(cert, key, None)
+    missing_ca = parse_flags("--tls-client-ca-file", str(tmp_path / "absent.pem"))
+    with pytest.raises(config.ConfigError, match="tls_client_ca_file: cannot read"):
+        config.load(env, missing_ca).tls_material()
+
+
+def test_a_certificate_and_key_given_the_wrong_way_round_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "cert.pem").write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+    (tmp_path / "key.pem").write_bytes(b"-----BEGIN EC PRIVATE KEY-----\n")
+    swapped = parse_flags(
+        "--tls-cert-file", str(tmp_path / "key.pem"), "--tls-key-file", str(tmp_path / "cert.pem")
+    )
+    with pytest.raises(config.ConfigError, match="tls_cert_file: .* holds no PEM"):
+        config.load({}, swapped).tls_material()
+
+
+def test_without_tls_files_the_server_speaks_plaintext() -> None:
+    assert config.load({}, parse_flags()).tls_material() is None
 
 
 def test_boolean_settings_can_be_switched_off_by_flag() -> None:
