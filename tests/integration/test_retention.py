@@ -84,8 +84,10 @@ async def test_expired_episodes_are_soft_deleted_then_purged_and_others_kept(sta
     assert (await retention.sweep()).soft_deleted == 0  # not due yet
 
     now[0] = T0 + timedelta(days=2)
-    swept = await retention.sweep()  # batches of 1: three rounds
-    assert (swept.soft_deleted, swept.purged) == (3, 0) and swept.vectors_removed > 0
+    swept = await retention.sweep()  # batches of 1: a round each
+    # The job serves every tenant: on the shared PostgreSQL database other tests' episodes
+    # may be swept too, so counts are lower bounds and the rows themselves are checked.
+    assert swept.soft_deleted >= 3 and swept.vectors_removed > 0
     assert not stack.services.recall.index.keys(scope)
     for episode_id in expired:
         with pytest.raises(NotFound):
@@ -97,7 +99,7 @@ async def test_expired_episodes_are_soft_deleted_then_purged_and_others_kept(sta
     assert not found.snippets and found.pending_digests == 0
 
     now[0] = T0 + timedelta(days=2 + 8)
-    assert (await retention.sweep()).purged == 3
+    assert (await retention.sweep()).purged >= 3
     for episode_id in expired:
         assert (
             await rows(stack, "episodes", episode_id) == 0 and await rows(stack, "messages", episode_id) == 0
