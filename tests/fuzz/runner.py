@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import pkgutil
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -738,6 +739,7 @@ async def long_run(args: argparse.Namespace) -> int:
         print(f"\nFAILED\n{report.problems()}\n\nserver log {server.log_path}:\n{server.unexpected_errors()}")
         return 1
     print("\nPASSED: no INTERNAL/UNKNOWN, server healthy throughout, no partial writes")
+    shutil.rmtree(workdir, ignore_errors=True)  # kept on failure, for the server log and database
     return 0
 
 
