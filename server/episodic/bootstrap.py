@@ -281,7 +281,7 @@ def build_retention(
     settings: Settings, database: Database, writer: GroupCommitWriter, recall: Recall, services: Services
 ) -> RetentionJob:
     return RetentionJob(
-        SqlRetention(database, writer), recall.index, recall.index_lock, utc_now,
+        SqlRetention(database, writer, settings.retention_caps()), recall.index, recall.index_lock, utc_now,
         services.context.forget, recall.versions.bump,
         grace=timedelta(days=settings.retention_grace_days),
         interval_seconds=settings.retention_sweep_seconds,

@@ -116,6 +116,11 @@ OPTIONS: tuple[Option, ...] = (
         "How often the retention job soft-deletes expired episodes and purges old soft-deleted ones.",
     ),
     Option(
+        "retention_tenant_days",
+        "EPISODIC_RETENTION_TENANT_DAYS",
+        "Per-tenant caps on how long closed episodes are kept, e.g. acme=30,globex=365: an agent's retention_days (even 0, forever) is capped by its tenant's.",
+    ),
+    Option(
         "pii_policy",
         "EPISODIC_PII_POLICY",
         "off or redact: whether emails, phone and card numbers, IBANs, SSNs, IP addresses and secrets are replaced by placeholders ([EMAIL]...) before storage, embedding and rendering. Applies to agents whose pii_policy is unspecified.",
@@ -214,6 +219,7 @@ class Settings:
     working_set_max_bytes: int = 256 * 1024 * 1024
     retention_grace_days: float = 7.0
     retention_sweep_seconds: float = 3600.0
+    retention_tenant_days: str = ""
     pii_policy: str = "off"
     pii_tenant_policies: str = ""
     log_level: str = "INFO"
@@ -235,6 +241,16 @@ class Settings:
             max_batch_messages=self.max_batch_messages,
             max_json_bytes=self.max_json_bytes,
         )
+
+    def retention_caps(self) -> dict[str, int]:
+        """Tenant -> the most days its closed episodes may be kept."""
+        caps: dict[str, int] = {}
+        for entry in filter(None, (e.strip() for e in self.retention_tenant_days.split(","))):
+            tenant, sep, value = entry.partition("=")
+            if not sep or not tenant.strip() or not value.strip().isdigit() or int(value) < 1:
+                raise ConfigError(f"retention_tenant_days: {entry!r} is not tenant=<days, at least 1>")
+            caps[tenant.strip()] = int(value)
+        return caps
 
     def pii_policies(self) -> tuple[PiiPolicy, dict[str, PiiPolicy]]:
         """The server's default policy and the per-tenant ones."""

@@ -21,7 +21,7 @@ from episodic.service.recall import SearchRequest
 from episodic.service.retention import RetentionJob
 from episodic.store import schema
 from episodic.store.digests import SqlDigestStore
-from episodic.store.retention import SqlRetention
+from episodic.store.retention import SqlRetention, effective_days
 from episodic.summarize import make_summarizer
 from tests.conftest import unique
 from tests.integration.conftest import Stack
@@ -116,3 +116,28 @@ async def test_a_soft_deleted_episode_refuses_appends_and_context(stack: Stack) 
         await stack.services.episodes.add_message(stack.caller, episode_id, NewMessage(Role.USER, "hi"))
     with pytest.raises(NotFound):
         await stack.services.episodes.list_messages(stack.caller, episode_id, 10, "")
+
+
+async def test_a_tenant_cap_limits_even_agents_that_keep_forever(stack: Stack) -> None:
+    forever, user = await agent_with(stack, 0), unique("user")
+    episode_id = await episode(stack, forever, user, close=True)
+    capped = RetentionJob(
+        SqlRetention(stack.database, stack.writer, {stack.caller.tenant_id: 1}), stack.services.recall.index,
+        asyncio.Lock(), lambda: T0 + timedelta(days=2), stack.services.context.forget, lambda _scope: None,
+    )  # fmt: skip
+    await job(stack, [T0 + timedelta(days=2)]).sweep()  # no cap: the agent keeps it
+    with_no_cap = await stack.services.episodes.get_episode(stack.caller, episode_id)
+    assert with_no_cap.episode_id == episode_id  # an agent with 0 keeps it without a cap
+    assert (await capped.sweep()).soft_deleted >= 1
+    with pytest.raises(NotFound):
+        await stack.services.episodes.get_episode(stack.caller, episode_id)
+
+
+def test_the_effective_ttl_is_the_agents_capped_by_its_tenants() -> None:
+    assert [effective_days(a, t) for a, t in ((90, 0), (90, 30), (10, 30), (0, 30), (0, 0))] == [
+        90,
+        30,
+        10,
+        30,
+        0,
+    ]

@@ -4,6 +4,7 @@ Both work in batches and keep their state in SQL, so a restart simply resumes.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,9 +19,15 @@ E, A, D = s.episodes, s.agents, s.digests
 
 
 class SqlRetention:
-    def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
+    """`tenant_caps`: tenants whose episodes may be kept at most this many days, whatever
+    their agents say (an agent's 0, "forever", is capped too)."""
+
+    def __init__(
+        self, db: Database, writer: GroupCommitWriter, tenant_caps: Mapping[str, int] | None = None
+    ) -> None:
         self._db = db
         self._writer = writer
+        self._caps = dict(tenant_caps or {})
 
     async def soft_delete_due(self, now: datetime, limit: int) -> list[SoftDeleted]:
         """At most `limit` closed episodes whose agent's retention has run out, oldest
@@ -28,7 +35,10 @@ class SqlRetention:
 
         def op(conn: Connection) -> list[SoftDeleted]:
             due: list[SoftDeleted] = []
-            for tenant_id, agent_id, days in conn.execute(_AGENTS_WITH_RETENTION).all():
+            for tenant_id, agent_id, agent_days in conn.execute(_AGENTS).all():
+                days = effective_days(agent_days, self._caps.get(tenant_id, 0))
+                if not days:
+                    continue
                 due += _expired(conn, tenant_id, agent_id, now - timedelta(days=days), limit - len(due))
                 if len(due) >= limit:
                     break
@@ -50,11 +60,15 @@ class SqlRetention:
         return await self._writer.run(op)
 
 
-_AGENTS_WITH_RETENTION = (
-    select(A.c.tenant_id, A.c.agent_id, A.c.retention_days)
-    .where(A.c.retention_days > 0)
-    .order_by(A.c.tenant_id, A.c.agent_id)
-)
+_AGENTS = select(A.c.tenant_id, A.c.agent_id, A.c.retention_days).order_by(A.c.tenant_id, A.c.agent_id)
+
+
+def effective_days(agent_days: int, tenant_cap: int) -> int:
+    """The agent's TTL, capped by its tenant's; 0 (keep forever) only if neither limits it."""
+    limits = [d for d in (agent_days, tenant_cap) if d > 0]
+    return min(limits) if limits else 0
+
+
 _PURGEABLE = (
     select(E.c.tenant_id, E.c.episode_id)
     .where(E.c.deleted_at.is_not(None), E.c.deleted_at < bindparam("cut"))
