@@ -3,6 +3,7 @@ or a fresh PostgreSQL database dropped afterwards, so runs never see each other'
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +32,13 @@ async def throwaway_database(backend: str, workdir: Path, admin_url: str) -> Asy
         yield _with_database(admin_url, name)
     finally:
         await _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def describe_database(backend: str, admin_url: str) -> str:
+    """ "SQLite 3.x" or "PostgreSQL 15.x"; BenchError if PostgreSQL cannot be reached."""
+    if backend == "sqlite":
+        return f"SQLite {sqlite3.sqlite_version}"
+    return f"PostgreSQL {await postgres_version(admin_url)}"
 
 
 async def postgres_version(admin_url: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 
 from episodic.bench import BenchError
-from episodic.bench.databases import postgres_version, throwaway_database
+from episodic.bench.databases import describe_database, throwaway_database
 from episodic.bench.machine import machine_facts
 from episodic.bench.server_process import Server
 from episodic.bench_context import progress
@@ -59,17 +59,12 @@ async def _run(options: Options) -> int:
 
 async def _bench_backend(backend: str, options: Options) -> BackendReport:
     try:
-        database = await _describe_database(backend, options)
+        database = await describe_database(backend, options.postgres_admin_url)
     except BenchError as exc:  # only an unreachable PostgreSQL is skipped; later failures stop the run
         return BackendReport(backend, skipped=str(exc))
     with tempfile.TemporaryDirectory(prefix="episodic-bench-context-") as workdir:
         return await _measure(backend, database, Path(workdir), options)
 
-
-async def _describe_database(backend: str, options: Options) -> str:
-    if backend == "sqlite":
-        return f"SQLite {machine_facts()['sqlite']}"
-    return f"PostgreSQL {await postgres_version(options.postgres_admin_url)}"
 
 
 async def _measure(backend: str, database: str, workdir: Path, options: Options) -> BackendReport:

@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 
 from episodic.bench import BenchError
-from episodic.bench.databases import postgres_version, throwaway_database
+from episodic.bench.databases import describe_database, throwaway_database
 from episodic.bench.machine import machine_facts
 from episodic.bench_context.client import Client
 from episodic.bench_context.server import context_server, rss_mib
@@ -48,7 +48,7 @@ async def _run(options: Options) -> int:
 
 async def _soak_backend(backend: str, options: Options) -> SoakResult:
     try:
-        database = await _describe_database(backend, options)
+        database = await describe_database(backend, options.postgres_admin_url)
     except BenchError as exc:  # PostgreSQL unreachable: this backend fails, the others still run
         print(title(backend, ""), flush=True)
         return SoakResult(backend, not_run=str(exc))
@@ -63,11 +63,6 @@ async def _soak_database(result: SoakResult, options: Options) -> SoakResult:
     except BenchError as exc:  # the database could not be made, or the server did not start
         return dataclasses.replace(result, not_run=str(exc))
 
-
-async def _describe_database(backend: str, options: Options) -> str:
-    if backend == "sqlite":
-        return f"SQLite {machine_facts()['sqlite']}"
-    return f"PostgreSQL {await postgres_version(options.postgres_admin_url)}"
 
 
 async def _soak_server(result: SoakResult, workdir: Path, options: Options) -> SoakResult:
