@@ -37,7 +37,7 @@ from episodic.store.context import SqlContextStore
 from episodic.store.database import Database, open_database
 from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
-from episodic.store.erasure import SqlEraser, audit_row
+from episodic.store.erasure import SqlEraser
 from episodic.store.migrate import current_revision, head_revision, upgrade_to_head
 from episodic.store.retention import SqlRetention
 from episodic.store.writer import GroupCommitWriter
@@ -169,7 +169,6 @@ def build_services(
         context=context,
         erasure=EraseService(
             SqlEraser(database, writer),
-            audit_row,
             recall.index,
             recall.index_lock,
             utc_now,

@@ -34,6 +34,16 @@ class Erased:
 
 
 @dataclass(frozen=True, slots=True)
+class Audit:
+    """The audit row of one erasure: a hash of the user id, never the id."""
+
+    erasure_id: str
+    user_hash: str
+    agent_id: str
+    erased_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Receipt:
     erasure_id: str
     erased_at: datetime

@@ -20,8 +20,9 @@ from datetime import timedelta
 from episodic.domain import digests as rules
 from episodic.domain.model import Message
 from episodic.domain.ports import Clock, DigestStore, Embedder, Summarizer, VectorIndex
-from episodic.domain.recall import Digest, DigestState, DigestText, Scope, episode_of, vector_key
+from episodic.domain.recall import Digest, DigestState, DigestText, Scope, vector_key
 from episodic.service.background import cancel_and_wait
+from episodic.service.unindex import unindex_episodes
 
 log = logging.getLogger(__name__)
 SETTLED = (DigestState.READY, DigestState.FAILED)
@@ -122,8 +123,7 @@ class Digester:
 
     def _index(self, digest: Digest, vectors: list[list[float]]) -> None:
         scope = digest.scope
-        old = [k for k in self.index.keys(scope) if episode_of(k) == digest.episode_id]
-        self.index.remove(scope, old)
+        unindex_episodes(self.index, [(scope, digest.episode_id)])  # a re-embedded digest's old vectors
         self.index.add(scope, [vector_key(digest.episode_id, i) for i in range(len(vectors))], vectors)
 
 

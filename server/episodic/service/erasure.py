@@ -10,31 +10,28 @@ erased vectors until they restart) never surface an erased episode.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from episodic.domain.access import require_agent, require_every_agent
-from episodic.domain.erasure import Erased, Receipt, user_hash
+from episodic.domain.erasure import Audit, Erased, Receipt, user_hash
 from episodic.domain.model import Caller
 from episodic.domain.ports import Clock, IdFactory, VectorIndex
-from episodic.domain.recall import Scope, episode_of
+from episodic.domain.recall import Scope
 from episodic.domain.validation import Violations, check_id
+from episodic.service.unindex import unindex_episodes
 
 
 class Eraser(Protocol):
-    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: dict[str, Any]) -> Erased: ...
+    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased: ...
 
     async def scrub(self) -> bool: ...
-
-
-AuditRow = Callable[[str, str, str, str, Any], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
 class EraseService:
     eraser: Eraser
-    audit_row: AuditRow
     index: VectorIndex
     index_lock: asyncio.Lock
     clock: Clock
@@ -51,35 +48,14 @@ class EraseService:
             require_agent(caller, agent_id)
         else:  # a key limited to some agents may not erase what other agents hold
             require_every_agent(caller, "EraseUser without agent_id")
-        tenant, erasure_id, at = caller.tenant_id, f"er_{self.new_id()}", self.clock()
-        hashed = user_hash(tenant, user_id)
+        tenant = caller.tenant_id
+        audit = Audit(f"er_{self.new_id()}", user_hash(tenant, user_id), agent_id, self.clock())
         async with self.index_lock:
-            erased = await self.eraser.erase(
-                tenant, user_id, agent_id, self.audit_row(tenant, erasure_id, hashed, agent_id, at)
-            )
-            unindexed = self._unindex(tenant, user_id, erased.episodes)
-        self._forget(tenant, user_id, erased.episodes)
+            erased = await self.eraser.erase(tenant, user_id, agent_id, audit)
+            scoped = [(Scope(tenant, agent, user_id), episode_id) for agent, episode_id in erased.episodes]
+            unindexed = unindex_episodes(self.index, scoped)
+        for scope, episode_id in scoped:
+            self.scope_changed(scope)
+            self.forget_episode(tenant, episode_id)
         scrubbed = await self.eraser.scrub()
-        return Receipt(erasure_id, at, hashed, erased.counts, unindexed, scrubbed)
-
-    def _unindex(self, tenant: str, user_id: str, episodes: Sequence[tuple[str, str]]) -> int:
-        removed = 0
-        for agent, ids in _by_agent(episodes).items():
-            scope = Scope(tenant, agent, user_id)
-            keys = [k for k in self.index.keys(scope) if episode_of(k) in ids]
-            self.index.remove(scope, keys)
-            removed += len(keys)
-        return removed
-
-    def _forget(self, tenant: str, user_id: str, episodes: Sequence[tuple[str, str]]) -> None:
-        for agent, ids in _by_agent(episodes).items():
-            self.scope_changed(Scope(tenant, agent, user_id))
-            for episode_id in ids:
-                self.forget_episode(tenant, episode_id)
-
-
-def _by_agent(episodes: Sequence[tuple[str, str]]) -> dict[str, set[str]]:
-    grouped: dict[str, set[str]] = {}
-    for agent, episode_id in episodes:
-        grouped.setdefault(agent, set()).add(episode_id)
-    return grouped
+        return Receipt(audit.erasure_id, audit.erased_at, audit.user_hash, erased.counts, unindexed, scrubbed)

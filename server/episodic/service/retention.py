@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from episodic.domain.ports import Clock, VectorIndex
-from episodic.domain.recall import Scope, episode_of
+from episodic.domain.recall import Scope
 from episodic.domain.retention import SoftDeleted
 from episodic.service.background import cancel_and_wait
+from episodic.service.unindex import unindex_episodes
 
 log = logging.getLogger(__name__)
 
@@ -70,22 +71,11 @@ class RetentionJob:
     async def _soft_delete_batch(self) -> tuple[int, int] | None:
         async with self.index_lock:  # as in erasure: no digest lands between SQL and index
             due = await self.store.soft_delete_due(self.clock(), self.batch)
-            removed = self._unindex(due)
+            removed = unindex_episodes(self.index, [(_scope(d), d.episode_id) for d in due])
         for d in due:
             self.forget_episode(d.tenant_id, d.episode_id)
-            self.scope_changed(Scope(d.tenant_id, d.agent_id, d.user_id))
+            self.scope_changed(_scope(d))
         return (len(due), removed) if due else None
-
-    def _unindex(self, due: Sequence[SoftDeleted]) -> int:
-        by_scope: dict[Scope, set[str]] = {}
-        for d in due:
-            by_scope.setdefault(Scope(d.tenant_id, d.agent_id, d.user_id), set()).add(d.episode_id)
-        removed = 0
-        for scope, ids in by_scope.items():
-            keys = [k for k in self.index.keys(scope) if episode_of(k) in ids]
-            self.index.remove(scope, keys)
-            removed += len(keys)
-        return removed
 
     async def _run(self) -> None:
         while True:
@@ -94,3 +84,7 @@ class RetentionJob:
             except Exception:  # keep the job alive; the next round retries
                 log.exception("retention sweep failed")
             await asyncio.sleep(self.interval_seconds)
+
+
+def _scope(d: SoftDeleted) -> Scope:
+    return Scope(d.tenant_id, d.agent_id, d.user_id)

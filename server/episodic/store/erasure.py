@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Table, delete, func, select, text
 
-from episodic.domain.erasure import Erased
+from episodic.domain.erasure import Audit, Erased
 from episodic.store import schema as s
 from episodic.store.database import Database
 from episodic.store.writer import GroupCommitWriter
@@ -36,9 +35,8 @@ class SqlEraser:
         self._db = db
         self._writer = writer
 
-    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: dict[str, Any]) -> Erased:
-        """Counts, deletes and audits in one transaction. `audit` is the erasures row
-        without its counts."""
+    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased:
+        """Counts, deletes and audits in one transaction."""
 
         def op(conn: Connection) -> Erased:
             mine = _episodes_of(tenant_id, user_id, agent_id)
@@ -49,7 +47,7 @@ class SqlEraser:
             }
             conn.execute(delete(s.model_calls).where(*_owned(s.model_calls, tenant_id, chosen)))
             conn.execute(delete(E).where(*mine))
-            conn.execute(s.erasures.insert().values(**audit, counts=counts))
+            conn.execute(s.erasures.insert().values(_audit_row(tenant_id, audit, counts)))
             return Erased(counts, [(a, e) for a, e in erased])
 
         return await self._writer.run(op)
@@ -102,13 +100,12 @@ def _merge_fts(conn: Connection) -> None:
         conn.exec_driver_sql(f"INSERT INTO {name}({name}) VALUES('optimize')")
 
 
-def audit_row(
-    tenant_id: str, erasure_id: str, hashed_user: str, agent_id: str, at: datetime
-) -> dict[str, Any]:
+def _audit_row(tenant_id: str, audit: Audit, counts: dict[str, int]) -> dict[str, Any]:
     return {
         "tenant_id": tenant_id,
-        "erasure_id": erasure_id,
-        "user_hash": hashed_user,
-        "agent_id": agent_id or None,
-        "erased_at": at,
+        "erasure_id": audit.erasure_id,
+        "user_hash": audit.user_hash,
+        "agent_id": audit.agent_id or None,
+        "erased_at": audit.erased_at,
+        "counts": counts,
     }
