@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from episodic.domain.model import PiiPolicy
 from episodic.domain.validation import Limits
@@ -180,6 +181,9 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
+T = TypeVar("T")
+
+
 class ConfigError(ValueError):
     """A setting has a value that cannot be used; the message names it."""
 
@@ -244,24 +248,12 @@ class Settings:
 
     def retention_caps(self) -> dict[str, int]:
         """Tenant -> the most days its closed episodes may be kept."""
-        caps: dict[str, int] = {}
-        for entry in filter(None, (e.strip() for e in self.retention_tenant_days.split(","))):
-            tenant, sep, value = entry.partition("=")
-            if not sep or not tenant.strip() or not value.strip().isdigit() or int(value) < 1:
-                raise ConfigError(f"retention_tenant_days: {entry!r} is not tenant=<days, at least 1>")
-            caps[tenant.strip()] = int(value)
-        return caps
+        return _per_tenant("retention_tenant_days", self.retention_tenant_days, _days)
 
     def pii_policies(self) -> tuple[PiiPolicy, dict[str, PiiPolicy]]:
         """The server's default policy and the per-tenant ones."""
         default = _pii_policy("pii_policy", self.pii_policy)
-        tenants: dict[str, PiiPolicy] = {}
-        for entry in filter(None, (e.strip() for e in self.pii_tenant_policies.split(","))):
-            tenant, sep, value = entry.partition("=")
-            if not sep or not tenant.strip():
-                raise ConfigError(f"pii_tenant_policies: {entry!r} is not tenant=off|redact")
-            tenants[tenant.strip()] = _pii_policy("pii_tenant_policies", value)
-        return default, tenants
+        return default, _per_tenant("pii_tenant_policies", self.pii_tenant_policies, _pii_policy)
 
     def api_key_text(self) -> str:
         """Inline keys plus the keys file's content (read here, once, at start-up)."""
@@ -306,6 +298,23 @@ def read_named_file(name: str, path: str) -> bytes:
         return Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"{name}: cannot read {path}: {exc}") from exc
+
+
+def _per_tenant(name: str, raw: str, parse: Callable[[str, str], T]) -> dict[str, T]:
+    """`tenant=value,tenant=value` -> {tenant: parse(name, value)}."""
+    found: dict[str, T] = {}
+    for entry in filter(None, (e.strip() for e in raw.split(","))):
+        tenant, sep, value = entry.partition("=")
+        if not sep or not tenant.strip():
+            raise ConfigError(f"{name}: {entry!r} is not tenant=value")
+        found[tenant.strip()] = parse(name, value)
+    return found
+
+
+def _days(name: str, raw: str) -> int:
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ConfigError(f"{name}: {raw!r} is not a number of days, at least 1")
+    return int(raw)
 
 
 def _pii_policy(name: str, raw: str) -> PiiPolicy:
