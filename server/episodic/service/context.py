@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -157,7 +157,7 @@ class ContextService:
         )
 
     def _check_ceiling(self, r: ContextRequest, working_set: WorkingSet, config: MemoryConfig) -> None:
-        probe = _inputs(r, Turn(working_set, config, "", [], 0, 0, r))
+        probe = _inputs(r, working_set, config)
         mandatory_sections(probe, partial(self.counts.count, encoding=working_set.episode.token_encoding))
 
     async def _working_set(self, key: Key) -> WorkingSet:
@@ -225,7 +225,7 @@ class ContextService:
     ) -> tuple[ModelCall, bool]:
         count = partial(self.counts.count, encoding=turn.working_set.episode.token_encoding)
         with self.tracing.span("reduce", {GEN_AI_CONVERSATION_ID: r.episode_id}):
-            inputs = _inputs(r, turn)
+            inputs = _inputs(r, turn.working_set, turn.config, turn.snippets, turn.user_seq)
             assembly = assemble(inputs, count)
         assembly, summary, compaction = await self._compact(key, turn, inputs, assembly, count)
         call = self._model_call(caller, r, turn, assembly, compaction)
@@ -350,16 +350,22 @@ def _effective_memory(working_set: WorkingSet, draft: MemoryDraft) -> MemoryConf
     return config
 
 
-def _inputs(r: ContextRequest, turn: Turn) -> AssemblyInput:
-    ws, config = turn.working_set, turn.config
-    keep = [i for i, m in enumerate(ws.tail) if m.seq != turn.user_seq]
+def _inputs(
+    r: ContextRequest,
+    ws: WorkingSet,
+    config: MemoryConfig,
+    snippets: Sequence[Snippet] = (),
+    user_seq: int = 0,
+) -> AssemblyInput:
+    """The user message appended by this call (`user_seq`) is rendered last, not in history."""
+    keep = [i for i, m in enumerate(ws.tail) if m.seq != user_seq]
     everything = len(keep) == len(ws.tail)
     tail: list[Message] = ws.tail if everything else [ws.tail[i] for i in keep]
     rendered = ws.rendered if everything else [ws.rendered[i] for i in keep]
     return AssemblyInput(
         system_prompt=r.system_prompt if r.system_prompt is not None else ws.agent.system_prompt,
         user_message=r.user_message,
-        snippets=turn.snippets,
+        snippets=snippets,
         summary=ws.summary,
         tail=tail,
         keep_tool_results=config.tool_results_kept_verbatim,
