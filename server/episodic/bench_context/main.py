@@ -66,7 +66,6 @@ async def _bench_backend(backend: str, options: Options) -> BackendReport:
         return await _measure(backend, database, Path(workdir), options)
 
 
-
 async def _measure(backend: str, database: str, workdir: Path, options: Options) -> BackendReport:
     async with (
         throwaway_database(backend, workdir, options.postgres_admin_url) as url,

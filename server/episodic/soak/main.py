@@ -64,7 +64,6 @@ async def _soak_database(result: SoakResult, options: Options) -> SoakResult:
         return dataclasses.replace(result, not_run=str(exc))
 
 
-
 async def _soak_server(result: SoakResult, workdir: Path, options: Options) -> SoakResult:
     async with (
         throwaway_database(result.backend, workdir, options.postgres_admin_url) as url,
