@@ -7,8 +7,9 @@ from typing import Any, TypeAlias
 import grpc
 
 from episodic.api import convert as c
+from episodic.api.fitting import fitted_page, require_fits
 from episodic.api.interceptors import current_caller
-from episodic.domain.model import CloseReason
+from episodic.domain.model import CloseReason, Episode, Message, Page
 from episodic.domain.ports import EpisodeFilter
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
@@ -20,10 +21,17 @@ Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 
 class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
-    def __init__(self, service: EpisodeService, recall: RecallService, erasure: EraseService) -> None:
+    def __init__(
+        self,
+        service: EpisodeService,
+        recall: RecallService,
+        erasure: EraseService,
+        max_send_message_bytes: int,
+    ) -> None:
         self._service = service
         self._recall = recall
         self._erasure = erasure
+        self._max_send_bytes = max_send_message_bytes
 
     async def OpenEpisode(self, request: pb.OpenEpisodeRequest, context: Context) -> pb.OpenEpisodeResponse:
         episode, created = await self._service.open_episode(
@@ -62,7 +70,9 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
 
     async def GetEpisode(self, request: pb.GetEpisodeRequest, context: Context) -> pb.GetEpisodeResponse:
         episode = await self._service.get_episode(current_caller(), request.episode_id)
-        return pb.GetEpisodeResponse(episode=c.episode_out(episode))
+        return require_fits(
+            pb.GetEpisodeResponse(episode=c.episode_out(episode)), self._max_send_bytes, _RAISE
+        )
 
     async def ListEpisodes(
         self, request: pb.ListEpisodesRequest, context: Context
@@ -72,34 +82,56 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
             user_id=request.user_id,
             state=c.enum_in(c.STATES, request.state, "state", required=False),
         )
-        page = await self._service.list_episodes(
-            current_caller(), where, request.page_size, request.page_token
-        )
-        return pb.ListEpisodesResponse(
-            episodes=[c.episode_out(e) for e in page.items], next_page_token=page.next_token
+        caller = current_caller()
+
+        async def read(page_size: int) -> Page[Episode]:
+            return await self._service.list_episodes(caller, where, page_size, request.page_token)
+
+        return await fitted_page(
+            read, _episodes_page, lambda r: r.episodes, request.page_size, self._max_send_bytes, "episode"
         )
 
     async def ListMessages(
         self, request: pb.ListMessagesRequest, context: Context
     ) -> pb.ListMessagesResponse:
-        page = await self._service.list_messages(
-            current_caller(), request.episode_id, request.page_size, request.page_token
-        )
-        return pb.ListMessagesResponse(
-            messages=[c.message_out(m) for m in page.items], next_page_token=page.next_token
+        caller = current_caller()
+
+        async def read(page_size: int) -> Page[Message]:
+            return await self._service.list_messages(
+                caller, request.episode_id, page_size, request.page_token
+            )
+
+        return await fitted_page(
+            read, _messages_page, lambda r: r.messages, request.page_size, self._max_send_bytes, "message"
         )
 
     async def SearchEpisodes(
         self, request: pb.SearchEpisodesRequest, context: Context
     ) -> pb.SearchEpisodesResponse:
         result = await self._recall.search(current_caller(), c.search_in(request))
-        return pb.SearchEpisodesResponse(
+        response = pb.SearchEpisodesResponse(
             snippets=[c.snippet_out(s) for s in result.snippets], pending_digests=result.pending_digests
         )
+        return require_fits(response, self._max_send_bytes, "ask for a smaller top_k, or raise the limit")
 
     async def EraseUser(self, request: pb.EraseUserRequest, context: Context) -> pb.EraseUserResponse:
         receipt = await self._erasure.erase_user(current_caller(), request.user_id, request.agent_id)
         return pb.EraseUserResponse(receipt=c.receipt_out(receipt))
+
+
+_RAISE = "raise the limit"
+
+
+def _episodes_page(page: Page[Episode]) -> pb.ListEpisodesResponse:
+    return pb.ListEpisodesResponse(
+        episodes=[c.episode_out(e) for e in page.items], next_page_token=page.next_token
+    )
+
+
+def _messages_page(page: Page[Message]) -> pb.ListMessagesResponse:
+    return pb.ListMessagesResponse(
+        messages=[c.message_out(m) for m in page.items], next_page_token=page.next_token
+    )
 
 
 MAX_DIGEST_WAIT_SECONDS = 30.0

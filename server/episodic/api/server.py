@@ -96,7 +96,10 @@ async def build_server(
         options=server_options(settings),
     )
     episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(
-        EpisodeServicer(services.episodes, services.recall, services.erasure), server
+        EpisodeServicer(
+            services.episodes, services.recall, services.erasure, settings.max_send_message_bytes
+        ),
+        server,
     )
     agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(services.agents), server)
     context_service_pb2_grpc.add_ContextServiceServicer_to_server(
