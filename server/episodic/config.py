@@ -174,6 +174,26 @@ OPTIONS: tuple[Option, ...] = (
         "How often open episodes are checked against their agent's idle timeout.",
     ),
     Option(
+        "max_concurrent_streams",
+        "EPISODIC_MAX_CONCURRENT_STREAMS",
+        "Most RPCs one connection may have in flight (HTTP/2 MAX_CONCURRENT_STREAMS); further streams are refused. Caps the responses one client that stops reading can hold (docs/operations.md).",
+    ),
+    Option(
+        "max_concurrent_rpcs",
+        "EPISODIC_MAX_CONCURRENT_RPCS",
+        "Most RPCs in flight over all connections; more are refused at once with RESOURCE_EXHAUSTED. Caps the responses all clients that stop reading can hold together.",
+    ),
+    Option(
+        "max_connection_age_seconds",
+        "EPISODIC_MAX_CONNECTION_AGE_SECONDS",
+        "After this long a connection is asked to reconnect (HTTP/2 GOAWAY; gRPC clients do so transparently).",
+    ),
+    Option(
+        "max_connection_age_grace_seconds",
+        "EPISODIC_MAX_CONNECTION_AGE_GRACE_SECONDS",
+        "How long calls in flight on a connection asked to reconnect may still finish; then it is closed. Age plus grace is the longest a client that stops reading holds its responses.",
+    ),
+    Option(
         "access_log",
         "EPISODIC_ACCESS_LOG",
         "One JSON line per RPC on stderr (method, status, duration, peer). Set false to turn off.",
@@ -236,6 +256,10 @@ class Settings:
     summarizer_model: str = ""
     summarizer_api_key: str = ""
     idle_sweep_seconds: float = 30.0
+    max_concurrent_streams: int = 100
+    max_concurrent_rpcs: int = 500
+    max_connection_age_seconds: float = 600.0
+    max_connection_age_grace_seconds: float = 60.0
     access_log: bool = True
 
     @property
@@ -365,10 +389,26 @@ def _check(settings: Settings) -> None:
     host, sep, port = settings.address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ConfigError(f"address: want HOST:PORT, got {settings.address!r}")
-    for name in ("max_content_bytes", "max_batch_messages", "db_pool_size", "db_writers"):
+    for name in (
+        "max_content_bytes",
+        "max_batch_messages",
+        "db_pool_size",
+        "db_writers",
+        "max_concurrent_streams",
+        "max_concurrent_rpcs",
+    ):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name}: must be at least 1")
+    _check_connection_age(settings)
     _check_tls(settings)
+
+
+def _check_connection_age(settings: Settings) -> None:
+    """Both become milliseconds for gRPC, where 0 or less would mean no limit at all."""
+    if not settings.max_connection_age_seconds >= 0.001:
+        raise ConfigError("max_connection_age_seconds: must be more than 0")
+    if not settings.max_connection_age_grace_seconds >= 0.001:
+        raise ConfigError("max_connection_age_grace_seconds: must be more than 0")
 
 
 def _check_tls(settings: Settings) -> None:

@@ -75,7 +75,16 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.keepalive_timeout_ms", settings.keepalive_timeout_ms),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ("grpc.keepalive_permit_without_calls", 1),
+        # Caps on what clients that stop reading can hold (docs/operations.md, "Slow and
+        # stalled clients"); the total across connections is maximum_concurrent_rpcs.
+        ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
+        ("grpc.max_connection_age_ms", _milliseconds(settings.max_connection_age_seconds)),
+        ("grpc.max_connection_age_grace_ms", _milliseconds(settings.max_connection_age_grace_seconds)),
     ]
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
 
 
 async def build_server(
@@ -94,6 +103,7 @@ async def build_server(
     server = grpc.aio.server(
         interceptors=[*traced, ErrorInterceptor(access_log), AuthInterceptor(keys, dev_tenant)],
         options=server_options(settings),
+        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
     episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(
         EpisodeServicer(
