@@ -55,6 +55,7 @@ class AssemblyInput:
     can_compact: bool
     system_prompt_overridden: bool = False
     rendered_tail: Sequence[RenderedMessage] | None = None  # from_log of each tail message, if cached
+    held_after: int = 0  # the tail starts after this seq: any messages after the summary before it are unheld
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
         messages=messages,
         section_tokens=_section_tokens(messages),
         over_budget=fixed.over_budget,
-        pruned=len(stubs.messages) - len(history),
+        pruned=len(stubs.messages) - len(history) + _unheld(inp),
         stubbed=sum(1 for m in history if m.stubbed),
         summary_span=_summary_span(inp.summary if fixed.summary else None),
         history_span=Span(history[0].seq, history[-1].seq) if history else Span(),
@@ -146,6 +147,12 @@ def _section_tokens(messages: Sequence[RenderedMessage]) -> dict[Section, int]:
     for m in messages:
         totals[m.section] += m.tokens
     return totals
+
+
+def _unheld(inp: AssemblyInput) -> int:
+    """Messages between the summary and the tail, left out like pruned ones (seqs are dense)."""
+    summarized_to = inp.summary.to_seq if inp.summary else 0
+    return max(inp.held_after - summarized_to, 0)
 
 
 def _summary_span(summary: Summary | None) -> Span:

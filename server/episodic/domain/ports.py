@@ -159,17 +159,20 @@ class DigestStore(Protocol):
 @dataclass(frozen=True, slots=True)
 class ContextSources:
     """What one read brings for a working set: the episode and its agent, a summary newer
-    than the one already known (if any), and the messages after the known seq."""
+    than the one already known (if any), and the messages after the known seq, oldest
+    first. `complete` False: there were more than an allowance of them, and only the
+    newest that pass it were read (see reducers.least_tokens); older ones stay in SQL."""
 
     episode: Episode
     agent: Agent
     summary: Summary | None
     messages: list[Message]
+    complete: bool = True
 
 
 class ContextStore(Protocol):
     async def sources(
-        self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None
+        self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None, allowance: int
     ) -> ContextSources: ...
 
     async def save_call(self, call: ModelCall, summary: Summary | None) -> tuple[ModelCall, bool]: ...

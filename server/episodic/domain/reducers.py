@@ -39,6 +39,44 @@ def from_log(message: Message) -> RenderedMessage:
     )
 
 
+# A stub ("[tool result elided (ok); log seq 1]") is at least 12 tokens in cl100k_base and
+# o200k_base; the floor only has to be a lower bound (tests check it).
+STUB_TOKENS_FLOOR = 10
+
+
+def least_tokens(message: Message) -> int:
+    """The fewest tokens a log message can cost in a history tail: a tool result may be
+    stubbed, anything else renders at its stored count. A tail whose least cost passes an
+    allowance holds every turn the allowance can show."""
+    full = message.token_count + MESSAGE_OVERHEAD
+    if message.role is Role.TOOL and message.tool_result is not None:
+        return min(full, STUB_TOKENS_FLOOR + MESSAGE_OVERHEAD)
+    return full
+
+
+# New messages up to this many tokens are all held (and so summarized whole when they do
+# not fit); beyond it, only the newest that the allowance needs.
+HELD_WHOLE_TOKENS = 8_000  # the default budget
+
+
+@dataclass(slots=True)
+class TailReach:
+    """How far back, newest first, a working set's tail must reach: until its least cost
+    passes the allowance (every turn the allowance can show is held), it holds more than
+    HELD_WHOLE_TOKENS, and it starts a turn (not at a tool result, whose call comes first)."""
+
+    allowance: int
+    least: int = 0
+    full: int = 0
+
+    def reached_with(self, message: Message) -> bool:
+        """Adds the next older message; True when the tail may start at it."""
+        self.least += least_tokens(message)
+        self.full += message.token_count + MESSAGE_OVERHEAD
+        enough = self.least > self.allowance and self.full > HELD_WHOLE_TOKENS
+        return enough and message.role is not Role.TOOL
+
+
 def _visible_text(message: Message) -> str:
     """A tool message without text shows its structured result (what its count covers)."""
     result = message.tool_result

@@ -33,7 +33,7 @@ from episodic.domain.model import (
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
 from episodic.domain.ports import Clock, ContextStore, IdFactory, Summarizer, TokenCounter
 from episodic.domain.recall import Scope, SearchMode, Snippet
-from episodic.domain.reducers import REPLY_PRIMING
+from episodic.domain.reducers import REPLY_PRIMING, least_tokens
 from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
 from episodic.errors import FailedPrecondition
 from episodic.service.compaction import BackgroundCompactor, SummaryMaker
@@ -132,7 +132,8 @@ class ContextService:
         """Everything is checked before the user message is appended: a refused call
         writes nothing."""
         with self.tracing.span("load_working_set", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
-            working_set = await self._working_set(key)
+            allowance = r.memory.max_working_memory_tokens or 0
+            working_set = await self._working_set(key, allowance)
             require_visible(caller, working_set.episode.agent_id, "episode", r.episode_id)
             r = self._without_pii(caller, working_set, r)
             config = _effective_memory(working_set, r.memory)
@@ -140,7 +141,7 @@ class ContextService:
             self._check_ceiling(r, working_set, config)
             user_seq = await self._append_user_message(caller, r)
             if user_seq:
-                working_set = await self._working_set(key)
+                working_set = await self._working_set(key, allowance)
             span.set_attribute("episodic.working_set.messages", len(working_set.tail))
         with self.tracing.span("recall", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             snippets, pending = await self._recall(caller, working_set, config, r)
@@ -160,16 +161,19 @@ class ContextService:
         probe = _inputs(r, working_set, config)
         mandatory_sections(probe, partial(self.counts.count, encoding=working_set.episode.token_encoding))
 
-    async def _working_set(self, key: Key) -> WorkingSet:
+    async def _working_set(self, key: Key, allowance: int) -> WorkingSet:
         """Brings the cached working set up to date with one read of what is new (other
-        replicas and plain AddMessage calls write the log too); builds it on a miss."""
+        replicas and plain AddMessage calls write the log too); builds it on a miss. Reads
+        hold at most about `allowance` tokens (or the agent's budget) of new messages."""
         cached = self.cache.get(key)
+        if cached is not None and _holds_too_little(cached, allowance):
+            cached = None  # a larger budget than the tail was read for: read it again
         known_summary, after = (cached.summary_to, cached.last_seq) if cached else (0, None)
-        found = await self.store.sources(*key, known_summary, after)
+        found = await self.store.sources(*key, known_summary, after, allowance)
         if cached is None:
-            cached = WorkingSet(found.episode, found.agent, found.summary, found.messages)
+            cached = WorkingSet.of(found)
         else:
-            cached.absorb(found.episode, found.agent, found.summary, found.messages)
+            cached.absorb(found)
         self.cache.put(key, cached)
         return cached
 
@@ -366,14 +370,21 @@ def _inputs(
         system_prompt=r.system_prompt if r.system_prompt is not None else ws.agent.system_prompt,
         user_message=r.user_message,
         snippets=snippets,
-        summary=ws.summary,
+        summary=ws.shown_summary,
         tail=tail,
         keep_tool_results=config.tool_results_kept_verbatim,
         budget=Budget(config.max_working_memory_tokens, config.ceiling_tokens),
         can_compact=True,
         system_prompt_overridden=r.system_prompt is not None,
         rendered_tail=rendered,
+        held_after=ws.held_after,
     )
+
+
+def _holds_too_little(ws: WorkingSet, allowance: int) -> bool:
+    """A tail with unheld messages before it shows as many turns as a whole one only up
+    to the allowance it was read for."""
+    return ws.unheld > 0 and sum(least_tokens(m) for m in ws.tail) <= allowance
 
 
 def _report(

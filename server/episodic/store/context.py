@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.model import Message, Role
 from episodic.domain.ports import ContextSources
+from episodic.domain.reducers import TailReach
 from episodic.errors import AlreadyExists, InvalidArgument, NotFound
 from episodic.store import schema as s
 from episodic.store.context_rows import (
@@ -48,11 +49,18 @@ _NEWER_SUMMARY = (
     .order_by(S.c.to_seq.desc())
     .limit(1)
 )
-_MESSAGES_AFTER = (
+_NEWEST_MESSAGES_BEFORE = (
     select(M)
-    .where(M.c.tenant_id == _TENANT, M.c.episode_id == _EPISODE, M.c.seq > bindparam("b_after"))
-    .order_by(M.c.seq)
+    .where(
+        M.c.tenant_id == _TENANT,
+        M.c.episode_id == _EPISODE,
+        M.c.seq > bindparam("b_after"),
+        M.c.seq < bindparam("b_before"),
+    )
+    .order_by(M.c.seq.desc())
+    .limit(bindparam("b_limit"))
 )
+_PAGE = 256  # rows per query of a working set's messages
 _MESSAGE_ROLE = select(M.c.role).where(
     M.c.tenant_id == _TENANT, M.c.episode_id == _EPISODE, M.c.seq == bindparam("b_seq")
 )
@@ -74,12 +82,19 @@ class SqlContextStore:
         self._writer = writer
 
     async def sources(
-        self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None
+        self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None, allowance: int
     ) -> ContextSources:
         """`after_seq` None means nothing is cached: read the latest summary and the messages
-        after its span, never the whole log."""
+        after its span, never the whole log. Either way only the newest messages that an
+        `allowance` (or the agent's budget, if larger) needs are read (see TailReach): a
+        big import costs the next turn no more than a modest conversation."""
         read = partial(
-            _sources, tenant_id=tenant_id, episode_id=episode_id, known=known_summary_to, after=after_seq
+            _sources,
+            tenant_id=tenant_id,
+            episode_id=episode_id,
+            known=known_summary_to,
+            after=after_seq,
+            allowance=allowance,
         )
         # A cached working set needs only what is new (a few rows): read it inline.
         return await (self._db.quick_read(read) if after_seq is not None else self._db.read(read))
@@ -131,24 +146,44 @@ class SqlContextStore:
 
 
 def _sources(
-    conn: Connection, *, tenant_id: str, episode_id: str, known: int, after: int | None
+    conn: Connection, *, tenant_id: str, episode_id: str, known: int, after: int | None, allowance: int
 ) -> ContextSources:
     """Reads only what the head row says is new: usually that one row and nothing else."""
     scope: dict[str, Any] = {"b_tenant": tenant_id, "b_episode": episode_id}
     head = conn.execute(_HEAD, scope).mappings().first()
     if head is None:
         raise NotFound("episode", episode_id)
-    episode = episode_from_row(head)
+    episode, agent = episode_from_row(head), agent_from_row(head, prefix="a_")
     summary = None
     if (head["summary_to"] or 0) > known:
         row = conn.execute(_NEWER_SUMMARY, {**scope, "b_known": known}).mappings().one()
         summary = summary_from_row(row)
     since = after if after is not None else (summary.to_seq if summary else 0)
-    messages: list[Message] = []
-    if episode.message_count > since:
-        rows = conn.execute(_MESSAGES_AFTER, {**scope, "b_after": since}).mappings()
-        messages = [message_from_row(r) for r in rows]
-    return ContextSources(episode, agent_from_row(head, prefix="a_"), summary, messages)
+    if episode.message_count <= since:
+        return ContextSources(episode, agent, summary, [])
+    reach = TailReach(max(allowance, agent.memory.max_working_memory_tokens))
+    newest, complete = _newest_within(conn, scope, since, episode.message_count + 1, reach)
+    return ContextSources(episode, agent, summary, newest, complete)
+
+
+def _newest_within(
+    conn: Connection, scope: dict[str, Any], since: int, before: int, reach: TailReach
+) -> tuple[list[Message], bool]:
+    """The messages after `since`, read newest first a page at a time until `reach` says
+    they are enough. Returns them oldest first, and whether they reach back to `since`."""
+    newest: list[Message] = []
+    while True:
+        params = {**scope, "b_after": since, "b_before": before, "b_limit": _PAGE}
+        page = [message_from_row(r) for r in conn.execute(_NEWEST_MESSAGES_BEFORE, params).mappings()]
+        for m in page:
+            newest.append(m)
+            if reach.reached_with(m):
+                newest.reverse()
+                return newest, m.seq == since + 1  # seqs are dense
+        if len(page) < _PAGE:
+            newest.reverse()
+            return newest, True
+        before = page[-1].seq
 
 
 def _get_call(conn: Connection, tenant_id: str, model_call_id: str) -> ModelCall:
