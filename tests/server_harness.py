@@ -49,7 +49,7 @@ async def running_server(settings: Settings, tracing: Tracing | None = None) -> 
     exporter); it traces both the RPCs and the services, as in `episodic serve`."""
     async with open_app(settings, tracing) as app:
         grpc_server = await build_server(
-            settings, app.services, app.keys, app.access_log, app.tracing, app.tls
+            settings, app.services, app.keys, app.access_log, app.tracing, app.tls, app.database.health
         )
         await grpc_server.server.start()
         await grpc_server.set_serving(True)

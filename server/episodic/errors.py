@@ -8,7 +8,8 @@ the gRPC edge (`episodic.api.status`) maps them to status codes by one table.
     ├── NotFound               no such resource in the caller's tenant
     ├── AlreadyExists          an id is taken by something different
     ├── FailedPrecondition     the resource is in the wrong state (e.g. closed)
-    └── Unavailable            the server is not ready or shutting down
+    ├── Unavailable            the server, or the database behind it, cannot serve now (retryable)
+    └── ResourceExhausted      storage is full (retryable once space is freed)
 """
 
 from __future__ import annotations
@@ -80,4 +81,12 @@ class FailedPrecondition(EpisodicError):
 
 
 class Unavailable(EpisodicError):
+    """Retryable: the same call may succeed once the server or its database is back."""
+
     reason = "UNAVAILABLE"
+
+
+class ResourceExhausted(EpisodicError):
+    """Retryable once an operator frees space (e.g. the database's disk is full)."""
+
+    reason = "RESOURCE_EXHAUSTED"

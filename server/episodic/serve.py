@@ -7,7 +7,7 @@ import logging
 import signal
 import sys
 
-from episodic.api.server import build_server
+from episodic.api.server import AddressInUse, address_problem, build_server
 from episodic.bootstrap import open_app
 from episodic.config import Settings, TlsMaterial
 from episodic.store.database import normalize_url
@@ -27,9 +27,12 @@ async def serve(settings: Settings) -> None:
     if settings.insecure_dev:
         print(DEV_BANNER.format(tenant=repr(settings.dev_tenant)), file=sys.stderr, flush=True)
     stop = _stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
+    problem = address_problem(settings.address)  # before the database is opened: fail fast
+    if problem is not None:
+        raise AddressInUse(f"address: cannot listen on {settings.address}: {problem}")
     async with open_app(settings) as app:
         grpc_server = await build_server(
-            settings, app.services, app.keys, app.access_log, app.tracing, app.tls
+            settings, app.services, app.keys, app.access_log, app.tracing, app.tls, app.database.health
         )
         await grpc_server.server.start()
         await grpc_server.set_serving(True)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import errno
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -15,7 +20,7 @@ from episodic.api.context import ContextServicer
 from episodic.api.diagnostics import DiagnosticsServicer
 from episodic.api.episodes import EpisodeServicer
 from episodic.api.interceptors import AuthInterceptor, ErrorInterceptor
-from episodic.config import Settings, TlsMaterial
+from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
@@ -53,18 +58,46 @@ class Services:
     index_checker: IndexChecker
 
 
-@dataclass(frozen=True, slots=True)
+class HealthSource(Protocol):
+    """Something whose health the server's reports follow (the database)."""
+
+    def listen(self, listener: Callable[[bool], None]) -> None: ...
+
+
+@dataclass(slots=True)
 class GrpcServer:
+    """Health says SERVING only while the server is up (`set_serving`) and the database
+    answers (`database_changed`)."""
+
     server: grpc.aio.Server
     health: HealthServicer
     port: int
+    up: bool = False
+    database_ok: bool = True
+    _publishing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _pending: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def set_serving(self, serving: bool) -> None:
-        status = (
-            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        for name in ("", *SERVICE_NAMES):
-            await self.health.set(name, status)
+        self.up = serving
+        await self._publish()
+
+    def database_changed(self, healthy: bool) -> None:
+        self.database_ok = healthy
+        task = asyncio.get_running_loop().create_task(self._publish())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _publish(self) -> None:
+        """Under a lock, reading the state inside it: the last change is the one reported."""
+        async with self._publishing:
+            serving = self.up and self.database_ok
+            status = _SERVING if serving else _NOT_SERVING
+            for name in ("", *SERVICE_NAMES):
+                await self.health.set(name, status)
+
+
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def server_options(settings: Settings) -> list[tuple[str, int]]:
@@ -80,6 +113,9 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
         ("grpc.max_connection_age_ms", _milliseconds(settings.max_connection_age_seconds)),
         ("grpc.max_connection_age_grace_ms", _milliseconds(settings.max_connection_age_grace_seconds)),
+        # gRPC sets SO_REUSEPORT by default, so a second server on a busy port would start
+        # and take half the calls: the bind must fail instead.
+        ("grpc.so_reuseport", 0),
     ]
 
 
@@ -94,6 +130,7 @@ async def build_server(
     access_log: AccessLog,
     tracing: Tracing | None = None,
     tls: TlsMaterial | None = None,
+    database_health: HealthSource | None = None,
 ) -> GrpcServer:
     """Binds the port (TLS when `tls` is given) and registers everything; health starts
     NOT_SERVING."""
@@ -127,10 +164,56 @@ async def build_server(
     port = _bind(server, settings.address, tls)
     result = GrpcServer(server, health_servicer, port)
     await result.set_serving(False)
+    if database_health is not None:
+        database_health.listen(result.database_changed)
     return result
 
 
+class AddressInUse(ConfigError):
+    """The gRPC address could not be bound (taken by another process, or not ours)."""
+
+
 def _bind(server: grpc.aio.Server, address: str, tls: TlsMaterial | None) -> int:
+    problem = address_problem(address)
+    if problem is not None:
+        raise AddressInUse(f"address: cannot listen on {address}: {problem}")
+    try:
+        return _add_port(server, address, tls)
+    except RuntimeError as exc:  # grpc says only "Failed to bind to address"
+        raise AddressInUse(f"address: cannot listen on {address}: {_TAKEN}") from exc
+
+
+_TAKEN = (
+    "the port is in use by another process or the address is not this machine's; "
+    "stop the other server or choose another --address"
+)
+
+
+def address_problem(address: str) -> str | None:
+    """Binds each resolved address once (no SO_REUSEPORT) and lets go: gRPC's own failure
+    is a C-level log line plus "Failed to bind", so the usual mistakes are found first."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    if int(port) == 0:
+        return None
+    try:
+        resolved = socket.getaddrinfo(
+            host or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror:
+        return f"cannot resolve host {host!r}; use an IP address or a name this machine resolves"
+    for family, kind, proto, _, where in resolved:
+        with socket.socket(family, kind, proto) as probe:
+            try:
+                probe.bind(where)
+            except OSError as exc:
+                return (
+                    _TAKEN if exc.errno == errno.EADDRINUSE else f"{exc.strerror}; choose another --address"
+                )
+    return None
+
+
+def _add_port(server: grpc.aio.Server, address: str, tls: TlsMaterial | None) -> int:
     if tls is None:
         return server.add_insecure_port(address)
     credentials = grpc.ssl_server_credentials(

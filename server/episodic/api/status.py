@@ -4,6 +4,7 @@ an error (google.rpc.ErrorInfo always, BadRequest field violations for bad input
 from __future__ import annotations
 
 import grpc
+from google.protobuf import duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from episodic import errors
@@ -18,6 +19,12 @@ STATUS_BY_ERROR: dict[type[errors.EpisodicError], grpc.StatusCode] = {
     errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
     errors.FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+# Retryable errors carry a RetryInfo: how long a client should wait before trying again.
+RETRY_DELAY_SECONDS: dict[type[errors.EpisodicError], int] = {
+    errors.Unavailable: 1,
+    errors.ResourceExhausted: 5,
 }
 
 
@@ -35,11 +42,23 @@ def rich_status(error: errors.EpisodicError) -> tuple[grpc.StatusCode, status_pb
     status.details.add().Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN))
     if isinstance(error, errors.InvalidArgument):
         status.details.add().Pack(_bad_request(error))
+    delay = _retry_delay(error)
+    if delay is not None:
+        status.details.add().Pack(
+            error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=delay))
+        )
     if isinstance(error, errors.NotFound):
         status.details.add().Pack(
             error_details_pb2.ResourceInfo(resource_type=error.kind, resource_name=error.resource_id)
         )
     return code, status
+
+
+def _retry_delay(error: errors.EpisodicError) -> int | None:
+    for cls in type(error).__mro__:
+        if cls in RETRY_DELAY_SECONDS:
+            return RETRY_DELAY_SECONDS[cls]
+    return None
 
 
 def internal_status() -> tuple[grpc.StatusCode, status_pb2.Status]:

@@ -21,6 +21,7 @@ from episodic.domain import digests as rules
 from episodic.domain.model import Message
 from episodic.domain.ports import Clock, DigestStore, Embedder, Summarizer, VectorIndex
 from episodic.domain.recall import Digest, DigestState, DigestText, Scope, vector_key
+from episodic.errors import EpisodicError
 from episodic.service.background import cancel_and_wait
 from episodic.service.unindex import unindex_episodes
 
@@ -83,6 +84,8 @@ class Digester:
         while True:
             try:
                 done = await self.run_once()
+            except EpisodicError:  # the database is out: its health logged that once
+                done = 0
             except Exception:  # keep the loop alive; the next round retries
                 log.exception("digest round failed")
                 done = 0
@@ -99,8 +102,9 @@ class Digester:
             await self._make(digest)
             succeeded = True
         except Exception as exc:  # recorded on the digest and retried with back-off
-            log.warning("digest of %s failed: %s", digest.episode_id, exc, exc_info=True)
-            await self.store.save_failed(rules.failed(digest, f"{type(exc).__name__}: {exc}", self.clock()))
+            if not isinstance(exc, EpisodicError):  # an outage is logged once, by the store's health
+                log.warning("digest failed", extra={"episode_id": digest.episode_id}, exc_info=True)
+            await self.store.save_failed(rules.failed(digest, _failure(exc), self.clock()))
             succeeded = False
         self.scope_changed(digest.scope)
         async with self._settled:
@@ -139,3 +143,11 @@ async def load_index(store: DigestStore, index: VectorIndex, model: str) -> int:
             index.add(items[0].scope, [v.key for v in items], [v.vector for v in items])
         loaded += len(batch)
     return loaded
+
+
+def _failure(exc: Exception) -> str:
+    """What is stored on a failed digest: our own errors' messages, else the type only (a
+    driver's or a model endpoint's message may quote user text)."""
+    if isinstance(exc, EpisodicError):
+        return f"{exc.reason}: {exc.message}"
+    return type(exc).__name__

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from episodic.domain.model import CloseReason
 from episodic.domain.ports import Clock, EpisodeStore
+from episodic.errors import EpisodicError
 from episodic.service.background import cancel_and_wait
 from episodic.service.episodes import EpisodeService
 
@@ -49,6 +50,8 @@ class IdleReaper:
         while True:
             try:
                 await self.sweep()
+            except EpisodicError:  # the database is out: its health logged that once
+                pass
             except Exception:  # keep sweeping; a failed round is retried next interval
                 log.exception("idle sweep failed")
             await asyncio.sleep(self.interval_seconds)

@@ -15,6 +15,7 @@ from typing import Protocol
 from episodic.domain.ports import Clock, VectorIndex
 from episodic.domain.recall import Scope
 from episodic.domain.retention import SoftDeleted
+from episodic.errors import EpisodicError
 from episodic.service.background import cancel_and_wait
 from episodic.service.unindex import unindex_episodes
 
@@ -81,6 +82,8 @@ class RetentionJob:
         while True:
             try:
                 await self.sweep()
+            except EpisodicError:  # the database is out: its health logged that once
+                pass
             except Exception:  # keep the job alive; the next round retries
                 log.exception("retention sweep failed")
             await asyncio.sleep(self.interval_seconds)

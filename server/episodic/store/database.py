@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
 from episodic.errors import InvalidArgument
+from episodic.store.faults import Fault, StoreHealth, as_error, classify
 
 # Durable commits (synchronous=FULL even in WAL), integrity, and no erased text left in
 # free pages.
@@ -88,6 +89,7 @@ class Database:
     engine: AsyncEngine
     sqlite_writer: Engine | None
     sqlite_readers: SqliteReaders | None = None
+    health: StoreHealth = field(default_factory=StoreHealth)
 
     @property
     def is_sqlite(self) -> bool:
@@ -95,6 +97,14 @@ class Database:
 
     async def read(self, read: Callable[[Connection], T]) -> T:
         """Runs a read-only function of a connection, in one transaction."""
+        try:
+            result = await self._read(read)
+        except Exception as exc:
+            raise self.fault_of(exc) from exc
+        self.health.succeeded(wrote=False)
+        return result
+
+    async def _read(self, read: Callable[[Connection], T]) -> T:
         readers = self.sqlite_readers
         if readers is not None:
             return await asyncio.get_running_loop().run_in_executor(readers.threads, readers.run, read)
@@ -106,11 +116,49 @@ class Database:
         reader thread costs ~0.4 ms, the read itself tens of microseconds (WAL readers
         never wait for the writer)."""
         readers = self.sqlite_readers
-        if readers is not None:
-            return readers.run_inline(read)
-        return await self.read(read)
+        if readers is None:
+            return await self.read(read)
+        try:
+            result = readers.run_inline(read)
+        except Exception as exc:
+            readers.close_inline()  # a broken connection is replaced on the next read
+            raise self.fault_of(exc) from exc
+        self.health.succeeded(wrote=False)
+        return result
+
+    def fault_of(self, exc: Exception) -> Exception:
+        """What to raise for a failed database call: an outage becomes UNAVAILABLE /
+        RESOURCE_EXHAUSTED (and is reported to `health`); anything else is `exc` itself."""
+        fault = classify(exc)
+        if fault is None:
+            return exc
+        self.health.failed(fault, exc)
+        return as_error(fault)
+
+    async def probe(self, fault: Fault) -> None:
+        """Raises while the database still has `fault`: an outage needs a round trip, full
+        storage a committed write (one that changes nothing)."""
+        if fault is Fault.STORAGE_FULL:
+            await self._probe_write()
+        else:
+            await self._read(lambda conn: conn.exec_driver_sql("SELECT 1").scalar())
+
+    async def _probe_write(self) -> None:
+        writer = self.sqlite_writer
+        if writer is None:  # a transaction with an id writes a commit record to the WAL
+            async with self.engine.begin() as conn:
+                await conn.exec_driver_sql("SELECT txid_current()")
+            return
+
+        def rewrite_header(engine: Engine) -> None:
+            with engine.connect() as conn, conn.begin():
+                version = conn.exec_driver_sql("PRAGMA user_version").scalar()
+                conn.exec_driver_sql(f"PRAGMA user_version = {int(version or 0)}")
+
+        await asyncio.to_thread(rewrite_header, writer)
 
     async def dispose(self) -> None:
+        await self.health.close()
         await self.engine.dispose()
         if self.sqlite_writer is not None:
             self.sqlite_writer.dispose()
@@ -122,11 +170,32 @@ class Database:
 
 
 def open_database(raw_url: str, *, pool_size: int = 8) -> Database:
+    database = _open(raw_url, pool_size)
+    database.health.set_probe(database.probe)
+    return database
+
+
+# An unreachable server must fail a call within seconds, not after asyncpg's 60 s
+# connect timeout or the pool's 30 s wait: the caller gets UNAVAILABLE and retries.
+PG_CONNECT_TIMEOUT_SECONDS = 5.0
+PG_POOL_TIMEOUT_SECONDS = 10.0
+
+
+def _open(raw_url: str, pool_size: int) -> Database:
     url = normalize_url(raw_url)
     if url.get_backend_name() != "sqlite":
-        engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size)
+        engine = create_async_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_timeout=PG_POOL_TIMEOUT_SECONDS,
+            connect_args={"timeout": PG_CONNECT_TIMEOUT_SECONDS},
+            hide_parameters=True,
+        )
         return Database(url, engine, None)
-    reader = create_async_engine(url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0)
+    reader = create_async_engine(
+        url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, hide_parameters=True
+    )
     _take_over_sqlite_transactions(reader.sync_engine, "BEGIN")
     writer = _sqlite_sync_engine(url, "BEGIN IMMEDIATE", 1)
     readers = SqliteReaders(
@@ -144,6 +213,7 @@ def _sqlite_sync_engine(url: URL, begin: str | None, pool_size: int) -> Engine:
         pool_size=pool_size,
         max_overflow=0,
         connect_args={"check_same_thread": False},  # pooled across the pool's own threads
+        hide_parameters=True,  # SQL parameters are user data: never in an exception message
     )
     _take_over_sqlite_transactions(engine, begin)
     return engine

@@ -25,6 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from sqlalchemy import Connection
 
 from episodic.store.database import Database
+from episodic.store.faults import classify
 
 T = TypeVar("T")
 WriteOp = Callable[[Connection], T]
@@ -89,7 +90,12 @@ class GroupCommitWriter:
             raise RuntimeError("GroupCommitWriter used before start()")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(make(future))
-        return await future
+        try:
+            result = await future
+        except Exception as exc:
+            raise self._database.fault_of(exc) from exc
+        self._database.health.succeeded(wrote=True)
+        return result
 
     async def _work(self) -> None:
         while True:
@@ -108,7 +114,8 @@ class GroupCommitWriter:
         try:
             outcomes = await self._run_batch(_units(batch))
         except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable
-            log.exception("group commit of %d operations failed", len(batch))
+            if classify(exc) is None:  # an outage is logged once, by the store's health
+                log.exception("group commit of %d operations failed", len(batch))
             outcomes = [(False, exc)] * len(batch)
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             _settle(pending.future, ok, value)
