@@ -16,7 +16,6 @@ from episodic.api.server import Services
 from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.domain.ports import Embedder, Summarizer, VectorIndex
 from episodic.embed import make_embedder
-from episodic.errors import Unavailable
 from episodic.index import FaissVectorIndex
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
@@ -38,7 +37,8 @@ from episodic.store.database import Database, open_database
 from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.erasure import SqlEraser
-from episodic.store.migrate import current_revision, head_revision, upgrade_to_head
+from episodic.store.faults import sqlite_path_problem, startup_failure
+from episodic.store.migrate import current_revision, head_revision, is_new_sqlite, upgrade_to_head
 from episodic.store.retention import SqlRetention
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize import make_summarizer
@@ -86,13 +86,39 @@ def load_keys(settings: Settings) -> KeyRing:
     return keys
 
 
+class DatabaseNotReady(ConfigError):
+    """The database cannot be opened, or is not at this server's schema: one line that
+    says what to do."""
+
+
 async def ensure_schema(database: Database, migrate: bool) -> None:
-    if migrate:
+    problem = sqlite_path_problem(database.url)
+    if problem is not None:
+        raise DatabaseNotReady(f"database_url: {problem}")
+    try:
+        await _bring_schema_up(database, migrate)
+    except DatabaseNotReady:
+        raise
+    except Exception as exc:
+        message = startup_failure(exc, database.url)
+        if message is None:
+            raise
+        raise DatabaseNotReady(f"database_url: {message}") from exc
+
+
+async def _bring_schema_up(database: Database, migrate: bool) -> None:
+    """A new, empty SQLite file (the embedded default) is created at the current schema;
+    an older schema and PostgreSQL wait for an explicit migrate."""
+    if migrate or await is_new_sqlite(database):
         await upgrade_to_head(database.engine)
+        if not migrate:
+            log.info(
+                "created a new SQLite database at the current schema", extra={"revision": head_revision()}
+            )
     found, wanted = await current_revision(database.engine), head_revision()
     if found != wanted:
-        raise Unavailable(
-            f"database schema is at revision {found}, this server needs {wanted}: "
+        raise DatabaseNotReady(
+            f"database_url: the database schema is at revision {found}, this server needs {wanted}: "
             "run `episodic migrate` or start with --migrate-on-start"
         )
 

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from episodic import config
@@ -36,12 +37,24 @@ COMMANDS = (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """A failure to start is one line on stderr and exit code 2; `--debug` adds the
+    traceback."""
     args = _parser().parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv)))
+    debug = bool(getattr(args, "debug", False))
     try:
         return int(args.run(args))
     except (config.ConfigError, EpisodicError) as exc:
-        print(f"episodic: {exc}", file=sys.stderr)
-        return 2
+        return _failed(str(exc), debug)
+    except Exception as exc:
+        what = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        return _failed(f"unexpected error ({what}); run again with --debug for the traceback", debug)
+
+
+def _failed(line: str, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"episodic: {line}", file=sys.stderr)
+    return 2
 
 
 def _with_default_command(argv: list[str]) -> list[str]:
@@ -54,9 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gRPC server (default)")
     config.add_flags(serve)
+    _add_debug_flag(serve)
     serve.set_defaults(run=_serve)
     migrate = commands.add_parser("migrate", help="apply database migrations and exit")
     config.add_flags(migrate)
+    _add_debug_flag(migrate)
     migrate.set_defaults(run=_migrate)
     keygen = commands.add_parser("keygen", help="make an API key and print its config entry")
     keygen.add_argument("tenant_id")
@@ -103,6 +118,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_debug_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--debug", action="store_true", help="on a failure to start, print the full traceback too"
+    )
+
+
 def _reindex(args: argparse.Namespace) -> int:
     from episodic.reindex import reindex
 
@@ -137,7 +158,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    from episodic.bootstrap import DatabaseNotReady
     from episodic.store.database import open_database
+    from episodic.store.faults import startup_failure
     from episodic.store.migrate import current_revision, upgrade_to_head
 
     async def run() -> str | None:
@@ -145,6 +168,11 @@ def _migrate(args: argparse.Namespace) -> int:
         try:
             await upgrade_to_head(database.engine)
             return await current_revision(database.engine)
+        except Exception as exc:
+            message = startup_failure(exc, database.url)
+            if message is None:
+                raise
+            raise DatabaseNotReady(f"database_url: {message}") from exc
         finally:
             await database.dispose()
 

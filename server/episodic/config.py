@@ -389,6 +389,8 @@ def _check(settings: Settings) -> None:
     host, sep, port = settings.address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ConfigError(f"address: want HOST:PORT, got {settings.address!r}")
+    if int(port) > 65535:
+        raise ConfigError(f"address: port {port} is out of range (0-65535; 0 picks a free port)")
     for name in (
         "max_content_bytes",
         "max_batch_messages",

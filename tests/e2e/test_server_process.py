@@ -212,28 +212,6 @@ async def test_without_dev_mode_and_without_keys_it_refuses_to_start(tmp_path: P
     assert "EPISODIC_API_KEYS" in done.stderr, done.stderr
 
 
-async def test_an_unmigrated_database_refuses_to_start_until_episodic_migrate(tmp_path: Path) -> None:
-    url = sqlite_url(tmp_path)
-    refused = await run_process(
-        *EPISODIC, "serve", "--insecure-dev", "--database-url", url, "--address", "127.0.0.1:0",
-        env=clean_environment(), timeout=START_TIMEOUT,
-    )  # fmt: skip
-    assert refused.returncode != 0
-    assert "episodic migrate" in refused.stderr, refused.stderr
-
-    migrated = await run_process(
-        *EPISODIC, "migrate", "--database-url", url, env=clean_environment(), timeout=START_TIMEOUT
-    )
-    assert migrated.returncode == 0, migrated.stderr
-    assert "database at revision" in migrated.stdout
-
-    async with serving("--insecure-dev", "--database-url", url, cwd=tmp_path) as server:
-        async with server.channel() as channel:
-            await assert_serving(channel)
-            await open_episode_without_a_key(channel)
-        assert await server.terminate() == 0
-
-
 @pytest.mark.postgres
 async def test_it_starts_and_serves_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     async with serving(*dev_flags(postgres_url), cwd=tmp_path) as server:

@@ -7,6 +7,7 @@ import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias
 
 import grpc
@@ -69,48 +70,66 @@ def _tolerant(decode: Deserializer) -> Deserializer:
 
 def _unary_edge(method: str, inner: Unary, access: AccessLog) -> Unary:
     async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        started, peer = time.perf_counter(), context.peer()  # peer() after a cancel can crash grpc
-        code = grpc.StatusCode.OK
+        outcome = _Outcome.start(method, context, access)
         try:
             _check_open_decoded(method, request)
-            return await inner(request, context)
+            response = await inner(request, context)
         except Exception as exc:
-            code, status = _status_for(exc)
-            await _abort(context, code, status)
-        finally:
-            _record(access, method, code, started, peer)
+            outcome.code, status = _status_for(exc)
+            await _abort(context, outcome.code, status)
+        outcome.finished = True
+        return response
 
     return behaviour
 
 
 def _streaming_edge(method: str, inner: Streaming, access: AccessLog) -> Streaming:
     async def behaviour(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        started, peer = time.perf_counter(), context.peer()  # peer() after a cancel can crash grpc
-        code = grpc.StatusCode.OK
+        outcome = _Outcome.start(method, context, access)
         try:
             _check_open_decoded(method, request)
             async for item in inner(request, context):
                 yield item
         except Exception as exc:
-            code, status = _status_for(exc)
-            await _abort(context, code, status)
-        finally:
-            _record(access, method, code, started, peer)
+            outcome.code, status = _status_for(exc)
+            await _abort(context, outcome.code, status)
+        outcome.finished = True
 
     return behaviour
 
 
-def _record(
-    access: AccessLog,
-    method: str,
-    code: grpc.StatusCode,
-    started: float,
-    peer: str,
-) -> None:
-    """Runs inside the RPC's server span (the tracing interceptor is outermost), so the line
-    carries its trace id."""
-    duration_ms = (time.perf_counter() - started) * 1000
-    access.record(method, code.name, duration_ms, peer, current_trace_id())
+@dataclass(slots=True)
+class _Outcome:
+    """One access-log line per RPC, written when gRPC ends the call, whatever ended it: a
+    client that cancels or a deadline that passes stops the handler mid-way (possibly while
+    a stream waits to write), so the handler's own `finally` cannot be relied on."""
+
+    method: str
+    started: float
+    peer: str
+    trace_id: str
+    code: grpc.StatusCode | None = None
+    finished: bool = False
+
+    @classmethod
+    def start(cls, method: str, context: grpc.aio.ServicerContext[Any, Any], access: AccessLog) -> _Outcome:
+        # peer() after a cancel can crash grpc; the span is current only here, not in the callback
+        outcome = cls(method, time.perf_counter(), context.peer(), current_trace_id())
+        context.add_done_callback(lambda ended: outcome.record(ended, access))  # type: ignore[arg-type]
+        return outcome
+
+    def record(self, context: grpc.aio.ServicerContext[Any, Any], access: AccessLog) -> None:
+        duration_ms = (time.perf_counter() - self.started) * 1000
+        access.record(self.method, self._final_code(context).name, duration_ms, self.peer, self.trace_id)
+
+    def _final_code(self, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
+        if self.code is not None:
+            return self.code
+        if self.finished:
+            return grpc.StatusCode.OK
+        remaining = context.time_remaining()
+        expired = remaining is not None and remaining <= 0
+        return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
 
 
 def _check_decoded(request: Any) -> None:

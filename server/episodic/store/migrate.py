@@ -11,6 +11,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from episodic.store.database import Database
+
 _SCRIPTS = Path(__file__).with_name("migrations")
 
 
@@ -35,3 +37,12 @@ async def upgrade_to_head(engine: AsyncEngine) -> None:
 async def current_revision(engine: AsyncEngine) -> str | None:
     async with engine.connect() as conn:
         return await conn.run_sync(lambda sync: MigrationContext.configure(sync).get_current_revision())
+
+
+async def is_new_sqlite(database: Database) -> bool:
+    """A SQLite database with no tables at all: a file that did not exist, or an empty one."""
+    if not database.is_sqlite:
+        return False
+    async with database.engine.connect() as conn:
+        found = await conn.exec_driver_sql("SELECT count(*) FROM sqlite_master")
+        return int(found.scalar_one()) == 0
