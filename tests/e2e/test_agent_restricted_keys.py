@@ -121,6 +121,32 @@ async def test_another_agents_episode_looks_exactly_like_a_missing_one(world: Wo
     assert other.details() == f"episode {world.beta_episode!r} not found"
 
 
+async def test_opening_another_agents_episode_id_answers_as_an_unused_id_does(world: World) -> None:
+    taken = await _open(world.alpha_key, world.alpha, world.beta_episode)
+    unused = await _open(world.alpha_key, world.alpha, unique("ep-unused"))
+    assert _shape(taken) == _shape(unused) == (True, world.alpha, "mary", 0, 35)
+    assert taken.episode.episode_id != world.beta_episode
+    await _untouched(world)
+
+
+async def test_a_restricted_key_retries_an_open_by_the_id_it_named(world: World) -> None:
+    named = unique("conversation")
+    first = await _open(world.alpha_key, world.alpha, named)
+    retried = await _open(world.alpha_key, world.alpha, named)
+    by_its_id = await _open(world.alpha_key, world.alpha, first.episode.episode_id)
+    assert (first.created, retried.created, by_its_id.created) == (True, False, False)
+    assert first.episode.episode_id == retried.episode.episode_id == by_its_id.episode.episode_id
+    own = await _open(world.alpha_key, world.alpha, world.alpha_episode)
+    assert (own.created, own.episode.episode_id) == (False, world.alpha_episode)
+
+
+async def test_a_key_of_the_whole_tenant_opens_the_id_it_names(world: World) -> None:
+    named = unique("ep-named")
+    assert (await _open(world.tenant_key, world.alpha, named)).episode.episode_id == named
+    taken = _open(world.tenant_key, world.alpha, world.beta_episode)
+    await expect_code(taken, grpc.StatusCode.ALREADY_EXISTS)
+
+
 async def test_listings_under_a_restricted_key_show_only_its_agents(world: World) -> None:
     restricted, everything = world.alpha_key, world.tenant_key
     assert await _agents_seen(restricted) == {world.alpha}
@@ -136,6 +162,17 @@ async def test_a_key_of_the_whole_tenant_uses_every_agent(world: World) -> None:
         await client.add(episode_id, user_message("more"))
     assert (await get_call(client, world.beta_call)).model_call_id == world.beta_call
     await client.episodes.SearchEpisodes(_search(world.alpha), metadata=client.auth)
+
+
+async def _open(client: Client, agent_id: str, episode_id: str) -> episode_service_pb2.OpenEpisodeResponse:
+    request = episode_service_pb2.OpenEpisodeRequest(agent_id=agent_id, user_id="mary", episode_id=episode_id)
+    return await client.episodes.OpenEpisode(request, metadata=client.auth)
+
+
+def _shape(opened: episode_service_pb2.OpenEpisodeResponse) -> tuple[bool, str, str, int, int]:
+    """Everything of an answer but its fresh id and times."""
+    episode = opened.episode
+    return opened.created, episode.agent_id, episode.user_id, episode.message_count, len(episode.episode_id)
 
 
 async def _codes(calls: Calls) -> dict[str, str]:

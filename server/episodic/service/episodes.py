@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from episodic.domain.access import require_agent, require_visible
+from episodic.domain.access import may_use, require_agent, require_visible
+from episodic.domain.episode_ids import agent_scoped_id
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage, countable_text
 from episodic.domain.model import (
@@ -43,6 +44,7 @@ from episodic.domain.validation import (
     check_text,
     resolve_page_size,
 )
+from episodic.errors import NotFound
 from episodic.service.privacy import PiiGuard, redact_message, redact_object
 from episodic.telemetry.tracing import (
     CREATE_MEMORY,
@@ -143,10 +145,25 @@ class EpisodeService:
         agent = await self.agents.get_agent(caller.tenant_id, agent_id)
         if self.pii is not None and self.pii.redacts(caller.tenant_id, agent.memory.pii_policy):
             metadata = redact_object(metadata or {})
-        request = OpenRequest(
-            agent_id, user_id, episode_id or self.new_id(), metadata or {}, started_at or self.clock()
-        )
+        episode_id = await self._id_to_open(caller, agent_id, episode_id)
+        request = OpenRequest(agent_id, user_id, episode_id, metadata or {}, started_at or self.clock())
         return await self.episodes.open_episode(caller.tenant_id, request, agent.token_encoding)
+
+    async def _id_to_open(self, caller: Caller, agent_id: str, requested: str) -> str:
+        """A new id, or the one named; for a restricted key, the one named only when it is
+        an episode of one of its agents, else that name in the agent's own id space."""
+        if not requested:
+            return self.new_id()
+        if caller.agents is None or await self._held_by_allowed_agent(caller, requested):
+            return requested
+        return agent_scoped_id(agent_id, requested)
+
+    async def _held_by_allowed_agent(self, caller: Caller, episode_id: str) -> bool:
+        try:
+            facts = await self._facts_of(caller.tenant_id, episode_id)
+        except NotFound:
+            return False
+        return may_use(caller, facts.agent_id)
 
     async def add_message(self, caller: Caller, episode_id: str, message: NewMessage) -> tuple[Message, bool]:
         v = Violations()
