@@ -55,7 +55,7 @@ class AssemblyInput:
     can_compact: bool
     system_prompt_overridden: bool = False
     rendered_tail: Sequence[RenderedMessage] | None = None  # from_log of each tail message, if cached
-    held_after: int = 0  # the tail starts after this seq: any messages after the summary before it are unheld
+    held_after: int = 0  # the tail holds the messages after this seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +150,11 @@ def _section_tokens(messages: Sequence[RenderedMessage]) -> dict[Section, int]:
 
 
 def _unheld(inp: AssemblyInput) -> int:
-    """Messages between the summary and the tail, left out like pruned ones (seqs are dense)."""
-    summarized_to = inp.summary.to_seq if inp.summary else 0
-    return max(inp.held_after - summarized_to, 0)
+    """Messages before the tail that the summary does not cover (a big import left them in
+    SQL): left out like pruned ones. Seqs are dense; a summary's span is contiguous."""
+    s = inp.summary
+    covered = max(min(s.to_seq, inp.held_after) - s.from_seq + 1, 0) if s else 0
+    return max(inp.held_after - covered, 0)
 
 
 def _summary_span(summary: Summary | None) -> Span:
