@@ -19,6 +19,7 @@ from episodic.summarize.facts import (
     tool_names,
 )
 from episodic.summarize.text import (
+    MAX_MESSAGE_CHARS,
     STOPWORDS,
     Sentence,
     Utterance,
@@ -45,13 +46,15 @@ _REPEAT_RATIO = 0.5
 class ExtractiveSummarizer:
     """Summary: up to `max_summary_sentences` of the best-scoring sentences in their original
     order, then the tools used, within `max_summary_words` and `max_summary_chars`. Key facts:
-    up to `max_facts` clauses matched by pattern, each within `max_fact_chars`."""
+    up to `max_facts` clauses matched by pattern, each within `max_fact_chars`. Each message is
+    read up to `max_message_chars`, so a summary costs at most that much per message."""
 
     max_summary_words: int = 60
     max_summary_chars: int = 400
     max_summary_sentences: int = 4
     max_facts: int = 8
     max_fact_chars: int = 120
+    max_message_chars: int = MAX_MESSAGE_CHARS
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
@@ -59,7 +62,7 @@ class ExtractiveSummarizer:
                 raise ValueError(f"{name} must be at least 1")
 
     def summarize(self, transcript: Sequence[Message]) -> DigestText:
-        found = read(utterances(transcript))
+        found = read(utterances(transcript, self.max_message_chars))
         summary = self._summary(rank(found), tools_note(tool_names(transcript)))
         return DigestText(summary, self._facts(found, transcript))
 

@@ -2,10 +2,13 @@
 and tool outcomes, each trimmed to the clause that states it. Pure and deterministic.
 
 Every pattern is tried only where one of its anchor words occurs, so a sentence costs a word
-lookup or two rather than a scan with every pattern."""
+lookup or two rather than a scan with every pattern. Each try reads a bounded stretch of text
+(no pattern has an unbounded run), and a fact's clause is found by bisection among breaks
+found once per sentence, so hostile text full of anchors stays linear."""
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -53,7 +56,8 @@ _MONTH = rf"(?-i:{'|'.join(_MONTHS)})\b"
 _DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _DAY_ABBREVIATIONS = ("Mon", "Tue", "Tues", "Wed", "Thu", "Thur", "Thurs", "Fri", "Sat", "Sun")
 _COUNTS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "twelve", "twenty")
-_NUMBER = r"\d[\d,]*(?:\.\d+)?"
+# Bounded: it is tried at every run of digits, so "1,1,1,…" must not read to the end each time.
+_NUMBER = r"\d[\d,]{0,39}(?:\.\d{1,20})?"
 _ORDINAL = r"\d{1,2}(?:st|nd|rd|th)?"
 _UNIT = (
     r"(?:days?|weeks?|months?|years?|hours?|hrs?|minutes?|mins?|seconds?|secs?|km|kms|kilomet(?:er|re)s?"
@@ -216,6 +220,9 @@ _CLAUSE_BREAK = re.compile(
 _DIGIT = re.compile(r"\d")
 _NUMBERS = frozenset({"#"})
 _MIN_CONTENT_WORDS = 2
+# A sentence of prose states a few facts; past this many hits it is a list or hostile text,
+# and rendering each hit (a clause, tidied and split into words) would cost per hit.
+_MAX_HITS_PER_SENTENCE = 16
 
 FactMatch = tuple[int, Kind]
 """Where in a sentence a fact pattern matched, and the kind of fact."""
@@ -242,7 +249,7 @@ def fact_matches(sentence: Sentence, folded: str, words: Iterable[str]) -> list[
             if kind is not None:
                 found.append((at.start(), kind))
     found.sort()
-    return found
+    return found[:_MAX_HITS_PER_SENTENCE]
 
 
 def sentence_candidates(sentence: Sentence, hits: Iterable[FactMatch]) -> Iterator[Candidate]:
@@ -282,10 +289,11 @@ def select_facts(candidates: Iterable[Candidate], most: int, limit: int) -> list
     """The `most` most important distinct facts, in the order they were stated. A fact whose
     words are within an already chosen one (or the other way round) adds nothing."""
     chosen: list[tuple[Order, str, str]] = []
+    breaks = _BreaksBySentence()
     for _, order, source in sorted(candidates, key=lambda candidate: candidate[:2]):
         if len(chosen) == most:
             break
-        rendered = _render(source, order, limit)
+        rendered = _render(source, order, limit, breaks)
         if rendered is not None:
             where, text = rendered
             key = f" {' '.join(content_words(text))} "
@@ -294,14 +302,17 @@ def select_facts(candidates: Iterable[Candidate], most: int, limit: int) -> list
     return [text for _, text, _ in sorted(chosen)]
 
 
-def _render(source: Sentence | str, order: Order, limit: int) -> tuple[Order, str] | None:
+def _render(
+    source: Sentence | str, order: Order, limit: int, breaks: _BreaksBySentence
+) -> tuple[Order, str] | None:
     """The clause around a hit, tidied and labelled with its speaker, and where it starts; None
-    if it is too thin to keep. Tool outcomes are already text."""
+    if it is too thin to keep. Tool outcomes are already text. Only the start of a long clause
+    is read: the fact is cut to `limit` characters anyway."""
     if isinstance(source, str):
         return order, shorten(source, limit)
-    start, end = clause_span(source.text, order[2])
+    start, end = breaks.of(source).clause_span(order[2])
     start = _near(source.text, start, order[2], limit)
-    text = tidy(source.text[start:end])
+    text = tidy(source.text[start : min(end, start + _CLAUSE_READ * limit)])
     if len(content_words(text)) < _MIN_CONTENT_WORDS:
         return None
     return (order[0], order[1], start), shorten(source.labelled(text), limit)
@@ -317,10 +328,39 @@ def _near(text: str, start: int, hit: int, limit: int) -> int:
 
 def clause_span(text: str, index: int) -> tuple[int, int]:
     """The clause around `index`: between the nearest clause breaks on either side."""
-    start = 0
-    for brk in _CLAUSE_BREAK.finditer(text):
-        if brk.end() <= index:
-            start = brk.end()
-        elif brk.start() >= index:
-            return start, brk.start()
-    return start, len(text)
+    return ClauseBreaks(text).clause_span(index)
+
+
+# How much of a clause a fact reads, in multiples of the fact's length limit.
+_CLAUSE_READ = 2
+
+
+class ClauseBreaks:
+    """The clause breaks of one sentence, found once; each clause is then two bisections."""
+
+    def __init__(self, text: str) -> None:
+        found = [(brk.start(), brk.end()) for brk in _CLAUSE_BREAK.finditer(text)]
+        self._starts = [start for start, _ in found]
+        self._ends = [end for _, end in found]
+        self._length = len(text)
+
+    def clause_span(self, index: int) -> tuple[int, int]:
+        """From the end of the last break before `index` to the start of the first one after
+        it (a break around `index` bounds neither side)."""
+        before = bisect.bisect_right(self._ends, index)
+        after = bisect.bisect_left(self._starts, index)
+        start = self._ends[before - 1] if before else 0
+        return start, self._starts[after] if after < len(self._starts) else self._length
+
+
+class _BreaksBySentence:
+    """Clause breaks of the sentences that facts were rendered from, each found once."""
+
+    def __init__(self) -> None:
+        self._found: dict[int, ClauseBreaks] = {}
+
+    def of(self, sentence: Sentence) -> ClauseBreaks:
+        key = id(sentence)
+        if key not in self._found:
+            self._found[key] = ClauseBreaks(sentence.text)
+        return self._found[key]

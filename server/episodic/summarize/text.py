@@ -1,5 +1,10 @@
 """Reading a transcript for summarizing: which messages count, speaker labels, sentences,
-clauses and content words. Pure and deterministic."""
+clauses and content words. Pure and deterministic.
+
+Every step is linear in the text read, and the text read is bounded: a message is read up
+to `MAX_MESSAGE_CHARS` and a sentence is at most `MAX_SENTENCE_CHARS` (a longer one is cut
+at a word boundary), so hostile text (one giant unpunctuated "sentence" that repeats
+itself) costs what prose of the same size costs."""
 
 from __future__ import annotations
 
@@ -21,7 +26,9 @@ _CODE_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _LINE = re.compile(r"[^\n]+")
 _BULLET = re.compile(r"\s*(?:[-*•]+|\d{1,2}[.)])\s+")
 _MARKUP = re.compile(r'[{}<>|]|":|\\[nt]')
-_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s|$)")
+# Starts only at the first mark of a run, and never gives marks back: a long run of marks
+# followed by a letter is one failed attempt, not one per mark.
+_SENTENCE_END = re.compile(r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+(?=\s|$)")
 _LETTER = re.compile(r"[^\W\d_]")
 _DROP_ASCII_LETTERS = str.maketrans("", "", string.ascii_letters + " ")
 _ABBREVIATION_TEXT = "mr mrs ms dr prof st jr sr vs etc approx no inc ltd dept e.g i.e"
@@ -33,7 +40,8 @@ _INTERJECTION = re.compile(
     r"actually|honestly|anyway|also|btw|by the way|thanks|thank you)\b[\s,!.]*)+",
     re.IGNORECASE,
 )
-_TRAILING_FILLER = re.compile(r"(?:,?\s+(?:by the way|btw|lol|haha|though|anyway|honestly))+$", re.IGNORECASE)
+_TRAILING_FILLERS = ("by the way", "btw", "lol", "haha", "though", "anyway", "honestly")
+_LONGEST_FILLER = max(map(len, _TRAILING_FILLERS))
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
 
 _STOPWORD_TEXT = """
@@ -51,6 +59,10 @@ yes yeah yep ok okay oh ah wow hey hi hello thanks thank please sure great good 
 haha really pretty totally quite kinda gonna wanna gotta thing things stuff lot lots one anything
 something everything see know think say said says tell told well way back still yet maybe forget
 """
+# A summary is a few hundred characters: what lies past these bounds would not change it.
+MAX_MESSAGE_CHARS = 16 * 1024
+MAX_SENTENCE_CHARS = 1000
+
 # Single letters carry no meaning on their own either.
 STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(string.ascii_lowercase)
 
@@ -97,16 +109,25 @@ class Sentence:
         return f"{speaker}: {text}" if speaker else text
 
 
-def utterances(transcript: Sequence[Message]) -> list[Utterance]:
-    """User and assistant messages with visible text; system, context and tool messages are not
-    conversation."""
+def utterances(transcript: Sequence[Message], max_chars: int = MAX_MESSAGE_CHARS) -> list[Utterance]:
+    """User and assistant messages with visible text, each read up to `max_chars`; system,
+    context and tool messages are not conversation."""
     spoken: list[Utterance] = []
     for position, message in enumerate(transcript):
         if message.role in SPOKEN_ROLES:
-            speaker, text = split_label(clean(message.content))
+            speaker, text = split_label(clean(prefix(message.content, max_chars)))
             if text:
                 spoken.append(Utterance(position, message.role, speaker, text))
     return spoken
+
+
+def prefix(text: str, max_chars: int) -> str:
+    """At most `max_chars` of the start of `text`, cut after a whole word when there is one."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    return cut[:space] if space > max_chars // 2 else cut
 
 
 def clean(content: str) -> str:
@@ -143,10 +164,25 @@ def _pieces(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
     """Sentences of one line; clean() left exactly one space between them."""
     for stop in _SENTENCE_END.finditer(text, start, end):
         if not _after_abbreviation(text, stop):
-            if _LETTER.search(text, start, stop.end()):
-                yield start, stop.end()
+            yield from _capped(text, start, stop.end())
             start = stop.end() + 1
-    if start < end and _LETTER.search(text, start, end):
+    if start < end:
+        yield from _capped(text, start, end)
+
+
+def _capped(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The sentence from `start` to `end` if it has a letter, in pieces of at most
+    MAX_SENTENCE_CHARS, of even length (so none is short enough to pass for a sentence of
+    a summary) and cut after a word where there is one."""
+    while end - start > MAX_SENTENCE_CHARS:
+        pieces = -(-(end - start) // MAX_SENTENCE_CHARS)
+        limit = start + -(-(end - start) // pieces)
+        space = text.rfind(" ", (start + limit) // 2, limit)
+        cut = space if space != -1 else limit
+        if _LETTER.search(text, start, cut):
+            yield start, cut
+        start = cut + 1 if space != -1 else cut
+    if _LETTER.search(text, start, end):
         yield start, end
 
 
@@ -199,8 +235,29 @@ def meaningful(words: Iterable[str]) -> list[str]:
 def tidy(text: str) -> str:
     """Trims a clause to its words: no leading filler, no edge punctuation, a capital first letter."""
     text = _INTERJECTION.sub("", text.strip(" ,;:-–—\"'")).rstrip(" ,;:-–—.!?\"'")
-    text = _TRAILING_FILLER.sub("", text)
+    text = _without_trailing_fillers(text)
     return text[:1].upper() + text[1:]
+
+
+def _without_trailing_fillers(text: str) -> str:
+    """Drops ", lol", " though" and the like from the end, one at a time: a regex anchored at
+    the end would be tried from every space of a long run of them."""
+    while (shorter := _without_last_filler(text)) is not None:
+        text = shorter
+    return text
+
+
+def _without_last_filler(text: str) -> str | None:
+    """The text without its last filler word (and the spaces and comma before it), if it
+    ends with one that stands as a word of its own."""
+    tail = text[-_LONGEST_FILLER:].lower()
+    for filler in _TRAILING_FILLERS:
+        if tail.endswith(filler):
+            before = text[: len(text) - len(filler)]
+            spaced = before.rstrip()
+            if len(spaced) < len(before):
+                return spaced[:-1] if spaced.endswith(",") else spaced
+    return None
 
 
 def shorten(text: str, limit: int) -> str:
