@@ -59,7 +59,7 @@ def find_pii(text: str) -> list[Finding]:
 
 
 def _find(text: str, scope: _Scope) -> list[Finding]:
-    claims = _Claims()
+    claims = _Claims(len(text))
     for kind, detect in _DETECTORS:
         for candidate in sorted(detect(text, scope), key=lambda c: (c.start - c.end, c.start)):
             claims.claim(kind, candidate)
@@ -131,11 +131,12 @@ class _Scope(NamedTuple):
     @staticmethod
     def around(text: str, placeholders: list[Window]) -> _Scope:
         """The neighbourhoods of placeholders, widened to a sentence or line end, which no value crosses."""
+        stops, newlines = _Marks(text, ". "), _Marks(text, "\n")
         windows: list[Window] = []
         for start, end in placeholders:
             reach_back = max(0, start - _REACH)
-            start = max(text.rfind(". ", 0, reach_back), text.rfind("\n", 0, reach_back)) + 1
-            end = min(_find_or_end(text, ". ", end + _REACH) + 2, _find_or_end(text, "\n", end + _REACH) + 1)
+            start = max(stops.last_within(reach_back), newlines.last_within(reach_back)) + 1
+            end = min(stops.first_from(end + _REACH) + 2, newlines.first_from(end + _REACH) + 1)
             if windows and start <= windows[-1][1]:
                 start = windows.pop()[0]
             windows.append((start, end))
@@ -147,32 +148,46 @@ class _Scope(NamedTuple):
 _REACH = 320
 
 
-def _find_or_end(text: str, sub: str, start: int) -> int:
-    found = text.find(sub, max(0, start))
-    return len(text) if found == -1 else found
+class _Marks:
+    """Where a short mark occurs in a text, found once, so that the marks nearest to each of many
+    placeholders cost a bisection rather than a scan (which made many findings quadratic)."""
+
+    def __init__(self, text: str, mark: str) -> None:
+        self._mark = mark
+        self._length = len(text)
+        self._at = [found.start() for found in re.finditer(re.escape(mark), text)]
+
+    def last_within(self, end: int) -> int:
+        """The start of the last mark that ends by `end`, or -1: `text.rfind(mark, 0, end)`."""
+        i = bisect.bisect_right(self._at, end - len(self._mark))
+        return self._at[i - 1] if i else -1
+
+    def first_from(self, start: int) -> int:
+        """The start of the first mark at or after `start`, or the text's length."""
+        i = bisect.bisect_left(self._at, max(0, start))
+        return self._at[i] if i < len(self._at) else self._length
 
 
 Detector = Callable[[str, _Scope], Iterator[_Candidate]]
 
 
 class _Claims:
-    """Non-overlapping spans, sorted by start."""
+    """Non-overlapping spans. Which characters are claimed is kept as one byte each, so a claim costs
+    its own length (inserting into a sorted list cost the number of claims, quadratic in all)."""
 
-    def __init__(self) -> None:
-        self._starts: list[int] = []
+    def __init__(self, length: int) -> None:
+        self._taken = bytearray(length)
         self._claims: list[tuple[int, int, PiiKind, bool]] = []
 
     def claim(self, kind: PiiKind, candidate: _Candidate) -> None:
-        i = bisect.bisect_right(self._starts, candidate.start)
-        if i and self._claims[i - 1][1] > candidate.start:
+        start, end = candidate.start, candidate.end
+        if self._taken.find(1, start, end) != -1:
             return
-        if i < len(self._starts) and self._starts[i] < candidate.end:
-            return
-        self._starts.insert(i, candidate.start)
-        self._claims.insert(i, (candidate.start, candidate.end, kind, candidate.valid))
+        self._taken[start:end] = b"\x01" * (end - start)
+        self._claims.append((start, end, kind, candidate.valid))
 
     def findings(self) -> list[Finding]:
-        return [Finding(kind, start, end) for start, end, kind, valid in self._claims if valid]
+        return [Finding(kind, start, end) for start, end, kind, valid in sorted(self._claims) if valid]
 
 
 # Kinds made of digits are searched within 40 characters of a digit: room for an IBAN's letters, an IPv6
