@@ -1,0 +1,96 @@
+"""Every text algorithm run on user input costs at most linear time in its size, whatever the
+shape of the text: 256 KiB of a hostile shape may cost about 16x what 16 KiB costs, never 16^2.
+
+Timing compares two sizes on the same machine in the same run (a ratio, never a wall time),
+takes the fastest of a few runs of each, and measures again before failing, so a loaded machine
+slows both sizes alike rather than failing the test."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from episodic.domain.model import Message, Role
+from episodic.domain.pii import redact
+from episodic.store.lexical import terms
+from episodic.summarize import ExtractiveSummarizer
+from episodic.tokens import TiktokenCounter
+
+SMALL = 16 * 1024
+LARGE = 256 * 1024
+# Linear is 16x; the slack covers caches and allocation growing with the size, not 256x.
+MAX_RATIO = 40.0
+
+SHAPES = {
+    "repetition": "the stream will be cancelled ",
+    "no punctuation": "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima ",
+    "one giant token": "abcdefghij",
+    "only digits": "0123456789",
+    "only emoji": "😀",
+    "a run of one character": "a",
+    "a run of a-dot": "a.",
+    "a fact in every word": "my dog ",
+    "pii in every word": "a@b.co +44 20 7946 0958 ",
+    "a run of full stops": ".",
+}
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+TOKENS = TiktokenCounter()
+SUMMARIZER = ExtractiveSummarizer()
+# Reads every character, so the summarizer's algorithms are measured, not its bound on input.
+UNBOUNDED_SUMMARIZER = ExtractiveSummarizer(max_message_chars=LARGE)
+
+
+def _transcript(text: str) -> list[Message]:
+    return [Message("ep", 1, Role.USER, text, 1, "cl100k_base", NOW)]
+
+
+ALGORITHMS: dict[str, Callable[[str], object]] = {
+    "summary and key facts": lambda text: SUMMARIZER.summarize(_transcript(text)),
+    "summary and key facts, whole message read": lambda text: UNBOUNDED_SUMMARIZER.summarize(
+        _transcript(text)
+    ),
+    "pii redaction": redact,
+    "cl100k token count": lambda text: TOKENS.count(text, "cl100k_base"),
+    "o200k token count": lambda text: TOKENS.count(text, "o200k_base"),
+    "lexical query terms": terms,
+}
+
+
+def of_size(unit: str, size: int) -> str:
+    """`unit` repeated to `size` characters (emoji are 4 bytes each: a quarter as many)."""
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def fastest(run: Callable[[str], object], text: str, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_sixteen_times_the_text_costs_about_sixteen_times_the_time(algorithm: str, shape: str) -> None:
+    run, unit = ALGORITHMS[algorithm], SHAPES[shape]
+    small, large = of_size(unit, SMALL), of_size(unit, LARGE)
+    run(small)  # warm-up: encodings, compiled patterns
+    small_time, large_time = fastest(run, small, 5), fastest(run, large, 2)
+    if large_time > MAX_RATIO * small_time:  # a burst of load during one of them: measure again
+        small_time = min(small_time, fastest(run, small, 5))
+        large_time = min(large_time, fastest(run, large, 3))
+    ratio = large_time / small_time
+    assert ratio <= MAX_RATIO, f"{algorithm} on {shape}: 256 KiB took {ratio:.0f}x the time of 16 KiB"
+
+
+def test_the_summarizer_reads_a_bounded_prefix_of_each_message() -> None:
+    """Beyond its prefix a message cannot change the digest, so its size cannot change the cost."""
+    hostile = SHAPES["repetition"]
+    assert SUMMARIZER.summarize(_transcript(of_size(hostile, LARGE))) == SUMMARIZER.summarize(
+        _transcript(of_size(hostile, SUMMARIZER.max_message_chars + len(hostile)))
+    )
