@@ -128,8 +128,13 @@ class _Outcome:
         if self.finished:
             return grpc.StatusCode.OK
         remaining = context.time_remaining()
-        expired = remaining is not None and remaining <= 0
+        expired = remaining is not None and remaining <= _DEADLINE_SLACK_SECONDS
         return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+
+
+# The client's deadline runs from when it sent the call, the server's from when it arrived:
+# a client gives up (and cancels) slightly before the server's own deadline passes.
+_DEADLINE_SLACK_SECONDS = 0.25
 
 
 def _check_decoded(request: Any) -> None:
