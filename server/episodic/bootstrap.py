@@ -7,6 +7,7 @@ import logging
 import os
 import uuid
 from collections.abc import AsyncIterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -158,6 +159,16 @@ def build_recall(settings: Settings, database: Database, writer: GroupCommitWrit
     return Recall(embedder, summarizer, index, SqlDigestStore(database, writer))
 
 
+# Summaries are pure-Python CPU work under the GIL: a second thread would add no throughput,
+# only contention with the event loop that serves every tenant.
+SUMMARY_THREADS = 1
+
+
+def new_summary_pool() -> ThreadPoolExecutor:
+    """Where extractive summaries are made (compaction, digests), whoever asks for them."""
+    return ThreadPoolExecutor(SUMMARY_THREADS, thread_name_prefix="episodic-summary")
+
+
 def build_services(
     settings: Settings,
     database: Database,
@@ -165,6 +176,8 @@ def build_services(
     recall: Recall,
     digester: DigestWaiter | None = None,
     tracing: Tracing | None = None,
+    *,
+    summaries: Executor | None = None,
 ) -> Services:
     tokens = TiktokenCounter()
     agents = SqlAgentStore(database, writer)
@@ -186,7 +199,10 @@ def build_services(
     recall_service = RecallService(
         recall.digests, agents, recall.embedder, recall.index, settings.limits, tracing=tracing
     )
-    context = build_context(settings, database, writer, recall, episode_service, recall_service, tracing)
+    context = build_context(
+        settings, database, writer, recall, episode_service, recall_service, tracing,
+        summaries=summaries or new_summary_pool(),
+    )  # fmt: skip
     context.pii = pii
     return Services(
         episodes=episode_service,
@@ -219,6 +235,8 @@ def build_context(
     episodes: EpisodeService,
     search: RecallService,
     tracing: Tracing,
+    *,
+    summaries: Executor,
 ) -> ContextService:
     """Extractive compaction runs inline; a configured LLM summarizer runs in the background."""
     tokens = TiktokenCounter()
@@ -231,7 +249,7 @@ def build_context(
     )
     return ContextService(
         store, episodes, search, tokens, ExtractiveSummarizer(), settings.limits, utc_now,
-        new_call_id, cache, background, RecencyMemo(recall.versions), tracing,
+        new_call_id, cache, background, RecencyMemo(recall.versions), tracing, summary_pool=summaries,
     )  # fmt: skip
 
 
@@ -282,11 +300,13 @@ async def run_background(
     stale = await recall.digests.count_stale(model)
     if stale:
         log.warning("embedding model changed: re-embedding in the background", extra={"digests": stale})
+    summaries = new_summary_pool()
     digester = Digester(
         recall.digests, recall.summarizer, recall.embedder, recall.index, utc_now,
         scope_changed=recall.versions.bump, index_lock=recall.index_lock,
+        summary_pool=None if settings.summarizer == "openai" else summaries,  # an LLM waits, not computes
     )  # fmt: skip
-    services = build_services(settings, database, writer, recall, digester, tracing)
+    services = build_services(settings, database, writer, recall, digester, tracing, summaries=summaries)
     episodes = SqlEpisodeStore(database, writer, utc_now)
     reaper = IdleReaper(episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds)
     retention = build_retention(settings, database, writer, recall, services)
@@ -300,6 +320,7 @@ async def run_background(
         await services.context.stop()
         await reaper.stop()
         await digester.stop()
+        summaries.shutdown(wait=False, cancel_futures=True)
 
 
 def build_retention(

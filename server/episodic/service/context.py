@@ -8,10 +8,10 @@ caller streams what was stored, so stored == streamed by construction.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -36,7 +36,7 @@ from episodic.domain.recall import Scope, SearchMode, Snippet
 from episodic.domain.reducers import REPLY_PRIMING, least_tokens
 from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
 from episodic.errors import FailedPrecondition
-from episodic.service.compaction import BackgroundCompactor, SummaryMaker
+from episodic.service.compaction import BackgroundCompactor, SharedCompactions, SummaryMaker
 from episodic.service.episodes import EpisodeService
 from episodic.service.privacy import PiiGuard, redact_text
 from episodic.service.recall import RecallService, SearchRequest
@@ -101,10 +101,15 @@ class ContextService:
     memo: RecencyMemo = dataclasses.field(default_factory=lambda: RecencyMemo(ScopeVersions()))
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
     pii: PiiGuard | None = None
+    # Where inline summaries are made: a small pool owned by the composition root.
+    summary_pool: Executor = dataclasses.field(kw_only=True)
     counts: CachedCounts = dataclasses.field(init=False)
+    compactions: SharedCompactions = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.counts = CachedCounts(self.tokens)
+        maker = SummaryMaker(self.tokens, self.clock)
+        self.compactions = SharedCompactions(self.summarizer, maker, self.summary_pool)
 
     async def build(self, caller: Caller, request: ContextRequest) -> tuple[ModelCall, bool]:
         """Returns the stored model call and whether it is new (False: a request_id replay)."""
@@ -257,8 +262,7 @@ class ContextService:
             self.background.schedule(key, turn.working_set, through)
             return assembly, None, Compaction.SCHEDULED
         with self.tracing.span("summarize", {GEN_AI_CONVERSATION_ID: key[1]}) as span:
-            maker = SummaryMaker(self.tokens, self.clock)
-            summary = await asyncio.to_thread(maker.make, self.summarizer, turn.working_set, through)
+            summary = await self.compactions.summary(key, turn.working_set, through)
             span.set_attribute("episodic.summary.to_seq", through)
         rest = [m for m in inputs.tail if m.seq > through]
         again = dataclasses.replace(inputs, summary=summary, tail=rest, can_compact=False, rendered_tail=None)

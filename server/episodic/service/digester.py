@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -41,6 +42,7 @@ class Digester:
     idle_poll_seconds: float = 1.0
     scope_changed: Callable[[Scope], None] = lambda _scope: None  # what recall finds there changed
     index_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # shared with erasure
+    summary_pool: Executor | None = None  # the server's bounded pool for summaries; None: asyncio's default
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _settled: asyncio.Condition = field(default_factory=asyncio.Condition)
     _task: asyncio.Task[None] | None = None
@@ -123,7 +125,8 @@ class Digester:
     async def _text(self, digest: Digest, messages: list[Message]) -> DigestText:
         if digest.state is DigestState.READY:  # re-embedding only: keep the summary
             return DigestText(digest.summary, digest.key_facts)
-        return await asyncio.to_thread(self.summarizer.summarize, messages)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.summary_pool, self.summarizer.summarize, messages)
 
     def _index(self, digest: Digest, vectors: list[list[float]]) -> None:
         scope = digest.scope
