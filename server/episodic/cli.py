@@ -1,5 +1,5 @@
-"""The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, bench,
-bench-recall, bench-context, soak."""
+"""The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, reindex.
+The measuring tools are the lab's (`episodic-lab`, in lab/), not the product's."""
 
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ import traceback
 from collections.abc import Sequence
 
 from episodic import config
-from episodic.bench.options import add_flags as add_bench_flags
-from episodic.bench_context.options import add_flags as add_bench_context_flags
-from episodic.bench_recall.options import add_flags as add_bench_recall_flags
 from episodic.errors import EpisodicError
-from episodic.evals.flags import add_flags as add_eval_flags
 from episodic.keys import KeyConfigError, KeyRing, config_line, new_key
 from episodic.logs import configure_logging
-from episodic.soak.options import add_flags as add_soak_flags
 
 COMMANDS = (
     "serve",
@@ -26,12 +21,6 @@ COMMANDS = (
     "keygen",
     "healthcheck",
     "config-docs",
-    "bench",
-    "bench-recall",
-    "bench-context",
-    "soak",
-    "eval-recall",
-    "eval-pii",
     "reindex",
 )
 
@@ -85,36 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     health.set_defaults(run=_healthcheck)
     docs = commands.add_parser("config-docs", help="print the configuration table (Markdown)")
     docs.set_defaults(run=lambda _args: print(config.markdown_table(), end="") or 0)
-    bench = commands.add_parser("bench", help="measure durable AddMessage against Echo (own servers)")
-    add_bench_flags(bench)
-    bench.set_defaults(run=_bench)
-    bench_recall = commands.add_parser(
-        "bench-recall", help="measure SearchEpisodes at 1k-1M episodes against Echo, and digest throughput"
-    )
-    add_bench_recall_flags(bench_recall)
-    bench_recall.set_defaults(run=_bench_recall)
-    bench_context = commands.add_parser(
-        "bench-context", help="measure BuildContext against Echo, by history length, and RSS per conversation"
-    )
-    add_bench_context_flags(bench_context)
-    bench_context.set_defaults(run=_bench_context)
-    soak = commands.add_parser(
-        "soak", help="concurrent BuildContext streams plus appends for a minute: errors, RSS, stored == acked"
-    )
-    add_soak_flags(soak)
-    soak.set_defaults(run=_soak)
     reindex = commands.add_parser(
         "reindex", help="digest pending episodes and re-embed stale vectors, then exit"
     )
     config.add_flags(reindex)
     reindex.set_defaults(run=_reindex)
-    evaluate = commands.add_parser("eval-recall", help="LoCoMo recall@k/MRR through the API, next to BM25")
-    add_eval_flags(evaluate)
-    evaluate.set_defaults(run=_eval_recall)
-    evaluate_pii = commands.add_parser("eval-pii", help="precision/recall of PII detectors on a labelled set")
-    evaluate_pii.add_argument("--data", default=None, help="JSONL [default: tests/data/pii_labelled.jsonl]")
-    evaluate_pii.add_argument("--errors", action="store_true", help="list each false positive and negative")
-    evaluate_pii.set_defaults(run=_eval_pii)
     return parser
 
 
@@ -130,18 +94,6 @@ def _reindex(args: argparse.Namespace) -> int:
     done = asyncio.run(reindex(_settings(args)))
     print(f"reindexed {done} digests")
     return 0
-
-
-def _eval_recall(args: argparse.Namespace) -> int:
-    from episodic.evals.locomo import run_eval
-
-    return run_eval(args)
-
-
-def _eval_pii(args: argparse.Namespace) -> int:
-    from episodic.evals.pii import run_eval_pii
-
-    return run_eval_pii(args)
 
 
 def _settings(args: argparse.Namespace) -> config.Settings:
@@ -178,30 +130,6 @@ def _migrate(args: argparse.Namespace) -> int:
 
     print(f"database at revision {asyncio.run(run())}")
     return 0
-
-
-def _bench(args: argparse.Namespace) -> int:
-    from episodic.bench.main import run_bench
-
-    return run_bench(args)
-
-
-def _bench_recall(args: argparse.Namespace) -> int:
-    from episodic.bench_recall.main import run_bench_recall
-
-    return run_bench_recall(args)
-
-
-def _bench_context(args: argparse.Namespace) -> int:
-    from episodic.bench_context.main import run_bench_context
-
-    return run_bench_context(args)
-
-
-def _soak(args: argparse.Namespace) -> int:
-    from episodic.soak.main import run_soak
-
-    return run_soak(args)
 
 
 def _add_probe_tls_flags(health: argparse.ArgumentParser) -> None:

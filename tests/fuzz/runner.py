@@ -714,7 +714,7 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
 
 @asynccontextmanager
 async def database(backend: str, workdir: Path, admin_url: str) -> AsyncIterator[str]:
-    from episodic.bench.databases import throwaway_database
+    from episodic_lab.bench.databases import throwaway_database
 
     async with throwaway_database(backend, workdir, admin_url) as url:
         yield url

@@ -1,4 +1,4 @@
-"""`episodic bench-context` end to end on SQLite with tiny settings: a real server
+"""`episodic-lab bench-context` end to end on SQLite with tiny settings: a real server
 subprocess, real BuildContext calls against Echo, latency by history length, RSS figures,
 and a report (printed and JSON) with every row there. Never asserts a timing."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from episodic.cli import main
+from episodic_lab.cli import main
 
 ROWS = [(recall, level) for level in (1, 2) for recall in ("recency", "hybrid")]
 
@@ -32,7 +32,7 @@ def test_bench_context_reports_throughput_history_latency_and_memory(
     assert "p50(60) / p50(20) = " in report
     assert re.search(r"per active conversation: 2 conversations of \d+ messages", report)
     assert re.search(r"one conversation growing: 20 msgs [\d.]+ MiB, 60 msgs [\d.]+ MiB", report)
-    assert "reproduce: episodic bench-context --backends sqlite --seconds 0.2" in report
+    assert "reproduce: episodic-lab bench-context --backends sqlite --seconds 0.2" in report
     assert plot.stat().st_size > 0 or "matplotlib is not installed" in report
 
     (sqlite,) = json.loads(figures.read_text())["backends"]

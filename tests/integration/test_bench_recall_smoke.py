@@ -1,4 +1,4 @@
-"""`episodic bench-recall` end to end with tiny settings: a real corpus and server, real
+"""`episodic-lab bench-recall` end to end with tiny settings: a real corpus and server, real
 calls in every mode, MiniLM query embedding and a real digest run, and a report (printed
 and JSON) with every figure filled in."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from episodic.cli import main
+from episodic_lab.cli import main
 
 ROWS = ("Echo", "SearchEpisodes semantic", "SearchEpisodes hybrid", "SearchEpisodes recency")
 MODES = ("semantic", "hybrid", "hybrid, rare words", "recency")
@@ -35,7 +35,7 @@ def test_bench_recall_reports_search_latency_embedding_cost_and_digest_throughpu
     assert re.search(r"20 short questions, one per call: p50 \d+\.\d\d ms", report)
     assert re.search(r"5 episodes x 20 messages \(~150 chars\): [\d.]+ s, [\d.]+ episodes/s", report)
     assert re.search(r"^target SearchEpisodes p99 <= 5 ms at 1,000 \(1M not measured\)", report, re.MULTILINE)
-    assert "reproduce: episodic bench-recall --sizes 1000 --calls 50" in report
+    assert "reproduce: episodic-lab bench-recall --sizes 1000 --calls 50" in report
 
     document = json.loads(figures.read_text())
     (size,) = document["sizes"]

@@ -1,4 +1,4 @@
-"""`episodic bench` end to end on SQLite with tiny settings: a real server subprocess,
+"""`episodic-lab bench` end to end on SQLite with tiny settings: a real server subprocess,
 real load, a report with figures, and every acknowledged AddMessage found stored."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from episodic.cli import main
+from episodic_lab.cli import main
 
 
 def test_bench_reports_figures_and_finds_every_acknowledged_message_stored(

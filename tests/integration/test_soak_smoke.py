@@ -1,4 +1,4 @@
-"""`episodic soak` end to end on SQLite with tiny settings: a real server subprocess, real
+"""`episodic-lab soak` end to end on SQLite with tiny settings: a real server subprocess, real
 BuildContext streams and appends at once, RSS sampled, every acknowledged append found
 stored, and a report (printed and JSON) with every summary line. Never asserts a timing."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from episodic.cli import main
+from episodic_lab.cli import main
 
 SUMMARY_LINES = (
     r"^BuildContext +[\d,]+ +[\d,.]+ +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +0$",
@@ -23,7 +23,7 @@ SUMMARY_LINES = (
     r"^stored check passed: 4 conversations, [\d,]+ acknowledged messages .* seqs 1\.\.n, no gap",
     r"^server health after the load: SERVING$",
     r"^soak passed$",
-    r"^reproduce: episodic soak --backends sqlite --seconds 3 ",
+    r"^reproduce: episodic-lab soak --backends sqlite --seconds 3 ",
 )
 
 

@@ -1,5 +1,5 @@
 """Quality gate on a fixed, hand-written data set: every PII detector keeps precision >= 0.95 and
-recall >= 0.90 on tests/data/pii_labelled.jsonl (see `episodic eval-pii`), and the set stays big enough
+recall >= 0.90 on tests/data/pii_labelled.jsonl (see `episodic-lab eval-pii`), and the set stays big enough
 to mean something."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from episodic.domain.pii import Finding, PiiKind
-from episodic.evals.pii import MIN_PRECISION, MIN_RECALL, Evaluation, Sample, evaluate, load, score_sample
+from episodic_lab.evals.pii import MIN_PRECISION, MIN_RECALL, Evaluation, Sample, evaluate, load, score_sample
 
 LABELLED = Path(__file__).parents[1] / "data" / "pii_labelled.jsonl"
 

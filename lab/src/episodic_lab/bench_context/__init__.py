@@ -1,0 +1,10 @@
+"""`episodic-lab bench-context`: BuildContext throughput and latency against the Echo baseline,
+latency as the log grows, and the server's memory per conversation.
+Kept import-light: the CLI imports `options` to build its parser on every start-up."""
+
+import sys
+
+
+def progress(line: str) -> None:
+    """To stderr, so stdout holds only the report."""
+    print(line, file=sys.stderr, flush=True)

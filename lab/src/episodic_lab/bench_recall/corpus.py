@@ -1,0 +1,68 @@
+"""One throwaway SQLite corpus: migrated by the product's migrations, its agent created
+through the product's AgentService, then N closed episodes with READY digests written in
+bulk (see rows.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from episodic.bootstrap import build_recall, build_services
+from episodic.config import Settings
+from episodic.domain.agents import AgentDraft
+from episodic.domain.model import Agent, Caller
+from episodic.embed import make_embedder
+from episodic.store.database import open_database
+from episodic.store.migrate import upgrade_to_head
+from episodic.store.writer import GroupCommitWriter
+from episodic_lab.bench_recall.layout import Layout
+from episodic_lab.bench_recall.rows import Plan, check_time_format, write_rows
+from episodic_lab.bench_recall.words import Lexicon
+
+AGENT_ID = "bench-agent"
+AGENT_MODEL = "gpt-4o"
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    url: str
+    path: Path
+    layout: Layout
+    seconds: dict[str, float]  # "migrate", then per table (see rows.write_rows)
+
+    @property
+    def build_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+    @property
+    def file_mib(self) -> float:
+        return self.path.stat().st_size / (1 << 20)
+
+
+async def build_corpus(path: Path, settings: Settings, size: int, lexicon: Lexicon, seed: int) -> Corpus:
+    check_time_format()
+    url = f"sqlite:///{path}"
+    layout = Layout(size, settings.dev_tenant, AGENT_ID)
+    began = time.perf_counter()
+    agent = await _migrate_and_create_agent(url, settings, layout)
+    seconds = {"migrate": time.perf_counter() - began}
+    model = make_embedder(settings.embedder).model_id
+    seconds |= write_rows(path, Plan(layout, agent.token_encoding, model, lexicon, seed))
+    return Corpus(url, path, layout, seconds)
+
+
+async def _migrate_and_create_agent(url: str, settings: Settings, layout: Layout) -> Agent:
+    database = open_database(url)
+    try:
+        await upgrade_to_head(database.engine)
+        writer = GroupCommitWriter(database)
+        writer.start()
+        try:
+            services = build_services(settings, database, writer, build_recall(settings, database, writer))
+            draft = AgentDraft(layout.agent_id, display_name="Recall bench", model=AGENT_MODEL)
+            return await services.agents.create_agent(Caller(layout.tenant_id), draft)
+        finally:
+            await writer.stop()
+    finally:
+        await database.dispose()

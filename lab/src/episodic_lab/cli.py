@@ -1,0 +1,62 @@
+"""The `episodic-lab` command: the measuring tools of Episodic, apart from the product. Each
+tool talks to a server through `episodic_client` (a subprocess `episodic serve`, or the
+composition root's in-process door `episodic.bootstrap.open_app`)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from episodic_lab.bench.options import add_flags as add_bench_flags
+from episodic_lab.bench_context.options import add_flags as add_bench_context_flags
+from episodic_lab.bench_index import add_flags as add_bench_index_flags
+from episodic_lab.bench_recall.options import add_flags as add_bench_recall_flags
+from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
+from episodic_lab.evals.flags import add_pii_flags
+from episodic_lab.soak.options import add_flags as add_soak_flags
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    help: str
+    add_flags: Callable[[argparse.ArgumentParser], None]
+    runner: str  # "module:function", imported only when the tool runs (its imports are heavy)
+
+
+TOOLS = (
+    Tool("bench", "measure durable AddMessage against Echo (own servers)", add_bench_flags,
+         "episodic_lab.bench.main:run_bench"),
+    Tool("bench-recall", "measure SearchEpisodes at 1k-1M episodes against Echo, and digest throughput",
+         add_bench_recall_flags, "episodic_lab.bench_recall.main:run_bench_recall"),
+    Tool("bench-context", "measure BuildContext against Echo, by history length, and RSS per conversation",
+         add_bench_context_flags, "episodic_lab.bench_context.main:run_bench_context"),
+    Tool("soak", "concurrent BuildContext streams plus appends for a minute: errors, RSS, stored == acked",
+         add_soak_flags, "episodic_lab.soak.main:run_soak"),
+    Tool("eval-recall", "LoCoMo recall@k/MRR through the API, next to BM25", add_eval_recall_flags,
+         "episodic_lab.evals.locomo:run_eval"),
+    Tool("eval-pii", "precision/recall of PII detectors on a labelled set", add_pii_flags,
+         "episodic_lab.evals.pii:run_eval_pii"),
+    Tool("bench-index", "the FAISS index alone: build and search times, RSS, by size", add_bench_index_flags,
+         "episodic_lab.bench_index:run_bench_index"),
+)  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    module, function = args.runner.split(":")
+    run: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    return int(run(args))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="episodic-lab", description="Measuring tools for Episodic.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for tool in TOOLS:
+        command = commands.add_parser(tool.name, help=tool.help)
+        tool.add_flags(command)
+        command.set_defaults(runner=tool.runner)
+    return parser

@@ -1,0 +1,152 @@
+"""`episodic-lab eval-recall`: LoCoMo recall through the public gRPC API.
+
+Each session becomes one episode (user = sample_id, its real dates), is closed, and once
+every digest is READY each question is asked with SearchEpisodes; recall@1/3/5 and MRR
+of the evidence sessions are printed per category next to a plain BM25 over the raw
+session text, ranked within the same conversation."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from episodic.v1 import agent_pb2, agent_service_pb2, episode_pb2, episode_service_pb2
+from episodic.v1.agent_service_pb2_grpc import AgentServiceStub
+from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic_lab.bench.server_process import running_server
+from episodic_lab.evals.bm25 import Bm25
+from episodic_lab.evals.locomo_data import Question, Session, load
+from episodic_lab.evals.metrics import Report
+
+if TYPE_CHECKING:
+    from episodic.v1.episode_service_pb2_grpc import EpisodeServiceAsyncStub
+
+AGENT = "locomo-eval"
+TURN_SPACING = timedelta(seconds=30)
+MODES = {
+    "recency": episode_service_pb2.SEARCH_MODE_RECENCY,
+    "semantic": episode_service_pb2.SEARCH_MODE_SEMANTIC,
+    "hybrid": episode_service_pb2.SEARCH_MODE_HYBRID,
+}
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    sessions, questions = load(args.data)
+    modes = [m for m in args.modes.split(",") if m]
+    report = asyncio.run(_evaluate(sessions, questions, modes))
+    report_bm25(report, sessions, questions)
+    print(report.table())
+    beaten = _verdict(report, modes)
+    return 1 if args.gate and args.gate not in beaten else 0
+
+
+async def _evaluate(sessions: list[Session], questions: list[Question], modes: list[str]) -> Report:
+    report = Report()
+    with tempfile.TemporaryDirectory(prefix="episodic-eval-") as tmp:
+        async with (
+            running_server(f"sqlite:///{tmp}/eval.db", Path(tmp)) as server,
+            grpc.aio.insecure_channel(server.target) as channel,
+        ):
+            started = time.perf_counter()
+            await _load(channel, sessions)
+            print(
+                f"loaded {len(sessions)} episodes and digested them in {time.perf_counter() - started:.1f} s"
+            )
+            for mode in modes:
+                await _ask(channel, questions, mode, report)
+    return report
+
+
+async def _load(channel: grpc.aio.Channel, sessions: list[Session]) -> None:
+    agent = agent_pb2.Agent(agent_id=AGENT, model="gpt-4o")
+    await AgentServiceStub(channel).CreateAgent(agent_service_pb2.CreateAgentRequest(agent=agent))
+    stub = EpisodeServiceStub(channel)
+    for session in sessions:
+        await _import(stub, session)
+    await _await_digests(stub, {s.sample_id for s in sessions})
+
+
+async def _import(stub: EpisodeServiceAsyncStub, session: Session) -> None:
+    episode_id = f"{session.sample_id}-{session.session_id}"
+    await stub.OpenEpisode(
+        episode_service_pb2.OpenEpisodeRequest(
+            agent_id=AGENT, user_id=session.sample_id, episode_id=episode_id, start_time=_ts(session.started)
+        )
+    )
+    messages = [_message(session, i) for i in range(len(session.turns))]
+    await stub.AddMessages(episode_service_pb2.AddMessagesRequest(episode_id=episode_id, messages=messages))
+    end = session.started + TURN_SPACING * len(session.turns)
+    await stub.CloseEpisode(episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, end_time=_ts(end)))
+
+
+def _message(session: Session, i: int) -> episode_pb2.MessageInput:
+    turn = session.turns[i]
+    role = episode_pb2.ROLE_USER if turn.speaker == session.speakers[0] else episode_pb2.ROLE_ASSISTANT
+    when = _ts(session.started + TURN_SPACING * i)
+    return episode_pb2.MessageInput(role=role, content=f"{turn.speaker}: {turn.text}", create_time=when)
+
+
+async def _await_digests(stub: EpisodeServiceAsyncStub, users: set[str], timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pending = 0
+        for user in users:
+            request = episode_service_pb2.SearchEpisodesRequest(
+                agent_id=AGENT, user_id=user, mode=episode_service_pb2.SEARCH_MODE_RECENCY, top_k=1
+            )
+            pending += (await stub.SearchEpisodes(request)).pending_digests
+        if not pending:
+            return
+        await asyncio.sleep(0.2)
+    raise TimeoutError("digests did not become READY in time")
+
+
+async def _ask(channel: grpc.aio.Channel, questions: list[Question], mode: str, report: Report) -> None:
+    stub = EpisodeServiceStub(channel)
+    for q in questions:
+        request = episode_service_pb2.SearchEpisodesRequest(
+            agent_id=AGENT, user_id=q.sample_id, mode=MODES[mode], query=q.text, top_k=10
+        )
+        reply = await stub.SearchEpisodes(request)
+        ranked = [s.episode_id.removeprefix(f"{q.sample_id}-") for s in reply.snippets]
+        report.add(mode, q.category, ranked, q.evidence)
+
+
+def report_bm25(report: Report, sessions: Sequence[Session], questions: Sequence[Question]) -> None:
+    by_sample: dict[str, list[Session]] = {}
+    for s in sessions:
+        by_sample.setdefault(s.sample_id, []).append(s)
+    indexes = {k: Bm25(["\n".join(s.lines()) for s in v]) for k, v in by_sample.items()}
+    for q in questions:
+        scores = indexes[q.sample_id].scores(q.text)
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])
+        report.add("bm25", q.category, [by_sample[q.sample_id][i].session_id for i in order], q.evidence)
+
+
+def _verdict(report: Report, modes: list[str]) -> set[str]:
+    """Prints each mode against bm25; returns the modes that beat it on R@5 and MRR."""
+    base = report.overall("bm25")
+    beaten = set()
+    for mode in (m for m in modes if m != "recency"):
+        mine = report.overall(mode)
+        beats = mine[2] > base[2] and mine[3] > base[3]
+        verdict = "beats" if beats else "does NOT beat"
+        figures = f"R@5 {mine[2]:.3f} vs {base[2]:.3f}, MRR {mine[3]:.3f} vs {base[3]:.3f}"
+        print(f"{mode} vs bm25: {figures}: {verdict} bm25")
+        beaten |= {mode} if beats else set()
+    return beaten
+
+
+def _ts(value: object) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(value)  # type: ignore[arg-type]
+    return ts
