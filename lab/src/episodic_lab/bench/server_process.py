@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,17 +32,23 @@ class Server:
         return f"127.0.0.1:{self.port}"
 
 
-def server_command(database_url: str) -> tuple[str, ...]:
+def server_command(database_url: str, flags: Sequence[str] = ()) -> tuple[str, ...]:
+    """`episodic serve` on a free port; `flags` are more of its settings (--embedder ...):
+    the server under test is configured by its command line, never by this process's
+    environment."""
     return (
         sys.executable, "-m", "episodic", "serve", "--insecure-dev", "--migrate-on-start",
         "--database-url", database_url, "--address", "127.0.0.1:0", "--shutdown-grace-seconds", "2",
+        *flags,
     )  # fmt: skip
 
 
 @asynccontextmanager
-async def running_server(database_url: str, workdir: Path) -> AsyncIterator[Server]:
+async def running_server(
+    database_url: str, workdir: Path, flags: Sequence[str] = ()
+) -> AsyncIterator[Server]:
     """Starts the server, yields once it serves, and stops it with SIGTERM."""
-    command = server_command(database_url)
+    command = server_command(database_url, flags)
     log_path = workdir / "server.log"
     with log_path.open("wb") as log_file:
         # stderr goes to a file: a pipe nobody drains would stall the server's access log.
