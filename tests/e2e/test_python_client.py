@@ -93,6 +93,15 @@ async def test_sync_client_round_trips_a_conversation(server: RunningServer) -> 
     assert closed.agent_id == agent_id and closed.token_encoding == "cl100k_base"
 
 
+async def test_close_episode_can_wait_for_the_digest(server: RunningServer) -> None:
+    async with async_client(server) as client:
+        agent_id = (await client.create_agent(unique("agent"))).agent.agent_id
+        episode_id = (await client.open_episode(agent_id, "mary")).episode.episode_id
+        await client.add_message(episode_id, "user", "My flight to Lisbon leaves on Friday.")
+        closed = (await client.close_episode(episode_id, wait_for_digest=True)).episode
+    assert closed.digest.state == episode_pb2.DIGEST_STATE_READY
+
+
 async def test_iterators_follow_page_tokens_through_every_page(server: RunningServer) -> None:
     agent_id, user_id = unique("agent"), unique("user")
     async with async_client(server) as client:

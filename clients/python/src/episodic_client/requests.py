@@ -94,12 +94,14 @@ def close_episode(
     reason: CloseReasonLike = episode_pb2.CLOSE_REASON_USER_ENDED,
     note: str = "",
     end_time: datetime | None = None,
+    wait_for_digest: bool = False,
 ) -> episode_service_pb2.CloseEpisodeRequest:
     return episode_service_pb2.CloseEpisodeRequest(
         episode_id=episode_id,
         reason=values.close_reason(reason),
         note=note,
         end_time=values.timestamp(end_time),
+        wait_for_digest=wait_for_digest,
     )
 
 

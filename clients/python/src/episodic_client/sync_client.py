@@ -158,8 +158,13 @@ class EpisodicClient:
         reason: CloseReasonLike = episode_pb2.CLOSE_REASON_USER_ENDED,
         note: str = "",
         end_time: datetime | None = None,
+        wait_for_digest: bool = False,
     ) -> episode_service_pb2.CloseEpisodeResponse:
-        request = rq.close_episode(episode_id, reason=reason, note=note, end_time=end_time)
+        """With `wait_for_digest` the server answers once the digest is READY or FAILED (at
+        most until the call's deadline, or 30 s), so the episode can be recalled at once."""
+        request = rq.close_episode(
+            episode_id, reason=reason, note=note, end_time=end_time, wait_for_digest=wait_for_digest
+        )
         return self._call(self._episodes.CloseEpisode, request)
 
     def get_episode(self, episode_id: str) -> episode_service_pb2.GetEpisodeResponse:
