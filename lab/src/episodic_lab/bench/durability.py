@@ -6,10 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import grpc
-
-from episodic.v1 import episode_service_pb2 as pb
-from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic_client import AsyncEpisodicClient
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +28,11 @@ class DurabilityCheck:
         )
 
 
-async def check_durability(channel: grpc.aio.Channel, acknowledged: Mapping[str, int]) -> DurabilityCheck:
-    stub = EpisodeServiceStub(channel)
+async def check_durability(client: AsyncEpisodicClient, acknowledged: Mapping[str, int]) -> DurabilityCheck:
     stored = newest = 0
     for episode_id in acknowledged:
-        got = await stub.GetEpisode(pb.GetEpisodeRequest(episode_id=episode_id))
-        page = await stub.ListMessages(pb.ListMessagesRequest(episode_id=episode_id, page_size=1))
+        got = await client.get_episode(episode_id)
+        page = await client.list_messages(episode_id, page_size=1)
         stored += got.episode.message_count
         newest += page.messages[0].seq if page.messages else 0
     return DurabilityCheck(sum(acknowledged.values()), stored, newest)

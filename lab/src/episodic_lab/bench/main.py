@@ -10,8 +10,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-
 from episodic_lab.bench import BenchError
 from episodic_lab.bench.databases import describe_database, throwaway_database
 from episodic_lab.bench.durability import check_durability
@@ -31,6 +29,7 @@ from episodic_lab.bench.report import (
 )
 from episodic_lab.bench.server_process import Server, cpu_seconds, running_server
 from episodic_lab.bench.workloads import Session
+from episodic_lab.connect import lab_client
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -68,13 +67,13 @@ async def _measure(backend: str, database: str, workdir: Path, options: Options)
     async with (
         throwaway_database(backend, workdir, options.postgres_admin_url) as url,
         running_server(url, workdir) as server,
-        grpc.aio.insecure_channel(server.target) as channel,
+        lab_client(server.target) as client,
     ):
         _progress(f"{backend}: server pid {server.pid} on port {server.port}")
-        bench = _Bench(Session(channel), server, options)
+        bench = _Bench(Session(client), server, options)
         await bench.session.create_agent()
         rows = [row for level in options.concurrency for row in await bench.level(level)]
-        durability = await check_durability(channel, bench.session.acknowledged)
+        durability = await check_durability(client, bench.session.acknowledged)
     return BackendReport(backend, tuple(rows), durability, server.command, database)
 
 

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from episodic.v1 import context_pb2
+from episodic_client.v1 import context_pb2
 from episodic_lab.bench.load import Call, closed_loop
 from episodic_lab.bench.report import Figures
 from episodic_lab.bench.server_process import cpu_seconds

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from episodic.v1 import context_pb2, episode_pb2
+from episodic_client.v1 import context_pb2, episode_pb2
 from episodic_lab.bench_context.client import BATCH_MESSAGES, BUDGET_TOKENS, Client
 from episodic_lab.bench_recall.chat import turns
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from episodic.v1 import context_pb2
+from episodic_client.v1 import context_pb2
 from episodic_lab.bench.report import Figures
 from episodic_lab.bench_context import progress
 from episodic_lab.bench_context.cells import Rendered, Tally, build_call, measured

@@ -11,8 +11,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import grpc
-
 from episodic_lab.bench import BenchError
 from episodic_lab.bench.databases import describe_database, throwaway_database
 from episodic_lab.bench.machine import machine_facts
@@ -29,6 +27,7 @@ from episodic_lab.bench_context.report import BackendReport, embedding_section, 
 from episodic_lab.bench_context.server import context_server
 from episodic_lab.bench_context.throughput import throughput_rows, worker_conversations
 from episodic_lab.bench_recall.embedding import EmbeddingCost, query_embedding_cost
+from episodic_lab.connect import lab_client
 
 EMBED_SECONDS = 20.0  # at most, for the MiniLM timing
 
@@ -70,11 +69,11 @@ async def _measure(backend: str, database: str, workdir: Path, options: Options)
     async with (
         throwaway_database(backend, workdir, options.postgres_admin_url) as url,
         context_server(url, workdir, options.embedder) as server,
-        grpc.aio.insecure_channel(server.target) as channel,
+        lab_client(server.target) as lab,
     ):
         progress(f"{backend}: server pid {server.pid} on port {server.port}")
         measured = BackendReport(backend, database, server.command)
-        return await _measure_server(await Client.with_new_agent(channel), server, options, measured)
+        return await _measure_server(await Client.with_new_agent(lab), server, options, measured)
 
 
 async def _measure_server(

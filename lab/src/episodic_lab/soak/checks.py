@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from episodic.healthcheck import check
-from episodic.v1 import episode_service_pb2
 from episodic_lab.bench_context.client import Client
 
-PAGE_SIZE = 1000  # the server's maximum
 LOGGED_LEVELS = ("WARNING", "ERROR", "CRITICAL")
 
 
@@ -34,31 +32,20 @@ class StoredCheck:
 async def check_stored(client: Client, acknowledged: Mapping[str, int]) -> StoredCheck:
     mismatched, stored = [], 0
     for episode_id, expected in acknowledged.items():
-        seqs = await _seqs(client, episode_id)
+        seqs = await client.seqs(episode_id)
         stored += len(seqs)
         if sorted(seqs) != list(range(1, expected + 1)):
             mismatched.append(episode_id)
     return StoredCheck(len(acknowledged), sum(acknowledged.values()), stored, tuple(mismatched))
 
 
-async def _seqs(client: Client, episode_id: str) -> list[int]:
-    """Every seq in the episode's log, page by page."""
-    seqs: list[int] = []
-    token = ""
-    while True:
-        request = episode_service_pb2.ListMessagesRequest(
-            episode_id=episode_id, page_size=PAGE_SIZE, page_token=token
-        )
-        page = await client.episodes.ListMessages(request)
-        seqs += [message.seq for message in page.messages]
-        token = page.next_page_token
-        if not token:
-            return seqs
-
-
 async def serving(target: str) -> bool:
-    """The gRPC health service says SERVING (the probe `episodic healthcheck` makes)."""
-    return await asyncio.to_thread(check, target)
+    """The gRPC health service says SERVING: the product's own probe, `episodic healthcheck`."""
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "episodic", "healthcheck", "--address", target,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    return await probe.wait() == 0
 
 
 def logged_problems(log_path: Path) -> Counter[str]:

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-import grpc
-
-from episodic.v1 import context_pb2, episode_service_pb2
+from episodic_client import EpisodicClientError
+from episodic_client.v1 import context_pb2
 from episodic_lab.bench.load import Call, LoadResult, closed_loop
 from episodic_lab.bench.server_process import cpu_seconds
 from episodic_lab.bench_context.client import Client
@@ -58,11 +57,11 @@ class Tally:
 
 
 def _status(exc: Exception) -> str:
-    return exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else type(exc).__name__
+    return exc.code.name if isinstance(exc, EpisodicClientError) else type(exc).__name__
 
 
 def _detail(exc: Exception) -> str:
-    return (exc.details() or "") if isinstance(exc, grpc.aio.AioRpcError) else str(exc)[:300]
+    return exc.message if isinstance(exc, EpisodicClientError) else str(exc)[:300]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +128,7 @@ def append_call(client: Client, conversations: Sequence[str], tally: Tally, rng:
     async def call(_worker: int) -> None:
         episode_id = rng.choice(conversations)
         message = pool[rng.randrange(len(pool))]
-        request = episode_service_pb2.AddMessageRequest(episode_id=episode_id, message=message)
-        await client.episodes.AddMessage(request)
+        await client.append(episode_id, message)
         tally.appended[episode_id] += 1
 
     return _counted(APPEND, tally, call)

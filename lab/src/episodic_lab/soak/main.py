@@ -10,13 +10,12 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-import grpc
-
 from episodic_lab.bench import BenchError
 from episodic_lab.bench.databases import describe_database, throwaway_database
 from episodic_lab.bench.machine import machine_facts
 from episodic_lab.bench_context.client import Client
 from episodic_lab.bench_context.server import context_server, rss_mib
+from episodic_lab.connect import lab_client
 from episodic_lab.soak.checks import check_stored, logged_problems, serving
 from episodic_lab.soak.conversations import OPENING_MESSAGES, open_conversations
 from episodic_lab.soak.load import run_load
@@ -68,10 +67,10 @@ async def _soak_server(result: SoakResult, workdir: Path, options: Options) -> S
     async with (
         throwaway_database(result.backend, workdir, options.postgres_admin_url) as url,
         context_server(url, workdir, EMBEDDER) as server,
-        grpc.aio.insecure_channel(server.target) as channel,
+        lab_client(server.target) as lab,
     ):
         print("server: " + " ".join(server.command), flush=True)
-        client = await Client.with_new_agent(channel)
+        client = await Client.with_new_agent(lab)
         load, acknowledged = await _load(client, server.pid, options)
         measured = dataclasses.replace(result, server_command=server.command, load=load)
         return await _checked(measured, client, acknowledged, server.target, workdir / "server.log")
