@@ -15,8 +15,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-
 from episodic.embed import make_embedder
 from episodic.index import FaissVectorIndex
 from episodic_lab.bench.machine import machine_facts
@@ -41,6 +39,7 @@ from episodic_lab.bench_recall.stages import MatchCounts, Stage, match_counts, s
 from episodic_lab.bench_recall.vectors import build_index
 from episodic_lab.bench_recall.words import Lexicon, lexicon
 from episodic_lab.bench_recall.workload import VARIANTS, Draws, check_answers, echo_call, search_call
+from episodic_lab.connect import lab_client
 
 _MIB = 1 << 20
 
@@ -114,13 +113,13 @@ async def _measure_calls(
     draws = Draws.of(corpus.layout, words, budget.warmup + budget.calls, options.seed + 1)
     async with (
         serving(bench_settings(corpus.url), index) as server,
-        grpc.aio.insecure_channel(server.target) as channel,
+        lab_client(server.target) as client,
     ):
-        await check_answers(channel, draws)
-        echo = await timed(echo_call(channel), budget)
+        await check_answers(client, draws)
+        echo = await timed(echo_call(client), budget)
         searches = {}
         for variant in VARIANTS:
-            figures = searches[variant.label] = await timed(search_call(channel, draws, variant), budget)
+            figures = searches[variant.label] = await timed(search_call(client, draws, variant), budget)
             _progress(f"  {variant.label}: p50 {figures.p50_ms:.2f} ms, p99 {figures.p99_ms:.2f} ms")
         stages = await stage_figures(server, draws, budget)
         matches = (await match_counts(server, draws), await match_counts(server, draws, rare_words=True))

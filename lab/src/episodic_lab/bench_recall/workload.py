@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import grpc
 import numpy as np
 
 from episodic.domain.recall import Scope, SearchMode
-from episodic.v1 import diagnostics_service_pb2, episode_service_pb2
-from episodic.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
-from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic_client import AsyncEpisodicClient
+from episodic_client.v1 import episode_service_pb2
 from episodic_lab.bench.workloads import ECHO_PAYLOAD
 from episodic_lab.bench_recall import BenchRecallError
 from episodic_lab.bench_recall.latency import AsyncCall
@@ -21,11 +19,6 @@ from episodic_lab.bench_recall.layout import Layout
 from episodic_lab.bench_recall.words import Lexicon
 
 TOP_K = 5
-_PROTO_MODES = {
-    SearchMode.RECENCY: episode_service_pb2.SEARCH_MODE_RECENCY,
-    SearchMode.SEMANTIC: episode_service_pb2.SEARCH_MODE_SEMANTIC,
-    SearchMode.HYBRID: episode_service_pb2.SEARCH_MODE_HYBRID,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,43 +65,35 @@ class Draws:
         return queries[number % len(queries)]
 
 
-def echo_call(channel: grpc.aio.Channel) -> AsyncCall:
-    stub = DiagnosticsServiceStub(channel)
-    request = diagnostics_service_pb2.EchoRequest(payload=ECHO_PAYLOAD)
-
+def echo_call(client: AsyncEpisodicClient) -> AsyncCall:
     async def call(_number: int) -> object:
-        return await stub.Echo(request)
+        return await client.echo(ECHO_PAYLOAD)
 
     return call
 
 
-def search_call(channel: grpc.aio.Channel, draws: Draws, variant: Variant) -> AsyncCall:
-    stub = EpisodeServiceStub(channel)
-    requests = [search_request(draws, variant, number) for number in range(len(draws.users))]
-
+def search_call(client: AsyncEpisodicClient, draws: Draws, variant: Variant) -> AsyncCall:
     async def call(number: int) -> object:
-        return await stub.SearchEpisodes(requests[number % len(requests)])
+        return await search(client, draws, variant, number)
 
     return call
 
 
-def search_request(draws: Draws, variant: Variant, number: int) -> episode_service_pb2.SearchEpisodesRequest:
-    scope = draws.scope(number)
-    return episode_service_pb2.SearchEpisodesRequest(
-        agent_id=scope.agent_id,
-        user_id=scope.user_id,
-        mode=_PROTO_MODES[variant.mode],
-        query=draws.query(number, variant.rare_words),
-        top_k=TOP_K,
+async def search(
+    client: AsyncEpisodicClient, draws: Draws, variant: Variant, number: int
+) -> episode_service_pb2.SearchEpisodesResponse:
+    """Call number i's search; the mode travels by its short name ("hybrid"), as the client takes it."""
+    scope, query = draws.scope(number), draws.query(number, variant.rare_words)
+    return await client.search_episodes(
+        scope.agent_id, scope.user_id, query, mode=variant.mode.value, top_k=TOP_K
     )
 
 
-async def check_answers(channel: grpc.aio.Channel, draws: Draws) -> None:
+async def check_answers(client: AsyncEpisodicClient, draws: Draws) -> None:
     """Every mode must find episodes in the corpus as built: a bench of empty answers
     (times stored in a format reads do not match, say) would measure nothing."""
-    stub = EpisodeServiceStub(channel)
     for variant in VARIANTS:
-        response = await stub.SearchEpisodes(search_request(draws, variant, 0))
+        response = await search(client, draws, variant, 0)
         wanted = min(TOP_K, len(draws.layout.episodes_of(draws.users[0])))
         if len(response.snippets) != wanted or response.pending_digests:
             raise BenchRecallError(
