@@ -14,29 +14,17 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from episodic.v1 import agent_pb2, agent_service_pb2, episode_pb2, episode_service_pb2
-from episodic.v1.agent_service_pb2_grpc import AgentServiceStub
-from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic_client import AsyncEpisodicClient, message_input
+from episodic_client.v1 import episode_pb2
 from episodic_lab.bench.server_process import running_server
+from episodic_lab.connect import lab_client
 from episodic_lab.evals.bm25 import Bm25
 from episodic_lab.evals.locomo_data import Question, Session, load
 from episodic_lab.evals.metrics import Report
 
-if TYPE_CHECKING:
-    from episodic.v1.episode_service_pb2_grpc import EpisodeServiceAsyncStub
-
 AGENT = "locomo-eval"
 TURN_SPACING = timedelta(seconds=30)
-MODES = {
-    "recency": episode_service_pb2.SEARCH_MODE_RECENCY,
-    "semantic": episode_service_pb2.SEARCH_MODE_SEMANTIC,
-    "hybrid": episode_service_pb2.SEARCH_MODE_HYBRID,
-}
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -54,69 +42,56 @@ async def _evaluate(sessions: list[Session], questions: list[Question], modes: l
     with tempfile.TemporaryDirectory(prefix="episodic-eval-") as tmp:
         async with (
             running_server(f"sqlite:///{tmp}/eval.db", Path(tmp)) as server,
-            grpc.aio.insecure_channel(server.target) as channel,
+            lab_client(server.target) as client,
         ):
             started = time.perf_counter()
-            await _load(channel, sessions)
+            await _load(client, sessions)
             print(
                 f"loaded {len(sessions)} episodes and digested them in {time.perf_counter() - started:.1f} s"
             )
             for mode in modes:
-                await _ask(channel, questions, mode, report)
+                await _ask(client, questions, mode, report)
     return report
 
 
-async def _load(channel: grpc.aio.Channel, sessions: list[Session]) -> None:
-    agent = agent_pb2.Agent(agent_id=AGENT, model="gpt-4o")
-    await AgentServiceStub(channel).CreateAgent(agent_service_pb2.CreateAgentRequest(agent=agent))
-    stub = EpisodeServiceStub(channel)
+async def _load(client: AsyncEpisodicClient, sessions: list[Session]) -> None:
+    await client.create_agent(AGENT, model="gpt-4o")
     for session in sessions:
-        await _import(stub, session)
-    await _await_digests(stub, {s.sample_id for s in sessions})
+        await _import(client, session)
+    await _await_digests(client, {s.sample_id for s in sessions})
 
 
-async def _import(stub: EpisodeServiceAsyncStub, session: Session) -> None:
+async def _import(client: AsyncEpisodicClient, session: Session) -> None:
     episode_id = f"{session.sample_id}-{session.session_id}"
-    await stub.OpenEpisode(
-        episode_service_pb2.OpenEpisodeRequest(
-            agent_id=AGENT, user_id=session.sample_id, episode_id=episode_id, start_time=_ts(session.started)
-        )
-    )
-    messages = [_message(session, i) for i in range(len(session.turns))]
-    await stub.AddMessages(episode_service_pb2.AddMessagesRequest(episode_id=episode_id, messages=messages))
+    await client.open_episode(AGENT, session.sample_id, episode_id=episode_id, start_time=session.started)
+    await client.add_messages(episode_id, [_message(session, i) for i in range(len(session.turns))])
     end = session.started + TURN_SPACING * len(session.turns)
-    await stub.CloseEpisode(episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, end_time=_ts(end)))
+    await client.close_episode(episode_id, end_time=end)
 
 
 def _message(session: Session, i: int) -> episode_pb2.MessageInput:
     turn = session.turns[i]
-    role = episode_pb2.ROLE_USER if turn.speaker == session.speakers[0] else episode_pb2.ROLE_ASSISTANT
-    when = _ts(session.started + TURN_SPACING * i)
-    return episode_pb2.MessageInput(role=role, content=f"{turn.speaker}: {turn.text}", create_time=when)
+    role = "user" if turn.speaker == session.speakers[0] else "assistant"
+    when = session.started + TURN_SPACING * i
+    return message_input(role, f"{turn.speaker}: {turn.text}", create_time=when)
 
 
-async def _await_digests(stub: EpisodeServiceAsyncStub, users: set[str], timeout: float = 600) -> None:
+async def _await_digests(client: AsyncEpisodicClient, users: set[str], timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pending = 0
         for user in users:
-            request = episode_service_pb2.SearchEpisodesRequest(
-                agent_id=AGENT, user_id=user, mode=episode_service_pb2.SEARCH_MODE_RECENCY, top_k=1
-            )
-            pending += (await stub.SearchEpisodes(request)).pending_digests
+            pending += (await client.search_episodes(AGENT, user, mode="recency", top_k=1)).pending_digests
         if not pending:
             return
         await asyncio.sleep(0.2)
     raise TimeoutError("digests did not become READY in time")
 
 
-async def _ask(channel: grpc.aio.Channel, questions: list[Question], mode: str, report: Report) -> None:
-    stub = EpisodeServiceStub(channel)
+async def _ask(client: AsyncEpisodicClient, questions: list[Question], mode: str, report: Report) -> None:
+    """`mode` is a search mode's short name (recency, semantic, hybrid), as the client takes it."""
     for q in questions:
-        request = episode_service_pb2.SearchEpisodesRequest(
-            agent_id=AGENT, user_id=q.sample_id, mode=MODES[mode], query=q.text, top_k=10
-        )
-        reply = await stub.SearchEpisodes(request)
+        reply = await client.search_episodes(AGENT, q.sample_id, q.text, mode=mode, top_k=10)
         ranked = [s.episode_id.removeprefix(f"{q.sample_id}-") for s in reply.snippets]
         report.add(mode, q.category, ranked, q.evidence)
 
@@ -144,9 +119,3 @@ def _verdict(report: Report, modes: list[str]) -> set[str]:
         print(f"{mode} vs bm25: {figures}: {verdict} bm25")
         beaten |= {mode} if beats else set()
     return beaten
-
-
-def _ts(value: object) -> Timestamp:
-    ts = Timestamp()
-    ts.FromDatetime(value)  # type: ignore[arg-type]
-    return ts
