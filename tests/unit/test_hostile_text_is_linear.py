@@ -23,6 +23,9 @@ SMALL = 16 * 1024
 LARGE = 256 * 1024
 # Linear is 16x; the slack covers caches and allocation growing with the size, not 256x.
 MAX_RATIO = 40.0
+# tiktoken merges one long piece (a run of full stops) in about n log n: ~24x at rest, which a
+# loaded machine can push past the bound for a measurement or two.
+REMEASURES = 3
 
 SHAPES = {
     "repetition": "the stream will be cancelled ",
@@ -81,8 +84,10 @@ def test_sixteen_times_the_text_costs_about_sixteen_times_the_time(algorithm: st
     small, large = of_size(unit, SMALL), of_size(unit, LARGE)
     run(small)  # warm-up: encodings, compiled patterns
     small_time, large_time = fastest(run, small, 5), fastest(run, large, 2)
-    if large_time > MAX_RATIO * small_time:  # a burst of load during one of them: measure again
-        small_time = min(small_time, fastest(run, small, 5))
+    for _ in range(REMEASURES):
+        if large_time <= MAX_RATIO * small_time:
+            break
+        small_time = min(small_time, fastest(run, small, 5))  # a burst of load during one of them
         large_time = min(large_time, fastest(run, large, 3))
     ratio = large_time / small_time
     assert ratio <= MAX_RATIO, f"{algorithm} on {shape}: 256 KiB took {ratio:.0f}x the time of 16 KiB"
