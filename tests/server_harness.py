@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from episodic.api.server import build_server
-from episodic.bootstrap import open_app
+from episodic.bootstrap import open_app, serve_app
 from episodic.config import Settings
 from episodic.keys import config_line
 from episodic.telemetry.tracing import Tracing
@@ -47,13 +46,5 @@ def bearer(key: str) -> tuple[tuple[str, str], ...]:
 async def running_server(settings: Settings, tracing: Tracing | None = None) -> AsyncIterator[RunningServer]:
     """`tracing` replaces the one the OTEL_* variables would configure (e.g. an in-memory
     exporter); it traces both the RPCs and the services, as in `episodic serve`."""
-    async with open_app(settings, tracing) as app:
-        grpc_server = await build_server(
-            settings, app.services, app.keys, app.access_log, app.tracing, app.tls, app.database.health
-        )
-        await grpc_server.server.start()
-        await grpc_server.set_serving(True)
-        try:
-            yield RunningServer(f"127.0.0.1:{grpc_server.port}", settings)
-        finally:
-            await grpc_server.server.stop(grace=1)
+    async with open_app(settings, tracing=tracing) as app, serve_app(app, grace_seconds=1) as grpc_server:
+        yield RunningServer(f"127.0.0.1:{grpc_server.port}", settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import uuid
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
-from episodic.api.server import Services
+from episodic.api.server import GrpcServer, Services, build_server
 from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.domain.ports import Embedder, Summarizer, VectorIndex
 from episodic.embed import make_embedder
@@ -261,8 +262,18 @@ def load_tracing() -> Tracing:
         raise ConfigError(str(exc)) from exc
 
 
+@dataclass(frozen=True, slots=True)
+class Replacements:
+    """What a lab or a test may swap in the composition root: the one in-process door."""
+
+    index: VectorIndex | None = None  # a pre-built index instead of the one loaded from SQL
+    background: bool = True  # False: no digester, idle reaper or retention job
+
+
 @asynccontextmanager
-async def open_app(settings: Settings, tracing: Tracing | None = None) -> AsyncIterator[App]:
+async def open_app(
+    settings: Settings, *, tracing: Tracing | None = None, replace: Replacements = Replacements()
+) -> AsyncIterator[App]:
     """Opens the store (migrating if asked), yields the wired app, closes it all. Tracing
     comes from the OTEL_* variables unless given (tests); what it builds, it shuts down."""
     verify_assets()
@@ -277,7 +288,7 @@ async def open_app(settings: Settings, tracing: Tracing | None = None) -> AsyncI
         writer.start()
         access_log = JsonLinesAccessLog() if settings.access_log else NoAccessLog()
         try:
-            async with run_background(settings, database, writer, tracing) as services:
+            async with run_background(settings, database, writer, tracing, replace) as services:
                 yield App(settings, database, keys, services, access_log, tracing, tls)
         finally:
             await writer.stop()
@@ -290,13 +301,20 @@ async def open_app(settings: Settings, tracing: Tracing | None = None) -> AsyncI
 
 @asynccontextmanager
 async def run_background(
-    settings: Settings, database: Database, writer: GroupCommitWriter, tracing: Tracing
+    settings: Settings,
+    database: Database,
+    writer: GroupCommitWriter,
+    tracing: Tracing,
+    replace: Replacements = Replacements(),
 ) -> AsyncIterator[Services]:
     """Loads the index from SQL, then runs the digester and the idle reaper beside the RPCs."""
     recall = build_recall(settings, database, writer)
-    loaded = await load_index(recall.digests, recall.index, recall.embedder.model_id)
     model = recall.embedder.model_id
-    log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": model})
+    if replace.index is not None:
+        recall = dataclasses.replace(recall, index=replace.index)
+    else:
+        loaded = await load_index(recall.digests, recall.index, model)
+        log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": model})
     stale = await recall.digests.count_stale(model)
     if stale:
         log.warning("embedding model changed: re-embedding in the background", extra={"digests": stale})
@@ -310,9 +328,10 @@ async def run_background(
     episodes = SqlEpisodeStore(database, writer, utc_now)
     reaper = IdleReaper(episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds)
     retention = build_retention(settings, database, writer, recall, services)
-    digester.start()
-    reaper.start()
-    retention.start()
+    if replace.background:
+        digester.start()
+        reaper.start()
+        retention.start()
     try:
         yield services
     finally:
@@ -332,3 +351,20 @@ def build_retention(
         grace=timedelta(days=settings.retention_grace_days),
         interval_seconds=settings.retention_sweep_seconds,
     )  # fmt: skip
+
+
+@asynccontextmanager
+async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIterator[GrpcServer]:
+    """The gRPC server of an open app on its settings' address, SERVING until the block ends;
+    then NOT_SERVING, and calls in flight get the grace (default: the shutdown grace)."""
+    grpc_server = await build_server(
+        app.settings, app.services, app.keys, app.access_log, app.tracing, app.tls, app.database.health
+    )
+    await grpc_server.server.start()
+    await grpc_server.set_serving(True)
+    try:
+        yield grpc_server
+    finally:
+        await grpc_server.set_serving(False)
+        grace = app.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
+        await grpc_server.server.stop(grace)

@@ -7,8 +7,8 @@ import logging
 import signal
 import sys
 
-from episodic.api.server import AddressInUse, address_problem, build_server
-from episodic.bootstrap import open_app
+from episodic.api.server import AddressInUse, address_problem
+from episodic.bootstrap import open_app, serve_app
 from episodic.config import Settings, TlsMaterial
 from episodic.store.database import normalize_url
 
@@ -30,12 +30,7 @@ async def serve(settings: Settings) -> None:
     problem = address_problem(settings.address)  # before the database is opened: fail fast
     if problem is not None:
         raise AddressInUse(f"address: cannot listen on {settings.address}: {problem}")
-    async with open_app(settings) as app:
-        grpc_server = await build_server(
-            settings, app.services, app.keys, app.access_log, app.tracing, app.tls, app.database.health
-        )
-        await grpc_server.server.start()
-        await grpc_server.set_serving(True)
+    async with open_app(settings) as app, serve_app(app) as grpc_server:
         log.info(
             "serving",
             extra={
@@ -48,8 +43,6 @@ async def serve(settings: Settings) -> None:
         )
         await stop.wait()
         log.info("shutting down", extra={"grace_seconds": settings.shutdown_grace_seconds})
-        await grpc_server.set_serving(False)
-        await grpc_server.server.stop(settings.shutdown_grace_seconds)
     log.info("stopped")
 
 
