@@ -1,21 +1,19 @@
 """One throwaway SQLite corpus: migrated by the product's migrations, its agent created
-through the product's AgentService, then N closed episodes with READY digests written in
-bulk (see rows.py)."""
+through the product's AgentService (the app opened by `open_app`), then N closed episodes
+with READY digests written in bulk (see rows.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from episodic.bootstrap import build_recall, build_services
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Agent, Caller
 from episodic.embed import make_embedder
-from episodic.store.database import open_database
-from episodic.store.migrate import upgrade_to_head
-from episodic.store.writer import GroupCommitWriter
+from episodic_lab.bench_recall.inprocess import migrated_app
 from episodic_lab.bench_recall.layout import Layout
 from episodic_lab.bench_recall.rows import Plan, check_time_format, write_rows
 from episodic_lab.bench_recall.words import Lexicon
@@ -53,16 +51,6 @@ async def build_corpus(path: Path, settings: Settings, size: int, lexicon: Lexic
 
 
 async def _migrate_and_create_agent(url: str, settings: Settings, layout: Layout) -> Agent:
-    database = open_database(url)
-    try:
-        await upgrade_to_head(database.engine)
-        writer = GroupCommitWriter(database)
-        writer.start()
-        try:
-            services = build_services(settings, database, writer, build_recall(settings, database, writer))
-            draft = AgentDraft(layout.agent_id, display_name="Recall bench", model=AGENT_MODEL)
-            return await services.agents.create_agent(Caller(layout.tenant_id), draft)
-        finally:
-            await writer.stop()
-    finally:
-        await database.dispose()
+    async with migrated_app(dataclasses.replace(settings, database_url=url)) as services:
+        draft = AgentDraft(layout.agent_id, display_name="Recall bench", model=AGENT_MODEL)
+        return await services.agents.create_agent(Caller(layout.tenant_id), draft)

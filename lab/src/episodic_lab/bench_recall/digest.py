@@ -1,6 +1,7 @@
 """Digest throughput of the default pipeline (extractive summarizer, MiniLM embedder):
-episodes of chat turns are opened, filled and closed through the services, then the
-Digester works through them round by round, as the background task would, and the rounds
+episodes of chat turns are opened, filled and closed through the services of an app opened
+by `open_app` without background work, then a Digester over that app's digest store, embedder
+and index works through them round by round, as the background task would, and the rounds
 are timed. Summarizing and embedding are timed as well, so what remains is SQL and glue."""
 
 from __future__ import annotations
@@ -8,23 +9,23 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 from episodic.api.server import Services
-from episodic.bootstrap import Recall, build_recall, build_services, utc_now
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, Message, NewMessage, Role
 from episodic.domain.ports import Embedder, Summarizer
 from episodic.domain.recall import DigestText, Scope
-from episodic.service.digester import Digester
-from episodic.store.database import open_database
-from episodic.store.migrate import upgrade_to_head
-from episodic.store.writer import GroupCommitWriter
+from episodic.service.recall import RecallService
+from episodic.summarize import make_summarizer
+from episodic.workers.digester import Digester
 from episodic_lab.bench_recall import BenchRecallError
 from episodic_lab.bench_recall.chat import turns
+from episodic_lab.bench_recall.inprocess import migrated_app
 
 MESSAGES_PER_EPISODE = 20
 USERS = 10
@@ -87,33 +88,22 @@ class TimedSummarizer:
 
 
 async def digest_throughput(workdir: Path, episodes: int, seed: int) -> DigestRun:
-    settings = Settings(database_url=f"sqlite:///{workdir / 'digest.db'}")  # default models
-    database = open_database(settings.database_url)
-    try:
-        await upgrade_to_head(database.engine)
-        writer = GroupCommitWriter(database)
-        writer.start()
-        try:
-            began = time.perf_counter()
-            recall = build_recall(settings, database, writer)
-            load_seconds = time.perf_counter() - began
-            services = build_services(settings, database, writer, recall)
-            return await _run(settings, services, recall, episodes, seed, load_seconds)
-        finally:
-            await writer.stop()
-    finally:
-        await database.dispose()
+    url = f"sqlite:///{workdir / 'digest.db'}"
+    settings = Settings(database_url=url, insecure_dev=True, access_log=False)  # default models
+    began = time.perf_counter()
+    async with migrated_app(settings) as services:
+        load_seconds = time.perf_counter() - began
+        return await _run(settings, services, episodes, seed, load_seconds)
 
 
 async def _run(
-    settings: Settings, services: Services, recall: Recall, episodes: int, seed: int, load_seconds: float
+    settings: Settings, services: Services, episodes: int, seed: int, load_seconds: float
 ) -> DigestRun:
     caller = Caller(settings.dev_tenant)
     began = time.perf_counter()
     await _closed_episodes(services, caller, episodes, np.random.default_rng(seed))
     fill_seconds = time.perf_counter() - began
-    embedder, summarizer = TimedEmbedder(recall.embedder), TimedSummarizer(recall.summarizer)
-    digester = Digester(recall.digests, summarizer, embedder, recall.index, utc_now)
+    digester, embedder, summarizer = _timed_digester(settings, services.recall)
     began = time.perf_counter()
     while await digester.run_once():
         pass
@@ -123,6 +113,20 @@ async def _run(
         episodes, MESSAGES_PER_EPISODE, embedder.model_id, settings.summarizer, seconds,
         summarizer.seconds, embedder.seconds, embedder.texts, load_seconds, fill_seconds,
     )  # fmt: skip
+
+
+def _timed_digester(
+    settings: Settings, recall: RecallService
+) -> tuple[Digester, TimedEmbedder, TimedSummarizer]:
+    """The component under measure, over the app's own digest store, embedder and index (the
+    app runs no digester of its own: background=False), with the model calls timed."""
+    embedder = TimedEmbedder(recall.embedder)
+    summarizer = TimedSummarizer(make_summarizer(settings.summarizer))
+    return Digester(recall.digests, summarizer, embedder, recall.index, _utc_now), embedder, summarizer
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 async def _closed_episodes(services: Services, caller: Caller, count: int, rng: np.random.Generator) -> None:

@@ -1,6 +1,7 @@
-"""The server under test, composed like `bootstrap.open_app` but in this process and with
-a pre-built vector index injected in place of the one loaded from SQL. No digester and no
-idle reaper: the corpus is all READY, and nothing else should compete for the cores."""
+"""The server under test, in this process, through the composition root's one door: the app
+as `episodic serve` wires it, with a pre-built vector index in place of the one loaded from
+SQL and no background work (no digester, idle reaper or retention job: the corpus is all
+READY, and nothing else should compete for the cores)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from episodic.api.access_log import NoAccessLog
-from episodic.api.server import Services, build_server
-from episodic.bootstrap import Recall, build_recall, build_services
+from episodic.api.server import Services
+from episodic.bootstrap import Replacements, open_app, serve_app
 from episodic.config import Settings
 from episodic.domain.model import Caller
 from episodic.index import FaissVectorIndex
-from episodic.keys import KeyRing
-from episodic.store.database import Database, open_database
-from episodic.store.writer import GroupCommitWriter
-
-STOP_GRACE_SECONDS = 1.0
+from episodic.store.database import Database
+from episodic.telemetry.tracing import no_tracing
 
 
 def bench_settings(database_url: str = "sqlite:///unused.db") -> Settings:
@@ -37,28 +34,26 @@ def bench_settings(database_url: str = "sqlite:///unused.db") -> Settings:
 @dataclass(frozen=True, slots=True)
 class InProcessServer:
     target: str
-    database: Database
-    services: Services
-    recall: Recall
+    database: Database  # for the bench's own read-only SQL (match counts)
+    services: Services  # for timing the steps of a search one by one
     caller: Caller
 
 
 @asynccontextmanager
 async def serving(settings: Settings, index: FaissVectorIndex) -> AsyncIterator[InProcessServer]:
-    database = open_database(settings.database_url, pool_size=settings.db_pool_size)
-    writer = GroupCommitWriter(database, workers=settings.db_writers)
-    writer.start()
-    try:
-        recall = dataclasses.replace(build_recall(settings, database, writer), index=index)
-        services = build_services(settings, database, writer, recall)
-        grpc_server = await build_server(settings, services, KeyRing({}), NoAccessLog())
-        await grpc_server.server.start()
-        await grpc_server.set_serving(True)
-        try:
-            target = f"127.0.0.1:{grpc_server.port}"
-            yield InProcessServer(target, database, services, recall, Caller(settings.dev_tenant))
-        finally:
-            await grpc_server.server.stop(STOP_GRACE_SECONDS)
-    finally:
-        await writer.stop()
-        await database.dispose()
+    replace = Replacements(index=index, background=False)
+    async with (
+        open_app(settings, tracing=no_tracing(), replace=replace) as app,
+        serve_app(app) as grpc_server,
+    ):
+        target = f"127.0.0.1:{grpc_server.port}"
+        yield InProcessServer(target, app.database, app.services, Caller(settings.dev_tenant))
+
+
+@asynccontextmanager
+async def migrated_app(settings: Settings) -> AsyncIterator[Services]:
+    """The app's services over a database migrated to head, without serving or background
+    work: for writing a corpus through the product's own rules."""
+    settings = dataclasses.replace(settings, migrate_on_start=True)
+    async with open_app(settings, tracing=no_tracing(), replace=Replacements(background=False)) as app:
+        yield app.services

@@ -59,8 +59,8 @@ def header(machine: dict[str, str], options: Options, dimension: int) -> str:
         [
             "Episodic bench-recall: SearchEpisodes against Echo, one call in flight",
             f"machine: {facts}",
-            "server: in this process (build_server, SQLite file, hashing query embedder, no access log,",
-            "        no digester); client: grpc.aio on the same event loop, so the two share one GIL",
+            "server: in this process (open_app + serve_app, SQLite file, hashing query embedder, no access",
+            "        log, no background work); client: episodic_client on the same event loop (one GIL)",
             "corpus: N closed episodes with READY digests, one agent, U = min(10k, N/10) users;",
             f"        one random unit vector (dim {dimension}) per episode in FaissVectorIndex;",
             f"        digest texts of ~{text_words} words, queries of {QUERY_WORDS} words,",

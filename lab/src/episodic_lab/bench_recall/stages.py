@@ -49,7 +49,7 @@ async def stage_figures(server: InProcessServer, draws: Draws, budget: Budget) -
 
 
 def _sync_steps(server: InProcessServer, draws: Draws) -> dict[str, SyncCall]:
-    recall = server.recall
+    recall = server.services.recall
     queries = [vector for (vector,) in (recall.embedder.embed([q]) for q in draws.queries)]
     return {
         "embed query (hashing)": lambda n: recall.embedder.embed([draws.query(n)]),
@@ -60,7 +60,8 @@ def _sync_steps(server: InProcessServer, draws: Draws) -> dict[str, SyncCall]:
 
 
 def _async_steps(server: InProcessServer, draws: Draws) -> dict[str, AsyncCall]:
-    digests, agents, caller = server.recall.digests, server.services.recall.agents, server.caller
+    recall, caller = server.services.recall, server.caller
+    digests, agents = recall.digests, recall.agents
     layout = draws.layout
 
     def candidates(n: int) -> list[str]:
