@@ -22,8 +22,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from episodic.api.server import build_server
-from episodic.bootstrap import App, open_app
+from episodic.bootstrap import App, open_app, serve_app
 from episodic.config import Settings
 from episodic_client import AsyncEpisodicClient
 from episodic_client.requests import message_input
@@ -54,14 +53,8 @@ def sentence(rng: random.Random) -> str:
 
 @asynccontextmanager
 async def serving(settings: Settings) -> AsyncIterator[tuple[App, str]]:
-    async with open_app(settings) as app:
-        server = await build_server(settings, app.services, app.keys, app.access_log, app.tracing, app.tls)
-        await server.server.start()
-        await server.set_serving(True)
-        try:
-            yield app, f"127.0.0.1:{server.port}"
-        finally:
-            await server.server.stop(grace=1)
+    async with open_app(settings) as app, serve_app(app, grace_seconds=1) as server:
+        yield app, f"127.0.0.1:{server.port}"
 
 
 async def import_messages(client: AsyncEpisodicClient, episode_id: str, count: int) -> float:
