@@ -1,0 +1,810 @@
+"""In-memory fakes of every port in `episodic.domain.ports`, for fast tests of the use cases.
+
+The SQL stores share one database; these share one `Tables`, so a close seen by the
+episode store is a pending digest for the digest store, an erasure empties every store,
+and so on. Each fake keeps the contract its SQL twin keeps (read `episodic.store.*`), and
+uses the domain's own rules (`plan_append`, `new_episode`, `reopen`, `close`,
+`pending_digest`, `TailReach`) instead of restating them. Where a fake cannot keep part of
+a contract, its docstring says so. The ChangeOwner port has no fake: tests use the real
+`episodic.state.visibility.Visibility` over `FakeVectorIndex`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import re
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import ParamSpec, TypeVar
+
+from episodic.domain import episodes as episode_rules
+from episodic.domain.context import ModelCall, ModelReply, Summary
+from episodic.domain.digests import pending_digest
+from episodic.domain.episodes import OpenRequest
+from episodic.domain.erasure import Audit, Erased
+from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
+from episodic.domain.model import (
+    Agent,
+    CloseReason,
+    Episode,
+    EpisodeState,
+    Message,
+    Role,
+    ToolCallRecord,
+)
+from episodic.domain.ports import ContextSources, DigestWaiter, EpisodeCursor, EpisodeFilter
+from episodic.domain.recall import (
+    Digest,
+    DigestState,
+    DigestText,
+    Hit,
+    IndexedVector,
+    Scope,
+    Vector,
+    vector_key,
+)
+from episodic.domain.reducers import TailReach
+from episodic.domain.retention import SoftDeleted
+from episodic.domain.working_set import WorkingSet
+from episodic.errors import AlreadyExists, InvalidArgument, NotFound
+from episodic.store.lexical import terms
+from episodic.store.retention import effective_days
+from tests.fakes_tokens import WordTokenCounter
+
+__all__ = [
+    "CountingIds",
+    "FakeAgentStore",
+    "FakeBackgroundCompactions",
+    "FakeContextStore",
+    "FakeDigestStore",
+    "FakeEpisodeStore",
+    "FakeEraser",
+    "FakeRetentionStore",
+    "FakeVectorIndex",
+    "FixedClock",
+    "FrozenMonotonic",
+    "InlineExecutor",
+    "RecordingDigestWaiter",
+    "FirstSentenceSummarizer",
+    "Tables",
+    "WordEmbedder",
+    "WordTokenCounter",
+]
+
+EpisodeKey = tuple[str, str]  # (tenant, episode)
+START = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+# --- time, ids, threads ---------------------------------------------------------------
+
+
+@dataclass
+class FixedClock:
+    """The `Clock` port: stands still until a test moves it."""
+
+    now: datetime = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, by: timedelta) -> datetime:
+        self.now += by
+        return self.now
+
+
+@dataclass
+class FrozenMonotonic:
+    """A `time.monotonic` stand-in for the caches' TTLs (PII policies, recency answers): a
+    remembered answer expires only when a test moves this clock, never by chance."""
+
+    seconds: float = 0.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+    def advance(self, seconds: float) -> None:
+        self.seconds += seconds
+
+
+@dataclass
+class CountingIds:
+    """The `IdFactory` port: "<prefix>1", "<prefix>2", ..."""
+
+    prefix: str = "id"
+    issued: int = 0
+
+    def __call__(self) -> str:
+        self.issued += 1
+        return f"{self.prefix}{self.issued}"
+
+
+class InlineExecutor(Executor):
+    """Runs submitted work at once, on the caller's thread: summaries made "in the pool"
+    are done by the time the submit returns, with no thread to wait for."""
+
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        future: Future[R] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+
+# --- models ---------------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+
+
+class WordEmbedder:
+    """The `Embedder` port: a bag of lower-cased words hashed into `dimension` buckets,
+    L2-normalised (like `episodic.embed.hashing`, without numpy). Texts sharing words score
+    higher than texts that do not; there is no meaning beyond that. `embedded` records
+    every text asked for, in order."""
+
+    def __init__(self, dimension: int = 64) -> None:
+        self._dimension = dimension
+        self.embedded: list[str] = []
+
+    @property
+    def model_id(self) -> str:
+        return f"fake-words-{self._dimension}"
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.embedded.extend(texts)
+        return [self._vector(text) for text in texts]
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * self._dimension
+        for word in _WORD.findall(text.lower()) or ["\x00empty"]:
+            vector[_bucket(word, self._dimension)] += 1.0
+        norm = math.sqrt(sum(x * x for x in vector))
+        return [x / norm for x in vector]
+
+
+def _bucket(word: str, dimension: int) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big") % dimension
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+class FirstSentenceSummarizer:
+    """The `Summarizer` port: the summary is the first sentence of the first user message;
+    the key facts are the spoken messages that contain a digit, in order. `fail_next`
+    makes that many coming calls raise RuntimeError (a model endpoint down); `calls`
+    counts every call."""
+
+    def __init__(self) -> None:
+        self.fail_next = 0
+        self.calls = 0
+
+    def summarize(self, transcript: Sequence[Message]) -> DigestText:
+        self.calls += 1
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            raise RuntimeError("summarizer unavailable")
+        spoken = [m for m in transcript if m.role in (Role.USER, Role.ASSISTANT) and m.content]
+        first = next((m.content for m in spoken if m.role is Role.USER), "")
+        summary = _SENTENCE_END.split(first, maxsplit=1)[0]
+        facts = tuple(m.content for m in spoken if any(c.isdigit() for c in m.content))
+        return DigestText(summary, facts)
+
+
+# --- the shared "database" ------------------------------------------------------------
+
+
+@dataclass
+class StoredVectors:
+    model: str
+    vectors: list[Vector]
+
+
+@dataclass
+class Tables:
+    """What the SQL schema holds, as dicts keyed like its primary keys. Every store fake
+    reads and writes these, so they see each other's writes as the SQL stores do."""
+
+    agents: dict[tuple[str, str], Agent] = field(default_factory=dict)
+    episodes: dict[EpisodeKey, Episode] = field(default_factory=dict)
+    deleted_at: dict[EpisodeKey, datetime] = field(default_factory=dict)  # soft-deleted (retention)
+    messages: dict[EpisodeKey, list[Message]] = field(default_factory=dict)
+    fingerprints: dict[tuple[str, str, int], str] = field(default_factory=dict)  # (tenant, episode, seq)
+    tool_calls: dict[EpisodeKey, dict[str, ToolCallRecord]] = field(default_factory=dict)
+    digests: dict[EpisodeKey, Digest] = field(default_factory=dict)
+    vectors: dict[EpisodeKey, StoredVectors] = field(default_factory=dict)
+    texts: dict[EpisodeKey, str] = field(default_factory=dict)  # full-text bodies
+    summaries: dict[EpisodeKey, list[Summary]] = field(default_factory=dict)
+    model_calls: dict[tuple[str, str], ModelCall] = field(default_factory=dict)  # (tenant, call id)
+    erasures: list[tuple[str, Audit, dict[str, int]]] = field(default_factory=list)
+
+    def visible(self, tenant_id: str, episode_id: str) -> Episode:
+        """The episode, unless it does not exist in this tenant or retention deleted it."""
+        key = (tenant_id, episode_id)
+        found = self.episodes.get(key)
+        if found is None or key in self.deleted_at:
+            raise NotFound("episode", episode_id)
+        return found
+
+    def drop_digest(self, key: EpisodeKey) -> None:
+        """A digest row goes with its vectors and full text (foreign keys cascade)."""
+        for table in (self.digests, self.vectors, self.texts):
+            table.pop(key, None)
+
+    def drop_episode(self, key: EpisodeKey) -> None:
+        """An episode row goes with every row it owns (foreign keys cascade)."""
+        self.drop_digest(key)
+        for table in (self.episodes, self.deleted_at, self.messages, self.tool_calls, self.summaries):
+            table.pop(key, None)
+        for seq_key in [k for k in self.fingerprints if k[:2] == key]:
+            del self.fingerprints[seq_key]
+        for call_key in [k for k, c in self.model_calls.items() if (c.tenant_id, c.episode_id) == key]:
+            del self.model_calls[call_key]
+
+
+# --- stores ---------------------------------------------------------------------------
+
+
+class FakeAgentStore:
+    """The `AgentStore` port. `reads` counts get_agent calls (caches are meant to save them)."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+        self.reads = 0
+
+    async def create_agent(self, agent: Agent) -> Agent:
+        key = (agent.tenant_id, agent.agent_id)
+        if key in self._t.agents:
+            raise AlreadyExists(f"agent {agent.agent_id!r} already exists", reason="AGENT_EXISTS")
+        self._t.agents[key] = agent
+        return agent
+
+    async def get_agent(self, tenant_id: str, agent_id: str) -> Agent:
+        self.reads += 1
+        return self._agent(tenant_id, agent_id)
+
+    async def update_agent(self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent]) -> Agent:
+        changed = change(self._agent(tenant_id, agent_id))
+        self._t.agents[(tenant_id, agent_id)] = changed
+        return changed
+
+    async def list_agents(
+        self, tenant_id: str, after: str | None, limit: int, only: frozenset[str] | None = None
+    ) -> list[Agent]:
+        found = [
+            a
+            for (tenant, agent_id), a in sorted(self._t.agents.items())
+            if tenant == tenant_id
+            and (only is None or agent_id in only)
+            and (after is None or agent_id > after)
+        ]
+        return found[:limit]
+
+    def _agent(self, tenant_id: str, agent_id: str) -> Agent:
+        found = self._t.agents.get((tenant_id, agent_id))
+        if found is None:
+            raise NotFound("agent", agent_id)
+        return found
+
+
+class FakeEpisodeStore:
+    """The `EpisodeStore` port. Appends are planned by the domain's `plan_append`, so seqs
+    are dense, retries dedupe by client message id and tool results join their calls
+    exactly as in SQL. Calls run one at a time (nothing here awaits), which is the
+    serialisation SQL's row locks give."""
+
+    def __init__(self, tables: Tables, clock: Callable[[], datetime]) -> None:
+        self._t = tables
+        self._clock = clock
+
+    async def open_episode(
+        self, tenant_id: str, request: OpenRequest, token_encoding: str
+    ) -> tuple[Episode, bool]:
+        key = (tenant_id, request.episode_id)
+        existing = self._t.episodes.get(key)  # soft-deleted ones too: their ids stay taken
+        if existing is not None:
+            return episode_rules.reopen(existing, request), False
+        fresh = episode_rules.new_episode(tenant_id, request, token_encoding)
+        self._t.episodes[key] = fresh
+        self._t.messages[key] = []
+        return fresh, True
+
+    async def append(
+        self, tenant_id: str, episode_id: str, batch: Sequence[PreparedMessage]
+    ) -> list[tuple[Message, bool]]:
+        episode = self._t.visible(tenant_id, episode_id)
+        key = (tenant_id, episode_id)
+        context = AppendContext(episode, self._by_client_id(key), dict(self._t.tool_calls.get(key, {})))
+        now = self._clock()
+        plan = plan_append(context, batch, now)
+        if plan.inserts:
+            self._write(key, episode, plan, now)
+        return plan.results
+
+    def _by_client_id(self, key: EpisodeKey) -> dict[str, StoredMessage]:
+        return {
+            m.client_message_id: StoredMessage(m, self._t.fingerprints[(*key, m.seq)])
+            for m in self._t.messages.get(key, [])
+            if m.client_message_id
+        }
+
+    def _write(self, key: EpisodeKey, episode: Episode, plan: AppendPlan, now: datetime) -> None:
+        for message, fingerprint in plan.inserts:
+            self._t.messages[key].append(message)
+            self._t.fingerprints[(*key, message.seq)] = fingerprint
+        calls = self._t.tool_calls.setdefault(key, {})
+        for record in [*plan.new_tool_calls, *plan.tool_results]:
+            calls[record.tool_call_id] = record
+        self._t.episodes[key] = dataclasses.replace(
+            episode,
+            message_count=plan.last_seq,
+            token_count=episode.token_count + plan.token_delta,
+            last_activity_at=now,
+        )
+
+    async def close_episode(
+        self, tenant_id: str, episode_id: str, reason: CloseReason, note: str, ended_at: datetime
+    ) -> Episode:
+        episode = self._t.visible(tenant_id, episode_id)
+        closed = episode_rules.close(episode, reason, note, ended_at)
+        if closed is episode:
+            return self._with_digest(closed)
+        digest = pending_digest(closed, self._clock())
+        self._t.episodes[(tenant_id, episode_id)] = closed
+        self._t.digests[(tenant_id, episode_id)] = digest
+        return dataclasses.replace(closed, digest=digest)
+
+    async def get_episode(self, tenant_id: str, episode_id: str) -> Episode:
+        return self._with_digest(self._t.visible(tenant_id, episode_id))
+
+    async def list_episodes(
+        self, tenant_id: str, where: EpisodeFilter, after: EpisodeCursor | None, limit: int
+    ) -> list[Episode]:
+        found = [
+            e
+            for key, e in self._t.episodes.items()
+            if e.tenant_id == tenant_id and key not in self._t.deleted_at and _matches(e, where, after)
+        ]
+        found.sort(key=lambda e: (e.started_at, e.episode_id), reverse=True)
+        return [self._with_digest(e) for e in found[:limit]]
+
+    async def list_messages(
+        self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int
+    ) -> list[Message]:
+        self._t.visible(tenant_id, episode_id)
+        log = self._t.messages[(tenant_id, episode_id)]
+        older = [m for m in log if before_seq is None or m.seq < before_seq]
+        return older[::-1][:limit]
+
+    async def idle_episodes(self, now: datetime, limit: int) -> list[Episode]:
+        """Open episodes idle past their agent's idle timeout, agent by agent, oldest first."""
+        found: list[Episode] = []
+        for (tenant_id, agent_id), agent in sorted(self._t.agents.items()):
+            cutoff = now - agent.memory.idle_timeout
+            idle = [
+                e
+                for e in self._t.episodes.values()
+                if (e.tenant_id, e.agent_id) == (tenant_id, agent_id)
+                and e.state is EpisodeState.OPEN
+                and e.last_activity_at < cutoff
+            ]
+            found += sorted(idle, key=lambda e: e.last_activity_at)[: limit - len(found)]
+            if len(found) >= limit:
+                break
+        return found
+
+    def _with_digest(self, episode: Episode) -> Episode:
+        digest = self._t.digests.get((episode.tenant_id, episode.episode_id))
+        return episode if digest is None else dataclasses.replace(episode, digest=digest)
+
+
+def _matches(e: Episode, where: EpisodeFilter, after: EpisodeCursor | None) -> bool:
+    if where.agent_id and e.agent_id != where.agent_id:
+        return False
+    if where.agent_ids is not None and e.agent_id not in where.agent_ids:
+        return False
+    if where.user_id and e.user_id != where.user_id:
+        return False
+    if where.state is not None and e.state is not where.state:
+        return False
+    return after is None or (e.started_at, e.episode_id) < (after.started_at, after.episode_id)
+
+
+_WAITING = (DigestState.PENDING, DigestState.FAILED)
+
+
+class FakeDigestStore:
+    """The `DigestStore` port, and `StoredVectorKeys` (as SqlDigestStore is both).
+
+    Cannot honour: `lexical` is not BM25 / ts_rank_cd; it scores an episode by how many
+    times the query's terms (the same stop-word-free terms SQL uses) occur in its text, so
+    only "matches or not" and "more matches rank higher" hold. A claim's lease is honoured
+    (claimed work is not due again before it ends), but there are no competing replicas."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+
+    async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Digest]:
+        due = [d for d in self._t.digests.values() if d.state in _WAITING and d.next_attempt_at <= now]
+        claimed = sorted(due, key=lambda d: d.next_attempt_at)[:limit]
+        for d in claimed:
+            self._t.digests[(d.tenant_id, d.episode_id)] = dataclasses.replace(d, next_attempt_at=now + lease)
+        return claimed
+
+    async def stale(self, model: str, limit: int) -> list[Digest]:
+        return self._stale(model)[:limit]
+
+    async def count_stale(self, model: str) -> int:
+        return len(self._stale(model))
+
+    def _stale(self, model: str) -> list[Digest]:
+        return [
+            d for d in self._t.digests.values() if d.state is DigestState.READY and d.embedding_model != model
+        ]
+
+    async def transcript(self, digest: Digest) -> list[Message]:
+        return list(self._t.messages.get((digest.tenant_id, digest.episode_id), []))
+
+    async def save_ready(self, digest: Digest, vectors: Sequence[Vector], body: str) -> None:
+        """Like SQL's UPDATE, writes nothing for a digest whose row is gone (erased meanwhile)."""
+        key = (digest.tenant_id, digest.episode_id)
+        if key not in self._t.digests:
+            return
+        self._t.digests[key] = digest
+        self._t.vectors[key] = StoredVectors(digest.embedding_model, list(vectors))
+        self._t.texts[key] = body
+
+    async def save_failed(self, digest: Digest) -> None:
+        key = (digest.tenant_id, digest.episode_id)
+        if key in self._t.digests:
+            self._t.digests[key] = digest
+
+    async def get(self, tenant_id: str, episode_id: str) -> Digest | None:
+        return self._t.digests.get((tenant_id, episode_id))
+
+    async def vectors(self, model: str) -> AsyncIterator[list[IndexedVector]]:
+        """Every stored vector of `model`, in one batch."""
+        yield [
+            IndexedVector(self._t.digests[key].scope, vector_key(key[1], chunk), vector)
+            for key, stored in sorted(self._t.vectors.items())
+            if stored.model == model
+            for chunk, vector in enumerate(stored.vectors)
+        ]
+
+    async def vector_keys(self, tenant_id: str, model: str, agent_id: str = "") -> list[tuple[Scope, str]]:
+        return [
+            (self._t.digests[key].scope, vector_key(key[1], chunk))
+            for key, stored in self._t.vectors.items()
+            if key[0] == tenant_id and stored.model == model
+            and (not agent_id or self._t.digests[key].agent_id == agent_id)
+            for chunk in range(len(stored.vectors))
+        ]  # fmt: skip
+
+    async def recent(
+        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+    ) -> list[Digest]:
+        ready = self._ready_in(scope, after, before)
+        ready.sort(key=lambda d: d.episode_id)
+        ready.sort(key=lambda d: d.ended_at, reverse=True)
+        return ready[:limit]
+
+    async def ready_among(
+        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+    ) -> dict[str, Digest]:
+        wanted = set(episode_ids)
+        return {d.episode_id: d for d in self._ready_in(scope, after, before) if d.episode_id in wanted}
+
+    async def pending_count(self, scope: Scope) -> int:
+        return sum(d.scope == scope and d.state in _WAITING for d in self._t.digests.values())
+
+    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
+        wanted = terms(query)
+        hits = []
+        for key, body in self._t.texts.items():
+            if self._t.digests[key].scope != scope:
+                continue
+            words = [w.lower() for w in _WORD.findall(body)]
+            score = sum(words.count(term) for term in wanted)
+            if score:
+                hits.append(Hit(key[1], float(score)))
+        hits.sort(key=lambda h: (-h.score, h.episode_id))
+        return hits[:limit]
+
+    def _ready_in(self, scope: Scope, after: datetime | None, before: datetime | None) -> list[Digest]:
+        return [
+            d
+            for d in self._t.digests.values()
+            if d.scope == scope and d.state is DigestState.READY
+            and (after is None or d.ended_at >= after) and (before is None or d.ended_at < before)
+        ]  # fmt: skip
+
+
+class FakeContextStore:
+    """The `ContextStore` port: working-set sources read as SQL reads them (only what is
+    new; at most what `TailReach` says an allowance needs), model calls unique per
+    (episode, request_id), summaries keyed by their span end."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+        self.source_reads = 0
+
+    async def sources(
+        self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None, allowance: int
+    ) -> ContextSources:
+        self.source_reads += 1
+        episode = self._t.visible(tenant_id, episode_id)
+        agent = self._t.agents[(tenant_id, episode.agent_id)]
+        summary = self._latest_summary(tenant_id, episode_id, known_summary_to)
+        since = after_seq if after_seq is not None else (summary.to_seq if summary else 0)
+        if episode.message_count <= since:
+            return ContextSources(episode, agent, summary, [])
+        reach = TailReach(max(allowance, agent.memory.max_working_memory_tokens))
+        newest, complete = self._newest_within(tenant_id, episode_id, since, reach)
+        return ContextSources(episode, agent, summary, newest, complete)
+
+    def _latest_summary(self, tenant_id: str, episode_id: str, known: int) -> Summary | None:
+        newer = [s for s in self._t.summaries.get((tenant_id, episode_id), []) if s.to_seq > known]
+        return max(newer, key=lambda s: s.to_seq) if newer else None
+
+    def _newest_within(
+        self, tenant_id: str, episode_id: str, since: int, reach: TailReach
+    ) -> tuple[list[Message], bool]:
+        newest: list[Message] = []
+        for m in reversed(self._t.messages[(tenant_id, episode_id)]):
+            if m.seq <= since:
+                break
+            newest.append(m)
+            if reach.reached_with(m):
+                return newest[::-1], m.seq == since + 1
+        return newest[::-1], True
+
+    async def save_call(self, call: ModelCall, summary: Summary | None) -> tuple[ModelCall, bool]:
+        """NOT_FOUND when the episode was erased while the turn was built (SQL's foreign key)."""
+        key = (call.tenant_id, call.episode_id)
+        if key not in self._t.episodes:
+            raise NotFound("episode", call.episode_id)
+        if summary is not None:
+            self._insert_summary(summary)
+        replayed = (
+            self._call_for(call.tenant_id, call.episode_id, call.request_id) if call.request_id else None
+        )
+        if replayed is not None:
+            return replayed, False
+        self._t.model_calls[(call.tenant_id, call.model_call_id)] = call
+        return call, True
+
+    async def save_summary(self, summary: Summary) -> None:
+        self._insert_summary(summary)
+
+    def _insert_summary(self, summary: Summary) -> None:
+        """Ignores a second summary with the same span end, as SQL's insert does."""
+        held = self._t.summaries.setdefault((summary.tenant_id, summary.episode_id), [])
+        if all(s.to_seq != summary.to_seq for s in held):
+            held.append(summary)
+
+    async def call_for_request(self, tenant_id: str, episode_id: str, request_id: str) -> ModelCall | None:
+        if (tenant_id, episode_id) in self._t.deleted_at:
+            return None
+        return self._call_for(tenant_id, episode_id, request_id)
+
+    def _call_for(self, tenant_id: str, episode_id: str, request_id: str) -> ModelCall | None:
+        return next(
+            (
+                c
+                for c in self._t.model_calls.values()
+                if (c.tenant_id, c.episode_id, c.request_id) == (tenant_id, episode_id, request_id)
+            ),
+            None,
+        )
+
+    async def get_call(self, tenant_id: str, model_call_id: str) -> ModelCall:
+        call = self._t.model_calls.get((tenant_id, model_call_id))
+        if call is None or (tenant_id, call.episode_id) in self._t.deleted_at:
+            raise NotFound("model call", model_call_id)
+        return call
+
+    async def list_calls(
+        self, tenant_id: str, episode_id: str, before: tuple[datetime, str] | None, limit: int
+    ) -> list[ModelCall]:
+        self._t.visible(tenant_id, episode_id)
+        calls = [
+            c
+            for c in self._t.model_calls.values()
+            if (c.tenant_id, c.episode_id) == (tenant_id, episode_id)
+            and (before is None or (c.created_at, c.model_call_id) < before)
+        ]
+        calls.sort(key=lambda c: (c.created_at, c.model_call_id), reverse=True)
+        return calls[:limit]
+
+    async def record_reply(self, tenant_id: str, model_call_id: str, reply: ModelReply) -> ModelCall:
+        call = await self.get_call(tenant_id, model_call_id)
+        if call.reply is not None:
+            return _same_reply(call, reply)
+        if reply.assistant_message_seq:
+            self._require_assistant_message(call, reply.assistant_message_seq)
+        replied = dataclasses.replace(call, reply=reply)
+        self._t.model_calls[(tenant_id, model_call_id)] = replied
+        return replied
+
+    def _require_assistant_message(self, call: ModelCall, seq: int) -> None:
+        log = self._t.messages.get((call.tenant_id, call.episode_id), [])
+        if not any(m.seq == seq and m.role is Role.ASSISTANT for m in log):
+            raise InvalidArgument.of(
+                "assistant_message_seq", f"episode {call.episode_id} has no assistant message with seq {seq}"
+            )
+
+
+def _same_reply(call: ModelCall, reply: ModelReply) -> ModelCall:
+    stored = call.reply
+    assert stored is not None
+    if dataclasses.replace(stored, recorded_at=None) == dataclasses.replace(reply, recorded_at=None):
+        return call
+    raise AlreadyExists(
+        f"model call {call.model_call_id} already has a different reply", reason="REPLY_ALREADY_RECORDED"
+    )
+
+
+class FakeEraser:
+    """The `Eraser` port: deletes one user's episodes (soft-deleted ones too) with every row
+    they own, counted per receipt kind, and audits the erasure. `scrub` does nothing (there
+    are no files) and answers `scrubbed`."""
+
+    def __init__(self, tables: Tables, scrubbed: bool = True) -> None:
+        self._t = tables
+        self.scrubbed = scrubbed
+
+    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased:
+        mine = [
+            key
+            for key, e in self._t.episodes.items()
+            if key[0] == tenant_id and e.user_id == user_id and (not agent_id or e.agent_id == agent_id)
+        ]
+        counts = {"episodes": len(mine)} | _owned_counts(self._t, mine)
+        erased = [(self._t.episodes[key].agent_id, key[1]) for key in mine]
+        for key in mine:
+            self._t.drop_episode(key)
+        self._t.erasures.append((tenant_id, audit, counts))
+        return Erased(counts, erased)
+
+    async def scrub(self) -> bool:
+        return self.scrubbed
+
+
+def _owned_counts(t: Tables, keys: Sequence[EpisodeKey]) -> dict[str, int]:
+    chosen = set(keys)
+    return {
+        "messages": sum(len(t.messages.get(k, [])) for k in chosen),
+        "tool_calls": sum(len(t.tool_calls.get(k, {})) for k in chosen),
+        "summaries": sum(len(t.summaries.get(k, [])) for k in chosen),
+        "digests": sum(k in t.digests for k in chosen),
+        "digest_vectors": sum(len(t.vectors[k].vectors) for k in chosen if k in t.vectors),
+        "text_rows": sum(k in t.texts for k in chosen),
+        "model_calls": sum((c.tenant_id, c.episode_id) in chosen for c in t.model_calls.values()),
+    }
+
+
+class FakeRetentionStore:
+    """The `RetentionStore` port: closed episodes past their agent's retention (capped per
+    tenant by `tenant_caps`, as configured) are soft-deleted, their digests, vectors and
+    full text dropped; soft-deleted ones are purged with every row after the cut-off."""
+
+    def __init__(self, tables: Tables, tenant_caps: Mapping[str, int] | None = None) -> None:
+        self._t = tables
+        self._caps = dict(tenant_caps or {})
+
+    async def soft_delete_due(self, now: datetime, limit: int) -> list[SoftDeleted]:
+        due: list[SoftDeleted] = []
+        for (tenant_id, agent_id), agent in sorted(self._t.agents.items()):
+            days = effective_days(agent.memory.retention_days, self._caps.get(tenant_id, 0))
+            if days:
+                due += self._expired(tenant_id, agent_id, now - timedelta(days=days))[: limit - len(due)]
+            if len(due) >= limit:
+                break
+        for d in due:
+            self._t.deleted_at[(d.tenant_id, d.episode_id)] = now
+            self._t.drop_digest((d.tenant_id, d.episode_id))
+        return due
+
+    def _expired(self, tenant_id: str, agent_id: str, cut: datetime) -> list[SoftDeleted]:
+        expired = [
+            e
+            for key, e in self._t.episodes.items()
+            if (e.tenant_id, e.agent_id) == (tenant_id, agent_id) and e.state is EpisodeState.CLOSED
+            and e.ended_at is not None and e.ended_at < cut and key not in self._t.deleted_at
+        ]  # fmt: skip
+        expired.sort(key=lambda e: e.ended_at or cut)
+        return [SoftDeleted(tenant_id, agent_id, e.user_id, e.episode_id) for e in expired]
+
+    async def purge_due(self, deleted_before: datetime, limit: int) -> int:
+        due = sorted((at, key) for key, at in self._t.deleted_at.items() if at < deleted_before)[:limit]
+        for _, key in due:
+            self._t.drop_episode(key)
+        return len(due)
+
+
+# --- the index ------------------------------------------------------------------------
+
+
+class FakeVectorIndex:
+    """The `VectorIndex` port: brute-force cosine per scope, keys upserted (adding a key
+    again replaces its vector), removing an unknown key ignored, scopes holding no vector
+    not listed. Ties rank by key, so results are deterministic."""
+
+    def __init__(self) -> None:
+        self._scopes: dict[Scope, dict[str, list[float]]] = {}
+
+    def add(self, scope: Scope, keys: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        if len(keys) != len(vectors):
+            raise ValueError(f"{len(keys)} keys for {len(vectors)} vectors")
+        held = self._scopes.setdefault(scope, {})
+        for key, vector in zip(keys, vectors, strict=True):
+            held[key] = [float(x) for x in vector]
+
+    def remove(self, scope: Scope, keys: Sequence[str]) -> None:
+        held = self._scopes.get(scope, {})
+        for key in keys:
+            held.pop(key, None)
+
+    def search(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
+        held = self._scopes.get(scope, {})
+        hits = [Hit(key, _cosine(vector, v)) for key, v in held.items()]
+        hits.sort(key=lambda h: (-h.score, h.episode_id))
+        return hits[: max(k, 0)]
+
+    def keys(self, scope: Scope) -> set[str]:
+        return set(self._scopes.get(scope, {}))
+
+    def scopes(self) -> list[Scope]:
+        held = [scope for scope, vectors in self._scopes.items() if vectors]
+        return sorted(held, key=lambda s: (s.tenant_id, s.agent_id, s.user_id))
+
+    def __len__(self) -> int:
+        return sum(len(vectors) for vectors in self._scopes.values())
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else 0.0
+
+
+# --- the digester and background compactions, as the use cases see them ----------------
+
+
+class RecordingDigestWaiter:
+    """The `DigestWaiter` port: counts wakes; waiting is handed to `inner` (the real
+    digester), or, without one, answers the digest as it is now."""
+
+    def __init__(self, digests: FakeDigestStore, inner: DigestWaiter | None = None) -> None:
+        self._digests = digests
+        self._inner = inner
+        self.wakes = 0
+
+    def wake(self) -> None:
+        self.wakes += 1
+        if self._inner is not None:
+            self._inner.wake()
+
+    async def wait_settled(self, tenant_id: str, episode_id: str, timeout: float) -> Digest | None:
+        if self._inner is not None:
+            return await self._inner.wait_settled(tenant_id, episode_id, timeout)
+        return await self._digests.get(tenant_id, episode_id)
+
+
+@dataclass
+class FakeBackgroundCompactions:
+    """The `BackgroundCompactions` port: records what was scheduled, summarizes nothing."""
+
+    scheduled: list[tuple[tuple[str, str], int]] = field(default_factory=list)
+
+    def schedule(self, key: tuple[str, str], working_set: WorkingSet, through: int) -> None:
+        self.scheduled.append((key, through))
