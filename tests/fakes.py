@@ -181,7 +181,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
 class FirstSentenceSummarizer:
     """The `Summarizer` port: the summary is the first sentence of the first user message;
-    the key facts are the spoken messages that contain a digit, in order. `fail_next`
+    the key facts are the first three distinct spoken messages that contain a digit. `fail_next`
     makes that many coming calls raise RuntimeError (a model endpoint down); `calls`
     counts every call."""
 
@@ -197,7 +197,8 @@ class FirstSentenceSummarizer:
         spoken = [m for m in transcript if m.role in (Role.USER, Role.ASSISTANT) and m.content]
         first = next((m.content for m in spoken if m.role is Role.USER), "")
         summary = _SENTENCE_END.split(first, maxsplit=1)[0]
-        facts = tuple(m.content for m in spoken if any(c.isdigit() for c in m.content))
+        with_digits = (m.content for m in spoken if any(c.isdigit() for c in m.content))
+        facts = tuple(dict.fromkeys(with_digits))[:3]
         return DigestText(summary, facts)
 
 

@@ -1,16 +1,17 @@
-"""The composition root: the one place that knows every concrete class."""
+"""The composition root: the one place that knows every concrete class. It builds one of
+each adapter per process (database, writer, stores, token counter, models, index), the
+in-RAM state and its one change owner, the use cases and the background workers, and hands
+them to the gRPC server. `open_app(settings, replace=...)` + `serve_app(app)` is the only
+door for running the product in-process (tests, the lab)."""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import logging
-import os
 import uuid
 from collections.abc import AsyncIterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
@@ -21,18 +22,17 @@ from episodic.embed import make_embedder
 from episodic.index import FaissVectorIndex
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
-from episodic.service.compaction import BackgroundCompactor, SummaryMaker
+from episodic.service.compaction import SummaryMaker
 from episodic.service.context import ContextService
-from episodic.service.digester import Digester, load_index
-from episodic.service.episodes import DigestWaiter, EpisodeService, NoDigests
+from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.privacy import PiiGuard
-from episodic.service.reaper import IdleReaper
 from episodic.service.recall import RecallService
-from episodic.service.recall_memo import RecencyMemo, ScopeVersions
-from episodic.service.retention import RetentionJob
-from episodic.service.working_set import WorkingSetCache
+from episodic.state.fixed_facts import FixedFactsCache
+from episodic.state.recall_memo import RecencyMemo, ScopeVersions
+from episodic.state.visibility import Visibility
+from episodic.state.working_set import WorkingSetCache
 from episodic.store.agents import SqlAgentStore
 from episodic.store.context import SqlContextStore
 from episodic.store.database import Database, open_database
@@ -45,8 +45,61 @@ from episodic.store.retention import SqlRetention
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize import make_summarizer
 from episodic.summarize.extractive import ExtractiveSummarizer
-from episodic.telemetry.tracing import Tracing, no_tracing, tracing_from_env
+from episodic.telemetry.instrumentation import server_interceptor
+from episodic.telemetry.setup import tracing_from_env
+from episodic.telemetry.tracing import Tracing
 from episodic.tokens import TiktokenCounter, verify_assets
+from episodic.workers.compactor import BackgroundCompactor
+from episodic.workers.digester import Digester
+from episodic.workers.reaper import IdleReaper
+from episodic.workers.retention import RetentionJob
+
+
+@dataclass(frozen=True, slots=True)
+class Adapters:
+    """One of each per process."""
+
+    database: Database
+    writer: GroupCommitWriter
+    tokens: TiktokenCounter
+    agents: SqlAgentStore
+    episodes: SqlEpisodeStore
+    digests: SqlDigestStore
+    context: SqlContextStore
+    embedder: Embedder
+    summarizer: Summarizer  # digests' (and an LLM's compactions); inline compaction is extractive
+    index: VectorIndex
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """What the process holds in RAM, kept in step with SQL by `visibility`, its one owner."""
+
+    visibility: Visibility
+    working_sets: WorkingSetCache
+    versions: ScopeVersions
+    fixed_facts: FixedFactsCache
+    pii: PiiGuard
+
+
+@dataclass(frozen=True, slots=True)
+class Workers:
+    digester: Digester
+    reaper: IdleReaper
+    retention: RetentionJob
+    compactor: BackgroundCompactor | None
+
+    def start(self) -> None:
+        self.digester.start()
+        self.reaper.start()
+        self.retention.start()
+
+    async def stop(self) -> None:
+        await self.retention.stop()
+        if self.compactor is not None:
+            await self.compactor.stop()
+        await self.reaper.stop()
+        await self.digester.stop()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +107,10 @@ class App:
     settings: Settings
     database: Database
     keys: KeyRing
+    adapters: Adapters
+    state: State
     services: Services
+    workers: Workers
     access_log: AccessLog
     tracing: Tracing
     tls: TlsMaterial | None  # None: plaintext
@@ -125,18 +181,6 @@ async def _bring_schema_up(database: Database, migrate: bool) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Recall:
-    """The recall machinery: models, index, and the digest store that feeds it."""
-
-    embedder: Embedder
-    summarizer: Summarizer
-    index: VectorIndex
-    digests: SqlDigestStore
-    versions: ScopeVersions = field(default_factory=ScopeVersions)  # bumped when a scope's recall changes
-    index_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # digester vs erasure on the index
-
-
 def build_embedder(settings: Settings) -> Embedder:
     if settings.embedder != "openai":
         return make_embedder(settings.embedder)
@@ -151,13 +195,41 @@ def build_summarizer(settings: Settings) -> Summarizer:
     return make_summarizer("openai", **options, api_key=settings.summarizer_api_key or None)
 
 
-def build_recall(settings: Settings, database: Database, writer: GroupCommitWriter) -> Recall:
+def build_adapters(
+    settings: Settings, database: Database, writer: GroupCommitWriter, index: VectorIndex | None
+) -> Adapters:
     try:
         embedder, summarizer = build_embedder(settings), build_summarizer(settings)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    index = FaissVectorIndex(embedder.dimension)
-    return Recall(embedder, summarizer, index, SqlDigestStore(database, writer))
+    return Adapters(
+        database=database,
+        writer=writer,
+        tokens=TiktokenCounter(),
+        agents=SqlAgentStore(database, writer),
+        episodes=SqlEpisodeStore(database, writer, utc_now),
+        digests=SqlDigestStore(database, writer),
+        context=SqlContextStore(database, writer),
+        embedder=embedder,
+        summarizer=summarizer,
+        index=index if index is not None else FaissVectorIndex(embedder.dimension),
+    )
+
+
+def build_state(settings: Settings, adapters: Adapters) -> State:
+    """Every cache derived from SQL watches the change owner, so a change announced there
+    reaches all of them."""
+    default, tenants = settings.pii_policies()
+    state = State(
+        visibility=Visibility(index=adapters.index),
+        working_sets=WorkingSetCache(settings.working_set_max_bytes),
+        versions=ScopeVersions(),
+        fixed_facts=FixedFactsCache(),
+        pii=PiiGuard(adapters.agents, default, tenants),
+    )
+    for watcher in (state.working_sets, state.versions, state.fixed_facts, state.pii):
+        state.visibility.watch(watcher)
+    return state
 
 
 # Summaries are pure-Python CPU work under the GIL: a second thread would add no throughput,
@@ -170,94 +242,99 @@ def new_summary_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(SUMMARY_THREADS, thread_name_prefix="episodic-summary")
 
 
+def build_digester(
+    settings: Settings, adapters: Adapters, state: State, pool: ThreadPoolExecutor
+) -> Digester:
+    llm = settings.summarizer == "openai"  # an LLM waits on the network: it must not hold the pool
+    return Digester(
+        store=adapters.digests,
+        summarizer=adapters.summarizer,
+        embedder=adapters.embedder,
+        changes=state.visibility,
+        clock=utc_now,
+        summary_pool=None if llm else pool,
+    )
+
+
+def build_compactor(settings: Settings, adapters: Adapters, state: State) -> BackgroundCompactor | None:
+    """Extractive compaction runs inline; a configured LLM summarizer runs in the background."""
+    if settings.summarizer != "openai":
+        return None
+    return BackgroundCompactor(
+        summarizer=adapters.summarizer,
+        maker=SummaryMaker(adapters.tokens, utc_now),
+        store=adapters.context,
+        cache=state.working_sets,
+    )
+
+
 def build_services(
     settings: Settings,
-    database: Database,
-    writer: GroupCommitWriter,
-    recall: Recall,
-    digester: DigestWaiter | None = None,
-    tracing: Tracing | None = None,
+    adapters: Adapters,
+    state: State,
     *,
-    summaries: Executor | None = None,
+    digester: Digester,
+    compactor: BackgroundCompactor | None,
+    pool: ThreadPoolExecutor,
+    tracing: Tracing,
 ) -> Services:
-    tokens = TiktokenCounter()
-    agents = SqlAgentStore(database, writer)
-    episodes = SqlEpisodeStore(database, writer, utc_now)
-    tracing = tracing or no_tracing()
-    pii = build_pii_guard(settings, agents)
-    episode_service = EpisodeService(
-        episodes,
-        agents,
-        tokens,
-        settings.limits,
-        utc_now,
-        new_episode_id,
-        digests=digester or NoDigests(),
-        scope_changed=recall.versions.bump,
-        tracing=tracing,
-        pii=pii,
-    )
-    recall_service = RecallService(
-        recall.digests, agents, recall.embedder, recall.index, settings.limits, tracing=tracing
-    )
-    context = build_context(
-        settings, database, writer, recall, episode_service, recall_service, tracing,
-        summaries=summaries or new_summary_pool(),
+    a, limits = adapters, settings.limits
+    episodes = EpisodeService(
+        episodes=a.episodes, agents=a.agents, tokens=a.tokens, limits=limits, clock=utc_now,
+        new_id=new_episode_id, changes=state.visibility, digests=digester, pii=state.pii,
+        fixed_facts=state.fixed_facts, tracing=tracing,
     )  # fmt: skip
-    context.pii = pii
+    recall = RecallService(
+        digests=a.digests, agents=a.agents, embedder=a.embedder, index=a.index, limits=limits, tracing=tracing
+    )
+    context = ContextService(
+        store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,
+        summarizer=ExtractiveSummarizer(), limits=limits, clock=utc_now, new_id=new_call_id,
+        cache=state.working_sets, memo=RecencyMemo(state.versions), pii=state.pii,
+        summary_pool=pool, background=compactor, tracing=tracing,
+    )  # fmt: skip
     return Services(
-        episodes=episode_service,
-        agents=AgentService(agents, tokens, settings.limits, utc_now),
-        recall=recall_service,
+        episodes=episodes,
+        agents=AgentService(
+            store=a.agents, tokens=a.tokens, limits=limits, clock=utc_now, changes=state.visibility
+        ),
+        recall=recall,
         context=context,
         erasure=EraseService(
-            SqlEraser(database, writer),
-            recall.index,
-            recall.index_lock,
-            utc_now,
-            new_call_id,
-            context.forget,
-            recall.versions.bump,
-        ),  # fmt: skip
-        index_checker=IndexChecker(recall.digests, recall.index, recall.embedder.model_id),
+            eraser=SqlEraser(a.database, a.writer),
+            changes=state.visibility,
+            clock=utc_now,
+            new_id=new_call_id,
+        ),
+        index_checker=IndexChecker(a.digests, a.index, a.embedder.model_id),
     )
 
 
-def build_pii_guard(settings: Settings, agents: SqlAgentStore) -> PiiGuard:
-    default, tenants = settings.pii_policies()
-    return PiiGuard(agents, default, tenants)
-
-
-def build_context(
+def build_workers(
     settings: Settings,
-    database: Database,
-    writer: GroupCommitWriter,
-    recall: Recall,
-    episodes: EpisodeService,
-    search: RecallService,
-    tracing: Tracing,
-    *,
-    summaries: Executor,
-) -> ContextService:
-    """Extractive compaction runs inline; a configured LLM summarizer runs in the background."""
-    tokens = TiktokenCounter()
-    store = SqlContextStore(database, writer)
-    cache = WorkingSetCache(settings.working_set_max_bytes)
-    background = (
-        BackgroundCompactor(recall.summarizer, SummaryMaker(tokens, utc_now), store, cache)
-        if settings.summarizer == "openai"
-        else None
+    adapters: Adapters,
+    state: State,
+    services: Services,
+    digester: Digester,
+    compactor: BackgroundCompactor | None,
+) -> Workers:
+    reaper = IdleReaper(
+        adapters.episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds
     )
-    return ContextService(
-        store, episodes, search, tokens, ExtractiveSummarizer(), settings.limits, utc_now,
-        new_call_id, cache, background, RecencyMemo(recall.versions), tracing, summary_pool=summaries,
-    )  # fmt: skip
+    retention = RetentionJob(
+        store=SqlRetention(adapters.database, adapters.writer, settings.retention_caps()),
+        changes=state.visibility,
+        clock=utc_now,
+        grace=timedelta(days=settings.retention_grace_days),
+        interval_seconds=settings.retention_sweep_seconds,
+    )
+    return Workers(digester=digester, reaper=reaper, retention=retention, compactor=compactor)
 
 
-def load_tracing() -> Tracing:
-    """The one read of the OTEL_* variables."""
+def load_tracing(settings: Settings) -> Tracing:
+    """The SDK, from the OTEL_* variables config captured with the settings."""
     try:
-        return tracing_from_env(os.environ)
+        return tracing_from_env(settings.otel_environ)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
 
@@ -267,7 +344,8 @@ class Replacements:
     """What a lab or a test may swap in the composition root: the one in-process door."""
 
     index: VectorIndex | None = None  # a pre-built index instead of the one loaded from SQL
-    background: bool = True  # False: no digester, idle reaper or retention job
+    background: bool = True  # False: no digester, idle reaper or retention job running
+    load_index: bool = True  # False: the index starts empty (tools that only write digests)
 
 
 @asynccontextmanager
@@ -280,7 +358,7 @@ async def open_app(
     keys = load_keys(settings)
     tls = settings.tls_material()  # before the database opens, so a bad file fails fast
     owns_tracing = tracing is None
-    tracing = load_tracing() if tracing is None else tracing
+    tracing = load_tracing(settings) if tracing is None else tracing
     database = open_database(settings.database_url, pool_size=settings.db_pool_size)
     try:
         await ensure_schema(database, settings.migrate_on_start)
@@ -288,8 +366,15 @@ async def open_app(
         writer.start()
         access_log = JsonLinesAccessLog() if settings.access_log else NoAccessLog()
         try:
-            async with run_background(settings, database, writer, tracing, replace) as services:
-                yield App(settings, database, keys, services, access_log, tracing, tls)
+            async with _wired(settings, database, writer, tracing, replace) as (
+                adapters,
+                state,
+                services,
+                workers,
+            ):
+                yield App(
+                    settings, database, keys, adapters, state, services, workers, access_log, tracing, tls
+                )
         finally:
             await writer.stop()
             access_log.close()
@@ -300,57 +385,38 @@ async def open_app(
 
 
 @asynccontextmanager
-async def run_background(
-    settings: Settings,
-    database: Database,
-    writer: GroupCommitWriter,
-    tracing: Tracing,
-    replace: Replacements = Replacements(),
-) -> AsyncIterator[Services]:
-    """Loads the index from SQL, then runs the digester and the idle reaper beside the RPCs."""
-    recall = build_recall(settings, database, writer)
-    model = recall.embedder.model_id
-    if replace.index is not None:
-        recall = dataclasses.replace(recall, index=replace.index)
-    else:
-        loaded = await load_index(recall.digests, recall.index, model)
-        log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": model})
-    stale = await recall.digests.count_stale(model)
+async def _wired(
+    settings: Settings, database: Database, writer: GroupCommitWriter, tracing: Tracing, replace: Replacements
+) -> AsyncIterator[tuple[Adapters, State, Services, Workers]]:
+    """Everything above the database, with the index loaded from SQL; the background workers
+    run beside the RPCs until the block ends."""
+    adapters = build_adapters(settings, database, writer, replace.index)
+    state = build_state(settings, adapters)
+    if replace.index is None and replace.load_index:
+        await load_index(adapters, state)
+    pool = new_summary_pool()
+    digester = build_digester(settings, adapters, state, pool)
+    compactor = build_compactor(settings, adapters, state)
+    services = build_services(
+        settings, adapters, state, digester=digester, compactor=compactor, pool=pool, tracing=tracing
+    )
+    workers = build_workers(settings, adapters, state, services, digester, compactor)
+    if replace.background:
+        workers.start()
+    try:
+        yield adapters, state, services, workers
+    finally:
+        await workers.stop()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def load_index(adapters: Adapters, state: State) -> None:
+    model = adapters.embedder.model_id
+    loaded = await state.visibility.load(adapters.digests.vectors(model))
+    log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": model})
+    stale = await adapters.digests.count_stale(model)
     if stale:
         log.warning("embedding model changed: re-embedding in the background", extra={"digests": stale})
-    summaries = new_summary_pool()
-    digester = Digester(
-        recall.digests, recall.summarizer, recall.embedder, recall.index, utc_now,
-        scope_changed=recall.versions.bump, index_lock=recall.index_lock,
-        summary_pool=None if settings.summarizer == "openai" else summaries,  # an LLM waits, not computes
-    )  # fmt: skip
-    services = build_services(settings, database, writer, recall, digester, tracing, summaries=summaries)
-    episodes = SqlEpisodeStore(database, writer, utc_now)
-    reaper = IdleReaper(episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds)
-    retention = build_retention(settings, database, writer, recall, services)
-    if replace.background:
-        digester.start()
-        reaper.start()
-        retention.start()
-    try:
-        yield services
-    finally:
-        await retention.stop()
-        await services.context.stop()
-        await reaper.stop()
-        await digester.stop()
-        summaries.shutdown(wait=False, cancel_futures=True)
-
-
-def build_retention(
-    settings: Settings, database: Database, writer: GroupCommitWriter, recall: Recall, services: Services
-) -> RetentionJob:
-    return RetentionJob(
-        SqlRetention(database, writer, settings.retention_caps()), recall.index, recall.index_lock, utc_now,
-        services.context.forget, recall.versions.bump,
-        grace=timedelta(days=settings.retention_grace_days),
-        interval_seconds=settings.retention_sweep_seconds,
-    )  # fmt: skip
 
 
 @asynccontextmanager
@@ -358,7 +424,13 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
     """The gRPC server of an open app on its settings' address, SERVING until the block ends;
     then NOT_SERVING, and calls in flight get the grace (default: the shutdown grace)."""
     grpc_server = await build_server(
-        app.settings, app.services, app.keys, app.access_log, app.tracing, app.tls, app.database.health
+        app.settings,
+        app.services,
+        app.keys,
+        app.access_log,
+        [server_interceptor(app.tracing)],  # outermost: calls refused inside are traced too
+        app.tls,
+        app.database.health,
     )
     await grpc_server.server.start()
     await grpc_server.set_serving(True)

@@ -5,14 +5,13 @@ does the same in the background after a model change; this is for doing it up fr
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import func, select
 
-from episodic.bootstrap import build_recall, ensure_schema
+from episodic.bootstrap import build_adapters, build_digester, build_state, ensure_schema
 from episodic.config import Settings
 from episodic.domain.recall import DigestState
-from episodic.service.digester import Digester
 from episodic.store import schema
 from episodic.store.database import Database, open_database
 from episodic.store.writer import GroupCommitWriter
@@ -31,16 +30,17 @@ async def reindex(settings: Settings) -> int:
 
 
 async def _run(settings: Settings, database: Database, writer: GroupCommitWriter) -> int:
-    recall = build_recall(settings, database, writer)
-    model = recall.embedder.model_id
+    """The server's own digester over an empty index: vectors go to SQL, which the server
+    loads its index from at start."""
+    adapters = build_adapters(settings, database, writer, None)
+    model = adapters.embedder.model_id
     total = await _outstanding(database, model)
-    digester = Digester(
-        recall.digests, recall.summarizer, recall.embedder, recall.index, lambda: datetime.now(UTC)
-    )
-    done = 0
-    while batch := await digester.run_once():
-        done += batch
-        _progress(done, total, model)
+    with ThreadPoolExecutor(1) as pool:
+        digester = build_digester(settings, adapters, build_state(settings, adapters), pool)
+        done = 0
+        while batch := await digester.run_once():
+            done += batch
+            _progress(done, total, model)
     print(file=sys.stderr)
     return done
 

@@ -96,7 +96,7 @@ async def test_a_postgresql_outage_answers_unavailable_flips_health_and_recovers
     proxy = CuttableProxy(target)
     await proxy.start()
     url = postgres_url.replace(f":{target}/", f":{proxy.port}/")
-    flags = ("--insecure-dev", "--embedder", "hashing", "--database-url", url)
+    flags = ("--insecure-dev", "--migrate-on-start", "--embedder", "hashing", "--database-url", url)
     async with serving(*flags, cwd=tmp_path) as server, server.channel() as channel:
         client = Client.of(channel, None)
         episode_id = await client.open_episode()
@@ -152,7 +152,7 @@ async def test_a_full_disk_answers_resource_exhausted_flips_health_and_recovers(
     small_disk: Path, tmp_path: Path
 ) -> None:
     url = f"sqlite:///{small_disk / 'episodic.db'}"  # a new file: created at start-up
-    flags = ("--insecure-dev", "--embedder", "hashing", "--database-url", url)
+    flags = ("--insecure-dev", "--migrate-on-start", "--embedder", "hashing", "--database-url", url)
     async with serving(*flags, cwd=tmp_path) as server, server.channel() as channel:
         client = Client.of(channel, None)
         episode_id = await client.open_episode()

@@ -13,8 +13,8 @@ import pytest
 
 from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
 from episodic.domain.recall import DigestText
+from episodic.domain.working_set import WorkingSet
 from episodic.service.compaction import SharedCompactions, SummaryMaker
-from episodic.service.working_set import WorkingSet
 from episodic.tokens import TiktokenCounter
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
 
 from episodic.api.server import Services
-from episodic.bootstrap import build_recall, build_services
+from episodic.bootstrap import App, Replacements, open_app
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller
-from episodic.store.database import Database, open_database
+from episodic.store.database import Database
 from episodic.store.writer import GroupCommitWriter
+from episodic.telemetry.tracing import no_tracing
 from tests.conftest import unique
 
 
@@ -23,6 +25,7 @@ class Stack:
     writer: GroupCommitWriter
     services: Services
     caller: Caller
+    app: App
 
     async def new_agent(self, model: str = "gpt-4o") -> str:
         agent_id = unique("agent")
@@ -35,26 +38,20 @@ class Stack:
         return episode.episode_id
 
 
-async def open_stack(url: str, caller: Caller) -> Stack:
-    database = open_database(url)
-    writer = GroupCommitWriter(database, workers=2)  # >1 on PostgreSQL exercises the row locks
-    writer.start()
-    settings = Settings(embedder="hashing")
-    return Stack(
-        database,
-        writer,
-        build_services(settings, database, writer, build_recall(settings, database, writer)),
-        caller,
-    )
-
-
-async def close_stack(stack: Stack) -> None:
-    await stack.writer.stop()
-    await stack.database.dispose()
+@asynccontextmanager
+async def stack_on(url: str, caller: Caller) -> AsyncIterator[Stack]:
+    """The product wired through its one door, without its background workers (tests run
+    the digester and the retention job themselves) and with an empty index."""
+    settings = Settings(
+        database_url=url, embedder="hashing", insecure_dev=True, access_log=False,
+        db_writers=2,  # >1 on PostgreSQL exercises the row locks
+    )  # fmt: skip
+    replace = Replacements(background=False, load_index=False)
+    async with open_app(settings, tracing=no_tracing(), replace=replace) as app:
+        yield Stack(app.database, app.adapters.writer, app.services, caller, app)
 
 
 @pytest.fixture
 async def stack(database_url: str) -> AsyncIterator[Stack]:
-    opened = await open_stack(database_url, Caller(unique("tenant")))
-    yield opened
-    await close_stack(opened)
+    async with stack_on(database_url, Caller(unique("tenant"))) as opened:
+        yield opened

@@ -10,11 +10,12 @@ from episodic.domain.model import CloseReason, EpisodeState, NewMessage, Role
 from episodic.domain.recall import DigestState, Scope
 from episodic.embed import make_embedder
 from episodic.index import FaissVectorIndex
-from episodic.service.digester import Digester, load_index
-from episodic.service.reaper import IdleReaper
+from episodic.state.visibility import Visibility
 from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.summarize import make_summarizer
+from episodic.workers.digester import Digester
+from episodic.workers.reaper import IdleReaper
 from tests.conftest import unique
 from tests.integration.conftest import Stack
 
@@ -43,13 +44,16 @@ class FlakyEmbedder:
         return self._inner.embed(texts)
 
 
-def digester_for(stack: Stack, embedder: object, now: datetime) -> Digester:
+def digester_for(
+    stack: Stack, embedder: object, now: datetime, index: FaissVectorIndex | None = None
+) -> Digester:
+    """A digester of its own "process": its own index, behind its own change owner."""
     return Digester(
-        SqlDigestStore(stack.database, stack.writer),
-        make_summarizer("extractive"),
-        embedder,  # type: ignore[arg-type]
-        FaissVectorIndex(256),
-        lambda: now,
+        store=SqlDigestStore(stack.database, stack.writer),
+        summarizer=make_summarizer("extractive"),
+        embedder=embedder,  # type: ignore[arg-type]
+        changes=Visibility(index=index if index is not None else FaissVectorIndex(256)),
+        clock=lambda: now,
     )
 
 
@@ -86,11 +90,12 @@ async def test_a_failing_digest_is_retried_with_back_off_and_shows_failed(stack:
 async def test_pending_digests_survive_a_restart_and_the_index_is_rebuilt_from_sql(stack: Stack) -> None:
     episode_id, scope = await closed_episode(stack)
     now = datetime.now(UTC) + timedelta(seconds=1)
-    first = digester_for(stack, make_embedder("hashing"), now)  # a "process" that digests, then dies
+    index = FaissVectorIndex(256)
+    first = digester_for(stack, make_embedder("hashing"), now, index)  # a "process" that digests, then dies
     assert await first.run_once() >= 1
     restarted = FaissVectorIndex(256)
-    loaded = await load_index(first.store, restarted, "hashing-256")
-    assert loaded >= 1 and restarted.keys(scope) == first.index.keys(scope)
+    loaded = await Visibility(index=restarted).load(first.store.vectors("hashing-256"))
+    assert loaded >= 1 and restarted.keys(scope) == index.keys(scope)
     assert {k.rpartition("#")[0] for k in restarted.keys(scope)} == {episode_id}
 
 
@@ -137,9 +142,10 @@ async def test_vectors_of_an_old_model_are_re_embedded_with_the_new_one(stack: S
         def model_id(self) -> str:
             return "hashing-256-v2"
 
-    upgraded = digester_for(stack, RenamedModel(0, marker), now)
+    index = FaissVectorIndex(256)
+    upgraded = digester_for(stack, RenamedModel(0, marker), now, index)
     while await upgraded.run_once():
         pass
     digest = await upgraded.store.get(stack.caller.tenant_id, episode_id)
     assert digest is not None and digest.embedding_model == "hashing-256-v2"
-    assert digest.state is DigestState.READY and upgraded.index.keys(scope)
+    assert digest.state is DigestState.READY and index.keys(scope)

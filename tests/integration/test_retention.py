@@ -4,7 +4,6 @@ period; open episodes and agents without a TTL are kept; sweeps work in batches.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,15 +13,11 @@ from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import NewMessage, Role
 from episodic.domain.ports import EpisodeFilter
 from episodic.domain.recall import Scope, SearchMode
-from episodic.embed import make_embedder
 from episodic.errors import NotFound
-from episodic.service.digester import Digester
 from episodic.service.recall import SearchRequest
-from episodic.service.retention import RetentionJob
 from episodic.store import schema
-from episodic.store.digests import SqlDigestStore
 from episodic.store.retention import SqlRetention, effective_days
-from episodic.summarize import make_summarizer
+from episodic.workers.retention import RetentionJob
 from tests.conftest import unique
 from tests.integration.conftest import Stack
 
@@ -47,20 +42,15 @@ async def episode(stack: Stack, agent_id: str, user: str, *, close: bool) -> str
     return opened.episode_id
 
 
-def job(stack: Stack, now: list[datetime]) -> RetentionJob:
+def job(stack: Stack, now: list[datetime], caps: dict[str, int] | None = None) -> RetentionJob:
     return RetentionJob(
-        SqlRetention(stack.database, stack.writer), stack.services.recall.index, asyncio.Lock(),
-        lambda: now[0], stack.services.context.forget, lambda _scope: None, grace=timedelta(days=7), batch=1,
+        store=SqlRetention(stack.database, stack.writer, caps or {}), changes=stack.app.state.visibility,
+        clock=lambda: now[0], grace=timedelta(days=7), batch=1,
     )  # fmt: skip
 
 
 async def digest_all(stack: Stack) -> None:
-    index = stack.services.recall.index
-    store = SqlDigestStore(stack.database, stack.writer)
-    digester = Digester(
-        store, make_summarizer("extractive"), make_embedder("hashing"), index, lambda: datetime.now(UTC)
-    )
-    while await digester.run_once():
+    while await stack.app.workers.digester.run_once():
         pass
 
 
@@ -121,10 +111,7 @@ async def test_a_soft_deleted_episode_refuses_appends_and_context(stack: Stack) 
 async def test_a_tenant_cap_limits_even_agents_that_keep_forever(stack: Stack) -> None:
     forever, user = await agent_with(stack, 0), unique("user")
     episode_id = await episode(stack, forever, user, close=True)
-    capped = RetentionJob(
-        SqlRetention(stack.database, stack.writer, {stack.caller.tenant_id: 1}), stack.services.recall.index,
-        asyncio.Lock(), lambda: T0 + timedelta(days=2), stack.services.context.forget, lambda _scope: None,
-    )  # fmt: skip
+    capped = job(stack, [T0 + timedelta(days=2)], {stack.caller.tenant_id: 1})
     await job(stack, [T0 + timedelta(days=2)]).sweep()  # no cap: the agent keeps it
     with_no_cap = await stack.services.episodes.get_episode(stack.caller, episode_id)
     assert with_no_cap.episode_id == episode_id  # an agent with 0 keeps it without a cap

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from episodic.domain.model import NewMessage, Role
 from episodic.store import schema
-from tests.integration.conftest import Stack, close_stack, open_stack
+from tests.integration.conftest import Stack, stack_on
 
 APPENDS = 200
 
@@ -42,14 +42,11 @@ async def test_concurrent_appends_to_one_episode_get_dense_unique_sequence_numbe
 
 async def test_two_independent_writers_on_one_episode_never_collide(stack: Stack, database_url: str) -> None:
     episode_id = await stack.new_episode()
-    replica = await open_stack(database_url, stack.caller)
-    try:
+    async with stack_on(database_url, stack.caller) as replica:
         first, second = await asyncio.gather(
             append_many(stack, episode_id, APPENDS // 2, "a"),
             append_many(replica, episode_id, APPENDS // 2, "b"),
         )
-    finally:
-        await close_stack(replica)
     assert sorted(first + second) == list(range(1, APPENDS + 1))
     assert await stored_seqs(stack, episode_id) == list(range(1, APPENDS + 1))
 

@@ -15,10 +15,11 @@ from episodic.domain.context import Compaction, ModelCall, Section
 from episodic.domain.model import Message, NewMessage, Role
 from episodic.domain.ports import ContextSources, ContextStore
 from episodic.domain.recall import DigestText
-from episodic.service.compaction import BackgroundCompactor, SummaryMaker
+from episodic.service.compaction import SummaryMaker
 from episodic.service.context import ContextRequest, ContextService
-from episodic.service.working_set import WorkingSetCache
+from episodic.state.working_set import WorkingSetCache
 from episodic.tokens import TiktokenCounter
+from episodic.workers.compactor import BackgroundCompactor
 from tests.conftest import unique
 from tests.integration.conftest import Stack
 
@@ -136,16 +137,18 @@ async def test_an_llm_summary_is_made_in_the_background_while_turns_go_on(stack:
     episode_id = await conversation(stack, 300)
     llm = BlockingSummarizer()
     service, _ = restarted(stack)
-    service.background = BackgroundCompactor(
-        llm, SummaryMaker(TiktokenCounter(), service.clock), service.store, service.cache
-    )
+    compactor = BackgroundCompactor(
+        summarizer=llm, maker=SummaryMaker(TiktokenCounter(), service.clock), store=service.store,
+        cache=service.cache,
+    )  # fmt: skip
+    service = dataclasses.replace(service, background=compactor)
     first = await turn(service, stack, episode_id)  # returns while the summarizer is blocked
     assert first.report.compaction is Compaction.SCHEDULED and first.report.pruned > 0
     assert not any(m.section is Section.SUMMARY for m in first.messages)
     second = await turn(service, stack, episode_id)
     assert second.report.compaction is Compaction.SCHEDULED and llm.calls == 1  # one at a time
     llm.release.set()
-    while service.background.in_flight:
+    while compactor.in_flight:
         await asyncio.sleep(0.01)
     third = await turn(service, stack, episode_id)
     summary = [m for m in third.messages if m.section is Section.SUMMARY]

@@ -3,17 +3,24 @@ fakes for tests live in tests/fakes.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from episodic.domain.changes import Change, Committed
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.episodes import OpenRequest
+from episodic.domain.erasure import Audit, Erased
 from episodic.domain.log import PreparedMessage
 from episodic.domain.model import Agent, CloseReason, Episode, EpisodeState, Message
 from episodic.domain.recall import Digest, DigestText, Hit, IndexedVector, Scope, Vector
+from episodic.domain.retention import SoftDeleted
 
+if TYPE_CHECKING:  # the working set module imports this one
+    from episodic.domain.working_set import WorkingSet
+
+T = TypeVar("T")
 Clock = Callable[[], datetime]
 IdFactory = Callable[[], str]
 
@@ -190,3 +197,57 @@ class ContextStore(Protocol):
     ) -> list[ModelCall]: ...
 
     async def record_reply(self, tenant_id: str, model_call_id: str, reply: ModelReply) -> ModelCall: ...
+
+
+class ChangeOwner(Protocol):
+    """The one owner of what recall and BuildContext can see (the vector index and every
+    cache derived from SQL): every write that changes it announces the change here."""
+
+    async def commit(
+        self, write: Callable[[], Awaitable[T]], changes: Callable[[T], Iterable[Change]]
+    ) -> Committed[T]:
+        """Runs an SQL write that touches the index, then applies its changes, atomically
+        with respect to every other index writer."""
+        ...
+
+    def apply(self, change: Change) -> int:
+        """A change already committed (here, or by another replica); returns vectors removed."""
+        ...
+
+
+class DigestWaiter(Protocol):
+    """The digester as the episode service sees it: nudged after a close, awaited on
+    request."""
+
+    def wake(self) -> None: ...
+
+    async def wait_settled(self, tenant_id: str, episode_id: str, timeout: float) -> Digest | None: ...
+
+
+class Eraser(Protocol):
+    """Deletes every row of one user (in one agent, or all), audited; then scrubs free space."""
+
+    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased: ...
+
+    async def scrub(self) -> bool: ...
+
+
+class RetentionStore(Protocol):
+    async def soft_delete_due(self, now: datetime, limit: int) -> list[SoftDeleted]: ...
+
+    async def purge_due(self, deleted_before: datetime, limit: int) -> int: ...
+
+
+class StoredVectorKeys(Protocol):
+    """(scope, key) of every vector SQL holds, to compare the index with."""
+
+    async def vector_keys(
+        self, tenant_id: str, model: str, agent_id: str = ""
+    ) -> list[tuple[Scope, str]]: ...
+
+
+class BackgroundCompactions(Protocol):
+    """Summaries made off the request path (an LLM summarizer): a turn schedules one and
+    goes on with its reducers and the previous summary."""
+
+    def schedule(self, key: tuple[str, str], working_set: WorkingSet, through: int) -> None: ...

@@ -7,18 +7,20 @@ from dataclasses import dataclass
 
 from episodic.domain.access import require_agent
 from episodic.domain.agents import AgentDraft, build_agent, update_agent
+from episodic.domain.changes import AgentChanged
 from episodic.domain.model import Agent, Caller, Page
 from episodic.domain.paging import decode_token, encode_token, read_id
-from episodic.domain.ports import AgentStore, Clock, TokenCounter
+from episodic.domain.ports import AgentStore, ChangeOwner, Clock, TokenCounter
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AgentService:
     store: AgentStore
     tokens: TokenCounter
     limits: Limits
     clock: Clock
+    changes: ChangeOwner  # an update changes what the agent's conversations see
 
     async def create_agent(self, caller: Caller, draft: AgentDraft) -> Agent:
         agent = build_agent(caller.tenant_id, draft, self.tokens, self.limits, self.clock())
@@ -38,7 +40,9 @@ class AgentService:
         def change(agent: Agent) -> Agent:
             return update_agent(agent, draft, mask, self.tokens, self.limits, now)
 
-        return await self.store.update_agent(caller.tenant_id, draft.agent_id, change)
+        updated = await self.store.update_agent(caller.tenant_id, draft.agent_id, change)
+        self.changes.apply(AgentChanged(caller.tenant_id, draft.agent_id))
+        return updated
 
     async def list_agents(self, caller: Caller, page_size: int, page_token: str) -> Page[Agent]:
         v = Violations()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from functools import partial
@@ -15,8 +15,9 @@ from functools import partial
 from episodic.domain.assembly import summary_content
 from episodic.domain.context import Summary
 from episodic.domain.model import Message, Role
-from episodic.domain.ports import Clock, ContextStore, Summarizer, TokenCounter
-from episodic.service.working_set import Key, WorkingSet, WorkingSetCache
+from episodic.domain.ports import Clock, Summarizer, TokenCounter
+from episodic.domain.working_set import WorkingSet
+from episodic.state.working_set import Key
 
 log = logging.getLogger("episodic.compaction")
 
@@ -159,48 +160,3 @@ def _retrieve(result: asyncio.Future[Summary]) -> None:
     """Marks the outcome as seen: a failure nobody waited for is retried by the next call."""
     if not result.cancelled():
         result.exception()
-
-
-@dataclass(slots=True)
-class BackgroundCompactor:
-    """Runs LLM summaries off the request path, one at a time per conversation; the result
-    is persisted, then folded into the cached working set."""
-
-    summarizer: Summarizer
-    maker: SummaryMaker
-    store: ContextStore
-    cache: WorkingSetCache
-    in_flight: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
-
-    def schedule(self, key: Key, working_set: WorkingSet, through: int) -> None:
-        if key in self.in_flight:
-            return
-        task = asyncio.create_task(self._run(key, snapshot(working_set), through))
-        self.in_flight[key] = task
-        task.add_done_callback(_forget(self.in_flight, key))
-
-    async def _run(self, key: Key, snapshot: WorkingSet, through: int) -> None:
-        try:
-            summary = await asyncio.to_thread(self.maker.make, self.summarizer, snapshot, through)
-            await self.store.save_summary(summary)
-        except Exception:
-            log.exception("background compaction failed; the next turn will try again")
-            return
-        async with self.cache.hold(key):
-            cached = self.cache.get(key)
-            if cached is not None:
-                cached.compacted(summary)
-                self.cache.put(key, cached)
-
-    async def stop(self) -> None:
-        tasks = list(self.in_flight.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _forget(in_flight: dict[Key, asyncio.Task[None]], key: Key) -> Callable[[asyncio.Task[None]], None]:
-    def forget(_task: asyncio.Task[None]) -> None:
-        in_flight.pop(key, None)
-
-    return forget

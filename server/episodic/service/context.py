@@ -31,18 +31,26 @@ from episodic.domain.model import (
     Role,
 )
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
-from episodic.domain.ports import Clock, ContextStore, IdFactory, Summarizer, TokenCounter
+from episodic.domain.ports import (
+    BackgroundCompactions,
+    Clock,
+    ContextStore,
+    IdFactory,
+    Summarizer,
+    TokenCounter,
+)
 from episodic.domain.recall import Scope, SearchMode, Snippet
 from episodic.domain.reducers import REPLY_PRIMING, least_tokens
 from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
+from episodic.domain.working_set import WorkingSet
 from episodic.errors import FailedPrecondition
-from episodic.service.compaction import BackgroundCompactor, SharedCompactions, SummaryMaker
+from episodic.service.compaction import SharedCompactions, SummaryMaker
 from episodic.service.episodes import EpisodeService
 from episodic.service.privacy import PiiGuard, redact_text
 from episodic.service.recall import RecallService, SearchRequest
-from episodic.service.recall_memo import RecencyMemo, ScopeVersions
-from episodic.service.token_cache import CachedCounts
-from episodic.service.working_set import Key, WorkingSet, WorkingSetCache
+from episodic.state.recall_memo import RecencyMemo
+from episodic.state.token_cache import CachedCounts
+from episodic.state.working_set import Key, WorkingSetCache
 from episodic.telemetry.tracing import (
     GEN_AI_CONVERSATION_ID,
     GEN_AI_INPUT_MESSAGES,
@@ -86,7 +94,7 @@ class Turn:
     request: ContextRequest
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ContextService:
     store: ContextStore
     episodes: EpisodeService
@@ -97,12 +105,11 @@ class ContextService:
     clock: Clock
     new_id: IdFactory
     cache: WorkingSetCache
-    background: BackgroundCompactor | None = None  # set when an LLM summarizer is configured
-    memo: RecencyMemo = dataclasses.field(default_factory=lambda: RecencyMemo(ScopeVersions()))
+    memo: RecencyMemo
+    pii: PiiGuard
+    summary_pool: Executor  # where inline summaries are made: a small pool of the composition root
+    background: BackgroundCompactions | None  # an LLM summarizer's compactions, off the request path
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
-    pii: PiiGuard | None = None
-    # Where inline summaries are made: a small pool owned by the composition root.
-    summary_pool: Executor = dataclasses.field(kw_only=True)
     counts: CachedCounts = dataclasses.field(init=False)
     compactions: SharedCompactions = dataclasses.field(init=False)
 
@@ -156,7 +163,7 @@ class ContextService:
     def _without_pii(self, caller: Caller, working_set: WorkingSet, r: ContextRequest) -> ContextRequest:
         """Under a redact policy the user message is rendered, appended and embedded (as
         the recall query) with placeholders only."""
-        if self.pii is None or not self.pii.redacts(caller.tenant_id, working_set.agent.memory.pii_policy):
+        if not self.pii.redacts(caller.tenant_id, working_set.agent.memory.pii_policy):
             return r
         return dataclasses.replace(
             r, user_message=redact_text(r.user_message), recall_query=redact_text(r.recall_query)
@@ -284,17 +291,6 @@ class ContextService:
             caller.tenant_id, call_id, episode.episode_id, episode.agent_id, episode.user_id,
             self.clock(), assembly.messages, report, r.request_id,
         )  # fmt: skip
-
-    def forget(self, tenant_id: str, episode_id: str) -> None:
-        """Drops a cached working set (its episode was erased), and the episode's cached
-        agent and encoding, since its id may be opened again by another agent."""
-        self.cache.discard((tenant_id, episode_id))
-        self.episodes.fixed_facts.forget((tenant_id, episode_id))
-
-    async def stop(self) -> None:
-        """Cancels background compactions; their turns simply compact again later."""
-        if self.background is not None:
-            await self.background.stop()
 
     async def get_model_call(self, caller: Caller, model_call_id: str) -> ModelCall:
         v = Violations()

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
 
 from episodic.domain.access import may_use, require_agent, require_visible
+from episodic.domain.changes import ScopeChanged
 from episodic.domain.episode_ids import agent_scoped_id
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage, countable_text
@@ -26,7 +25,9 @@ from episodic.domain.model import (
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_seq, read_time
 from episodic.domain.ports import (
     AgentStore,
+    ChangeOwner,
     Clock,
+    DigestWaiter,
     EpisodeCursor,
     EpisodeFilter,
     EpisodeStore,
@@ -46,6 +47,7 @@ from episodic.domain.validation import (
 )
 from episodic.errors import NotFound
 from episodic.service.privacy import PiiGuard, redact_message, redact_object
+from episodic.state.fixed_facts import FixedFacts, FixedFactsCache
 from episodic.telemetry.tracing import (
     CREATE_MEMORY,
     GEN_AI_CONVERSATION_ID,
@@ -61,17 +63,8 @@ from episodic.telemetry.tracing import (
 _INLINE_TOKENIZE_CHARS = 16_384
 
 
-class DigestWaiter(Protocol):
-    """The digester as the episode service sees it: nudged after a close, awaited on
-    request."""
-
-    def wake(self) -> None: ...
-
-    async def wait_settled(self, tenant_id: str, episode_id: str, timeout: float) -> Digest | None: ...
-
-
 class NoDigests:
-    """No digester attached (tools and tests that only need the log)."""
+    """No digester attached (tools that only need the log)."""
 
     def wake(self) -> None:
         return None
@@ -80,38 +73,7 @@ class NoDigests:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class FixedFacts:
-    """What never changes about an episode: appends need the one, access checks the other."""
-
-    token_encoding: str
-    agent_id: str
-
-
-class FixedFactsCache:
-    """LRU of episode -> its fixed facts. Valid while the episode exists: an erased or purged
-    id can be opened again, by another agent, so erasure and purge drop it (`forget`)."""
-
-    def __init__(self, capacity: int = 100_000) -> None:
-        self._capacity = capacity
-        self._items: OrderedDict[tuple[str, str], FixedFacts] = OrderedDict()
-
-    def get(self, key: tuple[str, str]) -> FixedFacts | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
-
-    def put(self, key: tuple[str, str], value: FixedFacts) -> None:
-        self._items[key] = value
-        if len(self._items) > self._capacity:
-            self._items.popitem(last=False)
-
-    def forget(self, key: tuple[str, str]) -> None:
-        self._items.pop(key, None)
-
-
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class EpisodeService:
     episodes: EpisodeStore
     agents: AgentStore
@@ -119,11 +81,11 @@ class EpisodeService:
     limits: Limits
     clock: Clock
     new_id: IdFactory
-    fixed_facts: FixedFactsCache = field(default_factory=FixedFactsCache)
-    digests: DigestWaiter = field(default_factory=lambda: NoDigests())
-    scope_changed: Callable[[Scope], None] = lambda _scope: None  # a close adds a pending digest
+    changes: ChangeOwner  # a close adds a pending digest to its scope
+    digests: DigestWaiter
+    pii: PiiGuard
+    fixed_facts: FixedFactsCache  # registered with the change owner, which drops removed episodes
     tracing: Tracing = field(default_factory=no_tracing)
-    pii: PiiGuard | None = None  # None: nothing is redacted (tools and tests that need no policy)
 
     async def open_episode(
         self,
@@ -143,7 +105,7 @@ class EpisodeService:
         v.raise_if_any()
         require_agent(caller, agent_id)
         agent = await self.agents.get_agent(caller.tenant_id, agent_id)
-        if self.pii is not None and self.pii.redacts(caller.tenant_id, agent.memory.pii_policy):
+        if self.pii.redacts(caller.tenant_id, agent.memory.pii_policy):
             metadata = redact_object(metadata or {})
         episode_id = await self._id_to_open(caller, agent_id, episode_id)
         request = OpenRequest(agent_id, user_id, episode_id, metadata or {}, started_at or self.clock())
@@ -213,7 +175,7 @@ class EpisodeService:
         """Closes without request checks: the entry point for server-side closers too."""
         when = ended or self.clock()
         closed = await self.episodes.close_episode(tenant_id, episode_id, reason, note, when)
-        self.scope_changed(Scope(tenant_id, closed.agent_id, closed.user_id))
+        self.changes.apply(ScopeChanged(Scope(tenant_id, closed.agent_id, closed.user_id)))
         self.digests.wake()
         return closed
 
@@ -275,7 +237,7 @@ class EpisodeService:
         self, tenant_id: str, agent_id: str, messages: Sequence[NewMessage]
     ) -> Sequence[NewMessage]:
         """Personal data out before anything is counted, stored or embedded (PII policy)."""
-        if self.pii is None or not await self.pii.redacts_for(tenant_id, agent_id):
+        if not await self.pii.redacts_for(tenant_id, agent_id):
             return messages
         return [redact_message(m) for m in messages]
 

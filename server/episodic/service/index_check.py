@@ -8,20 +8,15 @@ import asyncio
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 from episodic.domain.access import require_agent, require_every_agent
 from episodic.domain.model import Caller
-from episodic.domain.ports import VectorIndex
+from episodic.domain.ports import StoredVectorKeys, VectorIndex
 from episodic.domain.recall import Scope
 from episodic.domain.validation import Violations, check_id
 
 MAX_SAMPLE_KEYS = 20
 ScopedKey = tuple[Scope, str]
-
-
-class StoredVectorKeys(Protocol):
-    async def vector_keys(self, tenant_id: str, model: str, agent_id: str = "") -> list[ScopedKey]: ...
 
 
 @dataclass(frozen=True, slots=True)

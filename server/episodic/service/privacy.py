@@ -3,7 +3,7 @@
 An agent's own policy wins; an agent that inherits follows its tenant's, and a tenant
 without one the server default (configuration). Policies are looked up per append, so a
 remembered answer is used for at most POLICY_TTL_SECONDS (an UpdateAgent on this server
-takes effect at once)."""
+takes effect at once: the change owner tells the guard)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from episodic.domain.changes import AgentChanged, Change
 from episodic.domain.model import JsonValue, NewMessage, PiiPolicy, ToolCall, ToolResult
 from episodic.domain.pii import redact, redact_json
 from episodic.domain.ports import AgentStore
@@ -41,8 +42,10 @@ class PiiGuard:
             self._remembered[key] = found
         return self.redacts(tenant_id, found[1])
 
-    def forget(self, tenant_id: str, agent_id: str) -> None:
-        self._remembered.pop((tenant_id, agent_id), None)
+    def changed(self, change: Change) -> None:
+        """An agent update takes effect at its next append, not POLICY_TTL_SECONDS later."""
+        if isinstance(change, AgentChanged):
+            self._remembered.pop((change.tenant_id, change.agent_id), None)
 
 
 def redact_text(text: str) -> str:

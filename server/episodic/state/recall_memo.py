@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from episodic.domain.changes import Change, scopes_of
 from episodic.domain.recall import Scope, Snippet
 
 MAX_AGE_SECONDS = 2.0
@@ -32,6 +33,10 @@ class ScopeVersions:
 
     def version(self, scope: Scope) -> tuple[int, int]:
         return self._epoch, self._versions.get(scope, 0)
+
+    def changed(self, change: Change) -> None:
+        for scope in scopes_of(change):
+            self.bump(scope)
 
 
 @dataclass(frozen=True, slots=True)

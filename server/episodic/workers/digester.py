@@ -13,35 +13,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from episodic.domain import digests as rules
+from episodic.domain.changes import EpisodeVectors, ScopeChanged
 from episodic.domain.model import Message
-from episodic.domain.ports import Clock, DigestStore, Embedder, Summarizer, VectorIndex
-from episodic.domain.recall import Digest, DigestState, DigestText, Scope, vector_key
+from episodic.domain.ports import ChangeOwner, Clock, DigestStore, Embedder, Summarizer
+from episodic.domain.recall import Digest, DigestState, DigestText, vector_key
 from episodic.errors import EpisodicError
-from episodic.service.background import cancel_and_wait
-from episodic.service.unindex import unindex_episodes
+from episodic.workers.loops import cancel_and_wait
 
 log = logging.getLogger(__name__)
 SETTLED = (DigestState.READY, DigestState.FAILED)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Digester:
     store: DigestStore
     summarizer: Summarizer
     embedder: Embedder
-    index: VectorIndex
+    changes: ChangeOwner  # a ready digest's vectors land in SQL and the index as one change
     clock: Clock
     batch: int = 16
     lease: timedelta = timedelta(seconds=60)  # a crashed server's claims come back within a minute
     idle_poll_seconds: float = 1.0
-    scope_changed: Callable[[Scope], None] = lambda _scope: None  # what recall finds there changed
-    index_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # shared with erasure
     summary_pool: Executor | None = None  # the server's bounded pool for summaries; None: asyncio's default
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _settled: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -108,7 +105,7 @@ class Digester:
                 log.warning("digest failed", extra={"episode_id": digest.episode_id}, exc_info=True)
             await self.store.save_failed(rules.failed(digest, _failure(exc), self.clock()))
             succeeded = False
-        self.scope_changed(digest.scope)
+            self.changes.apply(ScopeChanged(digest.scope))  # its pending count changed
         async with self._settled:
             self._settled.notify_all()
         return succeeded
@@ -118,34 +115,17 @@ class Digester:
         text = await self._text(digest, messages)
         vectors = await asyncio.to_thread(self.embedder.embed, rules.embedded_texts(text, messages))
         done = rules.ready(digest, text, self.embedder.model_id, self.clock())
-        async with self.index_lock:  # SQL then index, with no erasure in between
-            await self.store.save_ready(done, vectors, rules.lexical_body(text, messages))
-            self._index(done, vectors)
+        keys = [vector_key(digest.episode_id, i) for i in range(len(vectors))]
+        await self.changes.commit(
+            lambda: self.store.save_ready(done, vectors, rules.lexical_body(text, messages)),
+            lambda _: [EpisodeVectors(done.scope, done.episode_id, keys, vectors)],
+        )
 
     async def _text(self, digest: Digest, messages: list[Message]) -> DigestText:
         if digest.state is DigestState.READY:  # re-embedding only: keep the summary
             return DigestText(digest.summary, digest.key_facts)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.summary_pool, self.summarizer.summarize, messages)
-
-    def _index(self, digest: Digest, vectors: list[list[float]]) -> None:
-        scope = digest.scope
-        unindex_episodes(self.index, [(scope, digest.episode_id)])  # a re-embedded digest's old vectors
-        self.index.add(scope, [vector_key(digest.episode_id, i) for i in range(len(vectors))], vectors)
-
-
-async def load_index(store: DigestStore, index: VectorIndex, model: str) -> int:
-    """Rebuilds the in-memory index from SQL, the source of truth; returns vectors loaded."""
-    loaded = 0
-    async for batch in store.vectors(model):
-        by_scope: dict[object, list[int]] = {}
-        for i, item in enumerate(batch):
-            by_scope.setdefault(item.scope, []).append(i)
-        for positions in by_scope.values():
-            items = [batch[i] for i in positions]
-            index.add(items[0].scope, [v.key for v in items], [v.vector for v in items])
-        loaded += len(batch)
-    return loaded
 
 
 def _failure(exc: Exception) -> str:

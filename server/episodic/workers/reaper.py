@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from episodic.domain.model import CloseReason
 from episodic.domain.ports import Clock, EpisodeStore
 from episodic.errors import EpisodicError
-from episodic.service.background import cancel_and_wait
 from episodic.service.episodes import EpisodeService
+from episodic.workers.loops import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -7,25 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Protocol
+from datetime import timedelta
 
-from episodic.domain.ports import Clock, VectorIndex
+from episodic.domain.changes import EpisodesRemoved
+from episodic.domain.ports import ChangeOwner, Clock, RetentionStore
 from episodic.domain.recall import Scope
 from episodic.domain.retention import SoftDeleted
 from episodic.errors import EpisodicError
-from episodic.service.background import cancel_and_wait
-from episodic.service.unindex import unindex_episodes
+from episodic.workers.loops import cancel_and_wait
 
 log = logging.getLogger(__name__)
-
-
-class RetentionStore(Protocol):
-    async def soft_delete_due(self, now: datetime, limit: int) -> list[SoftDeleted]: ...
-
-    async def purge_due(self, deleted_before: datetime, limit: int) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +27,11 @@ class SweepCounts:
     purged: int
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RetentionJob:
     store: RetentionStore
-    index: VectorIndex
-    index_lock: asyncio.Lock
+    changes: ChangeOwner
     clock: Clock
-    forget_episode: Callable[[str, str], None]
-    scope_changed: Callable[[Scope], None]
     grace: timedelta = timedelta(days=7)
     interval_seconds: float = 3600.0
     batch: int = 500
@@ -70,13 +59,13 @@ class RetentionJob:
         return counts
 
     async def _soft_delete_batch(self) -> tuple[int, int] | None:
-        async with self.index_lock:  # as in erasure: no digest lands between SQL and index
-            due = await self.store.soft_delete_due(self.clock(), self.batch)
-            removed = unindex_episodes(self.index, [(_scope(d), d.episode_id) for d in due])
-        for d in due:
-            self.forget_episode(d.tenant_id, d.episode_id)
-            self.scope_changed(_scope(d))
-        return (len(due), removed) if due else None
+        """As in erasure: SQL and index change as one, so no digest lands in between."""
+        committed = await self.changes.commit(
+            lambda: self.store.soft_delete_due(self.clock(), self.batch),
+            lambda due: [EpisodesRemoved([(_scope(d), d.episode_id) for d in due])],
+        )
+        due = committed.result
+        return (len(due), committed.vectors_removed) if due else None
 
     async def _run(self) -> None:
         while True:

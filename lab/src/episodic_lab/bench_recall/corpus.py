@@ -51,6 +51,7 @@ async def build_corpus(path: Path, settings: Settings, size: int, lexicon: Lexic
 
 
 async def _migrate_and_create_agent(url: str, settings: Settings, layout: Layout) -> Agent:
-    async with migrated_app(dataclasses.replace(settings, database_url=url)) as services:
+    async with migrated_app(dataclasses.replace(settings, database_url=url)) as app:
+        services = app.services
         draft = AgentDraft(layout.agent_id, display_name="Recall bench", model=AGENT_MODEL)
         return await services.agents.create_agent(Caller(layout.tenant_id), draft)

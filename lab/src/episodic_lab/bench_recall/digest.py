@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from episodic.api.server import Services
+from episodic.bootstrap import App
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, Message, NewMessage, Role
 from episodic.domain.ports import Embedder, Summarizer
 from episodic.domain.recall import DigestText, Scope
-from episodic.service.recall import RecallService
 from episodic.summarize import make_summarizer
 from episodic.workers.digester import Digester
 from episodic_lab.bench_recall import BenchRecallError
@@ -91,19 +91,18 @@ async def digest_throughput(workdir: Path, episodes: int, seed: int) -> DigestRu
     url = f"sqlite:///{workdir / 'digest.db'}"
     settings = Settings(database_url=url, insecure_dev=True, access_log=False)  # default models
     began = time.perf_counter()
-    async with migrated_app(settings) as services:
+    async with migrated_app(settings) as app:
         load_seconds = time.perf_counter() - began
-        return await _run(settings, services, episodes, seed, load_seconds)
+        return await _run(settings, app, episodes, seed, load_seconds)
 
 
-async def _run(
-    settings: Settings, services: Services, episodes: int, seed: int, load_seconds: float
-) -> DigestRun:
+async def _run(settings: Settings, app: App, episodes: int, seed: int, load_seconds: float) -> DigestRun:
+    services = app.services
     caller = Caller(settings.dev_tenant)
     began = time.perf_counter()
     await _closed_episodes(services, caller, episodes, np.random.default_rng(seed))
     fill_seconds = time.perf_counter() - began
-    digester, embedder, summarizer = _timed_digester(settings, services.recall)
+    digester, embedder, summarizer = _timed_digester(settings, app)
     began = time.perf_counter()
     while await digester.run_once():
         pass
@@ -115,14 +114,17 @@ async def _run(
     )  # fmt: skip
 
 
-def _timed_digester(
-    settings: Settings, recall: RecallService
-) -> tuple[Digester, TimedEmbedder, TimedSummarizer]:
-    """The component under measure, over the app's own digest store, embedder and index (the
-    app runs no digester of its own: background=False), with the model calls timed."""
-    embedder = TimedEmbedder(recall.embedder)
+def _timed_digester(settings: Settings, app: App) -> tuple[Digester, TimedEmbedder, TimedSummarizer]:
+    """The component under measure, over the app's own digest store, embedder and change
+    owner (the app runs no digester of its own: background=False), with the model calls
+    timed."""
+    embedder = TimedEmbedder(app.adapters.embedder)
     summarizer = TimedSummarizer(make_summarizer(settings.summarizer))
-    return Digester(recall.digests, summarizer, embedder, recall.index, _utc_now), embedder, summarizer
+    digester = Digester(
+        store=app.adapters.digests, summarizer=summarizer, embedder=embedder,
+        changes=app.state.visibility, clock=_utc_now,
+    )  # fmt: skip
+    return digester, embedder, summarizer
 
 
 def _utc_now() -> datetime:

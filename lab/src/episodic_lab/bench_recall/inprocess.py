@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from episodic.api.server import Services
-from episodic.bootstrap import Replacements, open_app, serve_app
+from episodic.bootstrap import App, Replacements, open_app, serve_app
 from episodic.config import Settings
 from episodic.domain.model import Caller
 from episodic.index import FaissVectorIndex
@@ -51,9 +51,9 @@ async def serving(settings: Settings, index: FaissVectorIndex) -> AsyncIterator[
 
 
 @asynccontextmanager
-async def migrated_app(settings: Settings) -> AsyncIterator[Services]:
-    """The app's services over a database migrated to head, without serving or background
-    work: for writing a corpus through the product's own rules."""
+async def migrated_app(settings: Settings) -> AsyncIterator[App]:
+    """The app over a database migrated to head, without serving or background work: for
+    writing a corpus through the product's own rules."""
     settings = dataclasses.replace(settings, migrate_on_start=True)
     async with open_app(settings, tracing=no_tracing(), replace=Replacements(background=False)) as app:
-        yield app.services
+        yield app

@@ -1,0 +1,74 @@
+"""Changes to what recall and BuildContext can see. Each write that makes one names it, and
+the one owner (`episodic.state.visibility.Visibility`) applies it to the vector index and to
+every cache derived from SQL. Changes are plain values, so one committed by another replica
+can arrive the same way (the change feed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from episodic.domain.recall import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeVectors:
+    """An episode's digest became ready, or was re-embedded: these vectors replace any it had."""
+
+    scope: Scope
+    episode_id: str
+    keys: Sequence[str]
+    vectors: Sequence[Sequence[float]]
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodesRemoved:
+    """Episodes erased or soft-deleted by retention: their vectors go, caches forget them
+    (their ids may be opened again, by another agent)."""
+
+    episodes: Sequence[tuple[Scope, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeChanged:
+    """What recall finds in a scope changed without touching vectors: an episode closed
+    (a digest is pending), a digest failed."""
+
+    scope: Scope
+
+
+@dataclass(frozen=True, slots=True)
+class AgentChanged:
+    """An agent's definition changed (its memory config, its PII policy)."""
+
+    tenant_id: str
+    agent_id: str
+
+
+Change = EpisodeVectors | EpisodesRemoved | ScopeChanged | AgentChanged
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Committed(Generic[T]):
+    """What a write returned, and how many vectors its changes took out of the index."""
+
+    result: T
+    vectors_removed: int
+
+
+def scopes_of(change: Change) -> list[Scope]:
+    """The scopes whose recall answers a change may alter."""
+    if isinstance(change, EpisodeVectors | ScopeChanged):
+        return [change.scope]
+    if isinstance(change, EpisodesRemoved):
+        return list(dict.fromkeys(scope for scope, _ in change.episodes))
+    return []
+
+
+def episodes_of(change: Change) -> list[tuple[str, str]]:
+    """(tenant, episode) pairs a change removed."""
+    if isinstance(change, EpisodesRemoved):
+        return [(scope.tenant_id, episode_id) for scope, episode_id in change.episodes]
+    return []

@@ -1,0 +1,107 @@
+"""The working set of one conversation: the latest summary and the verbatim tail after its
+span, never the whole log. A pure value; the LRU of them is `episodic.state.working_set`."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from episodic.domain.context import RenderedMessage, Summary
+from episodic.domain.model import Agent, Episode, Message
+from episodic.domain.ports import ContextSources
+from episodic.domain.reducers import from_log
+
+_MESSAGE_FIXED_BYTES = 320  # Message + RenderedMessage objects and small fields (tracemalloc)
+
+
+def message_bytes(m: Message) -> int:
+    """The message, its rendered view (which shares the text) and their small fields."""
+    return _MESSAGE_FIXED_BYTES + sys.getsizeof(m.content) + 120 * len(m.tool_calls)
+
+
+@dataclass(slots=True)
+class WorkingSet:
+    """`rendered` holds each tail message as the model sees it (before stubbing), so a turn
+    does not rebuild them; the strings are shared with `tail`, not copied.
+
+    After a big import (more new messages than the allowance a read takes, see
+    ContextStore.sources) the tail holds only the newest ones: the messages between the
+    summary and the tail stay in SQL, unheld. `summary` is what the next compaction rolls
+    into, so it is None then (a new summary must not claim the unheld span), and the one
+    before the gap is kept as `earlier`, still rendered until a summary replaces it."""
+
+    episode: Episode
+    agent: Agent
+    summary: Summary | None
+    tail: list[Message] = field(default_factory=list)  # messages after held_after, oldest first
+    rendered: list[RenderedMessage] = field(default_factory=list)
+    held_after: int = -1  # the tail starts after this seq; -1: right after the summary
+    earlier: Summary | None = None  # the latest summary, when unheld messages follow it
+
+    def __post_init__(self) -> None:
+        self.rendered = [from_log(m) for m in self.tail]
+        if self.held_after < 0:
+            self.held_after = self.summary.to_seq if self.summary else 0
+
+    @classmethod
+    def of(cls, found: ContextSources) -> WorkingSet:
+        held = cls(found.episode, found.agent, found.summary)
+        held.absorb(found)
+        return held
+
+    @property
+    def last_seq(self) -> int:
+        if self.tail:
+            return self.tail[-1].seq
+        return max(self.summary_to, self.held_after)
+
+    @property
+    def summary_to(self) -> int:
+        """The span end of the latest summary known, rolled into or not."""
+        latest = self.summary or self.earlier
+        return latest.to_seq if latest else 0
+
+    @property
+    def shown_summary(self) -> Summary | None:
+        return self.summary or self.earlier
+
+    @property
+    def unheld(self) -> int:
+        """Messages after the latest summary that the tail does not hold (seqs are dense)."""
+        return max(self.held_after - self.summary_to, 0)
+
+    def absorb(self, found: ContextSources) -> None:
+        """Takes what a read found: a newer summary (made by another replica, or in the
+        background) drops the tail it covers; new messages extend the tail, or replace it
+        when they are only the newest of more than an allowance (`complete` False)."""
+        self.episode, self.agent = found.episode, found.agent
+        if found.summary is not None:
+            self.compacted(found.summary)
+        if not found.complete:
+            self._hold_only(found.messages)
+            return
+        last = self.last_seq
+        fresh = [m for m in found.messages if m.seq > last]
+        self.tail.extend(fresh)
+        self.rendered.extend(from_log(m) for m in fresh)
+
+    def _hold_only(self, newest: list[Message]) -> None:
+        self.earlier, self.summary = self.shown_summary, None
+        self.held_after = newest[0].seq - 1
+        self.tail = list(newest)
+        self.rendered = [from_log(m) for m in newest]
+
+    def compacted(self, summary: Summary) -> None:
+        if summary.to_seq <= self.summary_to:
+            return
+        if summary.to_seq < self.held_after:  # unheld messages still follow it
+            self.earlier = summary
+            return
+        self.summary, self.earlier, self.held_after = summary, None, summary.to_seq
+        keep = [i for i, m in enumerate(self.tail) if m.seq > summary.to_seq]
+        self.tail = [self.tail[i] for i in keep]
+        self.rendered = [self.rendered[i] for i in keep]
+
+    def size(self) -> int:
+        summary = sum(sys.getsizeof(s.content) for s in (self.summary, self.earlier) if s)
+        return 1000 + summary + sum(message_bytes(m) for m in self.tail)

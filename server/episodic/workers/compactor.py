@@ -1,0 +1,61 @@
+"""LLM compaction off the request path: one summary at a time per conversation, persisted,
+then folded into the cached working set. A turn that needs one schedules it and goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from episodic.domain.ports import ContextStore, Summarizer
+from episodic.domain.working_set import WorkingSet
+from episodic.service.compaction import SummaryMaker, snapshot
+from episodic.state.working_set import Key, WorkingSetCache
+
+log = logging.getLogger("episodic.compaction")
+
+
+@dataclass(slots=True, kw_only=True)
+class BackgroundCompactor:
+    """Runs LLM summaries off the request path, one at a time per conversation; the result
+    is persisted, then folded into the cached working set."""
+
+    summarizer: Summarizer
+    maker: SummaryMaker
+    store: ContextStore
+    cache: WorkingSetCache
+    in_flight: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
+
+    def schedule(self, key: Key, working_set: WorkingSet, through: int) -> None:
+        if key in self.in_flight:
+            return
+        task = asyncio.create_task(self._run(key, snapshot(working_set), through))
+        self.in_flight[key] = task
+        task.add_done_callback(_forget(self.in_flight, key))
+
+    async def _run(self, key: Key, snapshot: WorkingSet, through: int) -> None:
+        try:
+            summary = await asyncio.to_thread(self.maker.make, self.summarizer, snapshot, through)
+            await self.store.save_summary(summary)
+        except Exception:
+            log.exception("background compaction failed; the next turn will try again")
+            return
+        async with self.cache.hold(key):
+            cached = self.cache.get(key)
+            if cached is not None:
+                cached.compacted(summary)
+                self.cache.put(key, cached)
+
+    async def stop(self) -> None:
+        tasks = list(self.in_flight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _forget(in_flight: dict[Key, asyncio.Task[None]], key: Key) -> Callable[[asyncio.Task[None]], None]:
+    def forget(_task: asyncio.Task[None]) -> None:
+        in_flight.pop(key, None)
+
+    return forget
