@@ -261,6 +261,9 @@ class Settings:
     max_connection_age_seconds: float = 600.0
     max_connection_age_grace_seconds: float = 60.0
     access_log: bool = True
+    # The OTEL_* variables as read at start-up, for the tracing setup (docs/observability.md).
+    # Not an Episodic setting, so no Option: empty unless loaded from an environment.
+    otel_environ: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def limits(self) -> Limits:
@@ -369,6 +372,11 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, object]:
     return {o.name: _convert(o, environ[o.env]) for o in OPTIONS if o.env in environ}
 
 
+def otel_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The OTEL_* subset, captured with the settings so nothing else reads the environment."""
+    return {name: value for name, value in environ.items() if name.startswith("OTEL_")}
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     for o in OPTIONS:
         if o.kind is bool:
@@ -380,7 +388,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def load(environ: Mapping[str, str], args: argparse.Namespace) -> Settings:
     values = from_environment(environ)
     values.update({o.name: getattr(args, o.name) for o in OPTIONS if getattr(args, o.name, None) is not None})
-    settings = Settings(**values)  # type: ignore[arg-type]
+    settings = Settings(**values, otel_environ=otel_environment(environ))  # type: ignore[arg-type]
     _check(settings)
     return settings
 
@@ -431,5 +439,5 @@ def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
     return "\n".join(rows) + "\n"
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings) if f.name != "otel_environ"}
 assert list(_FIELDS) == [o.name for o in OPTIONS], "every setting needs exactly one Option"

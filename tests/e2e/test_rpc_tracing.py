@@ -20,7 +20,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from episodic.api.interceptors import ErrorInterceptor
 from episodic.errors import InvalidArgument, NotFound
-from episodic.telemetry.tracing import Tracing, server_interceptor
+from episodic.telemetry.instrumentation import server_interceptor
+from episodic.telemetry.tracing import Tracing
 from episodic.v1 import episode_pb2, episode_service_pb2
 from tests.conftest import unique
 from tests.e2e.helpers import Client, expect_code, user_message
@@ -58,7 +59,7 @@ def status_code(span: ReadableSpan) -> object:
 def in_memory(exporter: InMemorySpanExporter, capture_content: bool = False) -> Tracing:
     provider = TracerProvider(shutdown_on_exit=False)
     provider.add_span_processor(SimpleSpanProcessor(exporter))  # Simple: spans export as they end
-    return Tracing(provider, capture_content)
+    return Tracing(provider, capture_content, release=provider.shutdown)
 
 
 @asynccontextmanager

@@ -1,25 +1,23 @@
 """Tracing configuration from the standard OTEL_* variables: nothing is exported unless an
-exporter is configured, yet spans always carry trace ids (for logs)."""
+exporter is configured, yet spans always carry trace ids (for logs). The core's own default
+is the API's no-op."""
 
 from __future__ import annotations
 
+import argparse
 import re
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 
-from episodic.telemetry.tracing import (
-    Tracing,
-    current_trace_id,
-    exporter_names,
-    no_tracing,
-    span_exporters,
-    tracing_from_env,
-)
+from episodic import config
+from episodic.bootstrap import load_tracing
+from episodic.telemetry.setup import exporter_names, ids_only_tracing, span_exporters, tracing_from_env
+from episodic.telemetry.tracing import Tracing, current_trace_id, no_tracing
 
 HEX_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -164,9 +162,39 @@ def test_an_exception_leaving_a_span_is_recorded_as_an_error() -> None:
     assert [event.name for event in span.events] == ["exception"]
 
 
-def test_no_tracing_records_nothing_but_keeps_trace_ids() -> None:
-    tracing = no_tracing()
-    assert tracing is no_tracing()  # shared: services default to it
+def test_ids_only_tracing_records_nothing_but_keeps_trace_ids() -> None:
+    tracing = ids_only_tracing()
+    assert tracing is ids_only_tracing()  # shared, so never shut down
     with tracing.span("unrecorded") as span:
         assert not span.is_recording()
         assert HEX_TRACE_ID.fullmatch(tracing.trace_id())
+
+
+def test_the_core_default_is_the_api_no_op() -> None:
+    tracing = no_tracing()
+    assert tracing is no_tracing()  # shared: services default to it
+    assert isinstance(tracing.provider, NoOpTracerProvider)
+    with tracing.span("nothing") as span:
+        assert not span.is_recording() and tracing.trace_id() == ""
+    tracing.shutdown()  # nothing to release
+
+
+def test_shutdown_flushes_what_the_setup_built() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    tracing = Tracing(provider, release=provider.shutdown)
+    with tracing.span("queued"):
+        pass
+    tracing.shutdown()
+    assert [span.name for span in exporter.get_finished_spans()] == ["queued"]
+
+
+def test_config_captures_the_otel_variables_for_the_composition_root() -> None:
+    parser = argparse.ArgumentParser()
+    config.add_flags(parser)
+    environ = {"OTEL_TRACES_EXPORTER": "zipkin", "EPISODIC_DEV_TENANT": "t", "HOME": "/root"}
+    settings = config.load(environ, parser.parse_args([]))
+    assert settings.otel_environ == {"OTEL_TRACES_EXPORTER": "zipkin"}
+    with pytest.raises(config.ConfigError, match="OTEL_TRACES_EXPORTER"):
+        load_tracing(settings)

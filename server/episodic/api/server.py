@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -28,7 +28,6 @@ from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.recall import RecallService
-from episodic.telemetry.tracing import Tracing, server_interceptor
 from episodic.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -128,17 +127,16 @@ async def build_server(
     services: Services,
     keys: KeyRing,
     access_log: AccessLog,
-    tracing: Tracing | None = None,
+    outer: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
     tls: TlsMaterial | None = None,
     database_health: HealthSource | None = None,
 ) -> GrpcServer:
     """Binds the port (TLS when `tls` is given) and registers everything; health starts
-    NOT_SERVING."""
+    NOT_SERVING. The caller's `outer` interceptors (tracing) come first, outermost first, so
+    calls the error edge or authentication reject still pass through them."""
     dev_tenant = settings.dev_tenant if settings.insecure_dev else None
-    # Tracing first, so calls the other interceptors reject still get their span.
-    traced = [server_interceptor(tracing)] if tracing is not None else []
     server = grpc.aio.server(
-        interceptors=[*traced, ErrorInterceptor(access_log), AuthInterceptor(keys, dev_tenant)],
+        interceptors=[*outer, ErrorInterceptor(access_log), AuthInterceptor(keys, dev_tenant)],
         options=server_options(settings),
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )

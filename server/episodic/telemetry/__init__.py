@@ -1,2 +1,3 @@
-"""Observability adapters: OpenTelemetry tracing (the SDK, the gRPC server instrumentation
-and the OTLP exporter). Only service and API code may use it; the domain stays free of it."""
+"""Observability: `tracing` is what the core uses (the OpenTelemetry API only); `setup` (the
+SDK and its exporters) and `instrumentation` (the gRPC server spans) are wired by the
+composition root alone. The domain stays free of all of it."""
