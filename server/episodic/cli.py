@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -97,7 +96,7 @@ def _reindex(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> config.Settings:
-    settings = config.load(os.environ, args)
+    settings = config.load_process(args)
     configure_logging(settings.log_level)
     return settings
 
@@ -147,7 +146,7 @@ def _add_probe_tls_flags(health: argparse.ArgumentParser) -> None:
 def _healthcheck(args: argparse.Namespace) -> int:
     from episodic.healthcheck import check, probe_tls
 
-    address = args.address or config.from_environment(os.environ).get("address") or config.Settings().address
+    address = args.address or config.address_of_process()
     tls = probe_tls(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name, args.tls)
     return 0 if check(str(address), tls=tls) else 1
 

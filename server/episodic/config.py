@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -391,6 +392,16 @@ def load(environ: Mapping[str, str], args: argparse.Namespace) -> Settings:
     settings = Settings(**values, otel_environ=otel_environment(environ))  # type: ignore[arg-type]
     _check(settings)
     return settings
+
+
+def load_process(args: argparse.Namespace) -> Settings:
+    """The settings of this process: its environment, then its command-line flags."""
+    return load(os.environ, args)
+
+
+def address_of_process() -> str:
+    """The gRPC address this process's environment names (for probes), else the default."""
+    return str(from_environment(os.environ).get("address") or Settings().address)
 
 
 def _check(settings: Settings) -> None:

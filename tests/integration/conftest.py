@@ -15,7 +15,6 @@ from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller
 from episodic.store.database import Database
 from episodic.store.writer import GroupCommitWriter
-from episodic.telemetry.tracing import no_tracing
 from tests.conftest import unique
 
 
@@ -47,7 +46,7 @@ async def stack_on(url: str, caller: Caller) -> AsyncIterator[Stack]:
         db_writers=2,  # >1 on PostgreSQL exercises the row locks
     )  # fmt: skip
     replace = Replacements(background=False, load_index=False)
-    async with open_app(settings, tracing=no_tracing(), replace=replace) as app:
+    async with open_app(settings, replace=replace) as app:
         yield Stack(app.database, app.adapters.writer, app.services, caller, app)
 
 

@@ -16,7 +16,6 @@ from episodic.config import Settings
 from episodic.domain.model import Caller
 from episodic.index import FaissVectorIndex
 from episodic.store.database import Database
-from episodic.telemetry.tracing import no_tracing
 
 
 def bench_settings(database_url: str = "sqlite:///unused.db") -> Settings:
@@ -43,7 +42,7 @@ class InProcessServer:
 async def serving(settings: Settings, index: FaissVectorIndex) -> AsyncIterator[InProcessServer]:
     replace = Replacements(index=index, background=False)
     async with (
-        open_app(settings, tracing=no_tracing(), replace=replace) as app,
+        open_app(settings, replace=replace) as app,
         serve_app(app) as grpc_server,
     ):
         target = f"127.0.0.1:{grpc_server.port}"
@@ -55,5 +54,5 @@ async def migrated_app(settings: Settings) -> AsyncIterator[App]:
     """The app over a database migrated to head, without serving or background work: for
     writing a corpus through the product's own rules."""
     settings = dataclasses.replace(settings, migrate_on_start=True)
-    async with open_app(settings, tracing=no_tracing(), replace=Replacements(background=False)) as app:
+    async with open_app(settings, replace=Replacements(background=False)) as app:
         yield app
