@@ -24,12 +24,13 @@ class CuttableProxy:
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def cut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        server, self._server = self._server, None
         for writer in list(self._open):
             writer.transport.abort()
         self._open.clear()
+        if server is not None:
+            server.close()
+            await server.wait_closed()
 
     async def restore(self) -> None:
         await self.start()

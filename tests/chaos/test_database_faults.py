@@ -95,26 +95,29 @@ async def test_a_postgresql_outage_answers_unavailable_flips_health_and_recovers
     target = int(postgres_url.rsplit(":", 1)[1].split("/", 1)[0])
     proxy = CuttableProxy(target)
     await proxy.start()
-    url = postgres_url.replace(f":{target}/", f":{proxy.port}/")
-    flags = ("--insecure-dev", "--migrate-on-start", "--embedder", "hashing", "--database-url", url)
-    async with serving(*flags, cwd=tmp_path) as server, server.channel() as channel:
-        client = Client.of(channel, None)
-        episode_id = await client.open_episode()
-        acked = [m.seq for m in await client.add(episode_id, user_message("before"))]
+    try:
+        url = postgres_url.replace(f":{target}/", f":{proxy.port}/")
+        flags = ("--insecure-dev", "--migrate-on-start", "--embedder", "hashing", "--database-url", url)
+        async with serving(*flags, cwd=tmp_path) as server, server.channel() as channel:
+            client = Client.of(channel, None)
+            episode_id = await client.open_episode()
+            acked = [m.seq for m in await client.add(episode_id, user_message("before"))]
 
-        await proxy.cut()
-        failures = await _codes_while(client, episode_id, seconds=3.0)
-        down_after = await _until_health(channel, NOT_SERVING, within=10)
+            await proxy.cut()
+            failures = await _codes_while(client, episode_id, seconds=3.0)
+            down_after = await _until_health(channel, NOT_SERVING, within=10)
 
-        assert {f.code() for f in failures} == {grpc.StatusCode.UNAVAILABLE}, {f.code() for f in failures}
-        assert {error_reason(f) for f in failures} == {"DATABASE_UNAVAILABLE"}
-        assert all(_retry_delay(f) for f in failures)
+            assert {f.code() for f in failures} == {grpc.StatusCode.UNAVAILABLE}, {f.code() for f in failures}
+            assert {error_reason(f) for f in failures} == {"DATABASE_UNAVAILABLE"}
+            assert all(_retry_delay(f) for f in failures)
 
-        await proxy.restore()
-        up_after = await _until_health(channel, SERVING, within=15)
-        acked += [m.seq for m in await client.add(episode_id, user_message("after"))]
-        assert [m.seq for m in await client.log_of(episode_id)] == acked
-        assert await server.terminate() == 0
+            await proxy.restore()
+            up_after = await _until_health(channel, SERVING, within=15)
+            acked += [m.seq for m in await client.add(episode_id, user_message("after"))]
+            assert [m.seq for m in await client.log_of(episode_id)] == acked
+            assert await server.terminate() == 0
+    finally:
+        await proxy.cut()  # the proxy closes what it still holds
     problems = _problem_logs(server)
     assert [e["message"] for e in problems] == ["database fault: calls answer UNAVAILABLE until it clears"]
     assert not any("stack" in e or "exception" in e for e in server.logs())

@@ -163,6 +163,9 @@ async def test_when_prompt_and_user_message_pass_the_budget_only_they_are_render
     call = await build(app, episode_id, "word " * 30, memory=MemoryDraft(max_working_memory_tokens=20))
     assert sections(call) == [Section.SYSTEM, Section.USER_MESSAGE]
     assert call.report.over_budget
+    # nothing is summarized for a turn that could not show it, and the counts add up
+    assert call.report.compaction is Compaction.NONE and call.report.summarized == 0
+    assert call.report.pruned == len(CHAT)
 
 
 async def test_a_known_model_of_another_encoding_is_refused_and_an_unknown_one_is_a_label(

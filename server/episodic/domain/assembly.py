@@ -123,7 +123,10 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
         summary_span=_summary_span(inp.summary if fixed.summary else None),
         history_span=Span(history[0].seq, history[-1].seq) if history else Span(),
         recalled=fixed.recalled,
-        compact_through=_compact_through(turns, allowance) if inp.can_compact else 0,
+        # with no room for any history this turn, a summary could not be shown either
+        compact_through=_compact_through(turns, allowance)
+        if inp.can_compact and not fixed.over_budget
+        else 0,
     )
 
 
