@@ -49,7 +49,7 @@ def compaction_seconds(maker: SummaryMaker, unit: str, kib: int) -> float:
 
 def main(argv: list[str]) -> None:
     sizes = [int(size) for size in argv] or list(SIZES_KIB)
-    maker = SummaryMaker(TiktokenCounter(), lambda: NOW)
+    maker = SummaryMaker(tokens=TiktokenCounter(), clock=lambda: NOW)
     maker.make(ExtractiveSummarizer(), working_set("warm up the encoder."), 1)
     print(f"{'KiB/message':>12} {'hostile s':>10} {'prose s':>8}")
     for kib in sizes:

@@ -225,7 +225,7 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
         working_sets=WorkingSetCache(settings.working_set_max_bytes),
         versions=ScopeVersions(),
         fixed_facts=FixedFactsCache(),
-        pii=PiiGuard(adapters.agents, default, tenants),
+        pii=PiiGuard(agents=adapters.agents, default=default, tenants=tenants),
     )
     for watcher in (state.working_sets, state.versions, state.fixed_facts, state.pii):
         state.visibility.watch(watcher)
@@ -262,7 +262,7 @@ def build_compactor(settings: Settings, adapters: Adapters, state: State) -> Bac
         return None
     return BackgroundCompactor(
         summarizer=adapters.summarizer,
-        maker=SummaryMaker(adapters.tokens, utc_now),
+        maker=SummaryMaker(tokens=adapters.tokens, clock=utc_now),
         store=adapters.context,
         cache=state.working_sets,
     )
@@ -306,7 +306,7 @@ def build_services(
             clock=utc_now,
             new_id=new_call_id,
         ),
-        index_checker=IndexChecker(a.digests, a.index, a.embedder.model_id),
+        index_checker=IndexChecker(store=a.digests, index=a.index, model=a.embedder.model_id),
     )
 
 
@@ -319,7 +319,11 @@ def build_workers(
     compactor: BackgroundCompactor | None,
 ) -> Workers:
     reaper = IdleReaper(
-        adapters.episodes, services.episodes, utc_now, digester.wake, settings.idle_sweep_seconds
+        episodes=adapters.episodes,
+        service=services.episodes,
+        clock=utc_now,
+        on_closed=digester.wake,
+        interval_seconds=settings.idle_sweep_seconds,
     )
     retention = RetentionJob(
         store=SqlRetention(adapters.database, adapters.writer, settings.retention_caps()),

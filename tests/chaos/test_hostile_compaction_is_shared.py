@@ -63,7 +63,8 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 
 def compactions(summarizer: object, pool: ThreadPoolExecutor) -> SharedCompactions:
-    return SharedCompactions(summarizer, SummaryMaker(TiktokenCounter(), lambda: NOW), pool)  # type: ignore[arg-type]
+    maker = SummaryMaker(tokens=TiktokenCounter(), clock=lambda: NOW)
+    return SharedCompactions(summarizer=summarizer, maker=maker, pool=pool)  # type: ignore[arg-type]
 
 
 async def until(condition: object) -> None:

@@ -113,7 +113,12 @@ async def test_idle_episodes_are_closed_with_reason_idle_timeout(stack: Stack) -
     episodes = SqlEpisodeStore(stack.database, stack.writer, lambda: datetime.now(UTC))
     later = datetime.now(UTC) + timedelta(hours=2)  # past the default 30 min idle timeout
     woken: list[bool] = []
-    reaper = IdleReaper(episodes, stack.services.episodes, lambda: later, lambda: woken.append(True))
+    reaper = IdleReaper(
+        episodes=episodes,
+        service=stack.services.episodes,
+        clock=lambda: later,
+        on_closed=lambda: woken.append(True),
+    )
     assert await reaper.sweep() >= 1
     episode = await stack.services.episodes.get_episode(stack.caller, idle_id)
     assert episode.state is EpisodeState.CLOSED and episode.close_reason is CloseReason.IDLE_TIMEOUT

@@ -137,10 +137,8 @@ async def test_an_llm_summary_is_made_in_the_background_while_turns_go_on(stack:
     episode_id = await conversation(stack, 300)
     llm = BlockingSummarizer()
     service, _ = restarted(stack)
-    compactor = BackgroundCompactor(
-        summarizer=llm, maker=SummaryMaker(TiktokenCounter(), service.clock), store=service.store,
-        cache=service.cache,
-    )  # fmt: skip
+    maker = SummaryMaker(tokens=TiktokenCounter(), clock=service.clock)
+    compactor = BackgroundCompactor(summarizer=llm, maker=maker, store=service.store, cache=service.cache)
     service = dataclasses.replace(service, background=compactor)
     first = await turn(service, stack, episode_id)  # returns while the summarizer is blocked
     assert first.report.compaction is Compaction.SCHEDULED and first.report.pruned > 0

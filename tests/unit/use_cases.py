@@ -142,7 +142,7 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     working_sets = WorkingSetCache(s.working_set_max_bytes)
     versions = ScopeVersions()
     fixed_facts = FixedFactsCache()
-    pii = PiiGuard(agent_store, s.pii_default, dict(s.pii_tenants), clock=monotonic)
+    pii = PiiGuard(agents=agent_store, default=s.pii_default, tenants=dict(s.pii_tenants), clock=monotonic)
     for watcher in (working_sets, versions, fixed_facts, pii):
         visibility.watch(watcher)
 
@@ -172,10 +172,10 @@ def use_cases(settings: Settings | None = None) -> UseCases:
         agents=AgentService(store=agent_store, tokens=tokens, limits=limits, clock=clock, changes=visibility),
         recall=recall, context=context,
         erasure=EraseService(eraser=eraser, changes=visibility, clock=clock, new_id=CountingIds()),
-        index_checker=IndexChecker(digest_store, index, embedder.model_id),
+        index_checker=IndexChecker(store=digest_store, index=index, model=embedder.model_id),
         retention=RetentionJob(
             store=FakeRetentionStore(tables, s.retention_caps), changes=visibility, clock=clock,
             grace=s.retention_grace,
         ),
-        reaper=IdleReaper(episode_store, episodes, clock, waiter.wake),
+        reaper=IdleReaper(episodes=episode_store, service=episodes, clock=clock, on_closed=waiter.wake),
     )  # fmt: skip

@@ -36,7 +36,7 @@ def covered_transcript(working_set: WorkingSet, through: int) -> list[Message]:
     return [earlier, *covered]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SummaryMaker:
     tokens: TokenCounter
     clock: Clock
@@ -86,7 +86,7 @@ class _Running:
 _MAX_UNCLAIMED = 256
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class SharedCompactions:
     """Inline compactions, at most one per conversation at a time, shared by the calls that
     need the same one. A call that is cancelled or runs out of time does not take its

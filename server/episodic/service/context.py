@@ -115,8 +115,8 @@ class ContextService:
 
     def __post_init__(self) -> None:
         self.counts = CachedCounts(self.tokens)
-        maker = SummaryMaker(self.tokens, self.clock)
-        self.compactions = SharedCompactions(self.summarizer, maker, self.summary_pool)
+        maker = SummaryMaker(tokens=self.tokens, clock=self.clock)
+        self.compactions = SharedCompactions(summarizer=self.summarizer, maker=maker, pool=self.summary_pool)
 
     async def build(self, caller: Caller, request: ContextRequest) -> tuple[ModelCall, bool]:
         """Returns the stored model call and whether it is new (False: a request_id replay)."""

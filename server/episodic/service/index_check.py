@@ -29,7 +29,7 @@ class IndexReport:
     orphaned_keys: list[str]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IndexChecker:
     store: StoredVectorKeys
     index: VectorIndex

@@ -20,7 +20,7 @@ from episodic.domain.ports import AgentStore
 POLICY_TTL_SECONDS = 5.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PiiGuard:
     agents: AgentStore
     default: PiiPolicy = PiiPolicy.OFF

@@ -57,7 +57,7 @@ class SearchResult:
     pending_digests: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RecallService:
     digests: DigestStore
     agents: AgentStore

@@ -17,7 +17,7 @@ from episodic.workers.loops import cancel_and_wait
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IdleReaper:
     episodes: EpisodeStore
     service: EpisodeService
