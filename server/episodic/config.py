@@ -177,7 +177,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_concurrent_streams",
         "EPISODIC_MAX_CONCURRENT_STREAMS",
-        "Most RPCs one connection may have in flight (HTTP/2 MAX_CONCURRENT_STREAMS); further streams are refused. Caps the responses one client that stops reading can hold (docs/operations.md).",
+        "Most RPCs one connection may have in flight (HTTP/2 MAX_CONCURRENT_STREAMS); further streams are refused. Caps the responses one client that stops reading can hold (docs/operations.md); keep it above any client's burst of concurrent calls (a burst sent before the client has read this limit is refused as UNAVAILABLE).",
     ),
     Option(
         "max_concurrent_rpcs",
@@ -257,7 +257,7 @@ class Settings:
     summarizer_model: str = ""
     summarizer_api_key: str = ""
     idle_sweep_seconds: float = 30.0
-    max_concurrent_streams: int = 100
+    max_concurrent_streams: int = 1000
     max_concurrent_rpcs: int = 500
     max_connection_age_seconds: float = 600.0
     max_connection_age_grace_seconds: float = 60.0
