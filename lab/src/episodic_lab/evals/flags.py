@@ -1,4 +1,5 @@
-"""Flags of `episodic-lab eval-recall` and `eval-pii` (kept apart so the CLI can build its parser cheaply)."""
+"""Flags of `episodic-lab eval-recall` (and its --what-the-model-sees mode) and `eval-pii` (kept
+apart so the CLI can build its parser cheaply)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,29 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--modes", default="recency,semantic,hybrid", help="search modes to evaluate")
     parser.add_argument("--gate", default="", help="exit 1 unless this mode beats bm25 on R@5 and MRR")
+    parser.add_argument(
+        "--embedder", default="minilm", choices=("minilm", "hashing"), help="the server's embedder"
+    )
+    sees = parser.add_argument_group(
+        "what the model sees",
+        "BuildContext per question on an empty probe episode (HYBRID, top 5, 4k budget)",
+    )
+    sees.add_argument(
+        "--what-the-model-sees",
+        action="store_true",
+        help="evaluate the rendered [Past Conversations] instead of SearchEpisodes rankings",
+    )
+    sees.add_argument("--limit", type=int, default=0, help="ask only the first N questions (0: all)")
+    sees.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    sees.add_argument(
+        "--gate-context",
+        action="store_true",
+        help="exit 1 when evidence rendered or covered share fall below the floors, or rendered < bm25 raw",
+    )
+    sees.add_argument(
+        "--floor-evidence", type=float, default=0.7, help="floor of evidence rendered (overall)"
+    )
+    sees.add_argument("--floor-covered", type=float, default=0.5, help="floor of the covered share (overall)")
 
 
 def add_pii_flags(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,8 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,20 +29,36 @@ TURN_SPACING = timedelta(seconds=30)
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    if args.what_the_model_sees:
+        from episodic_lab.evals.context import run_eval_context
+
+        return run_eval_context(args)
     sessions, questions = load(args.data)
     modes = [m for m in args.modes.split(",") if m]
-    report = asyncio.run(_evaluate(sessions, questions, modes))
+    report = asyncio.run(_evaluate(sessions, questions, modes, args.embedder))
     report_bm25(report, sessions, questions)
     print(report.table())
     beaten = _verdict(report, modes)
     return 1 if args.gate and args.gate not in beaten else 0
 
 
-async def _evaluate(sessions: list[Session], questions: list[Question], modes: list[str]) -> Report:
+async def _evaluate(
+    sessions: list[Session], questions: list[Question], modes: list[str], embedder: str
+) -> Report:
     report = Report()
+    async with loaded_server(sessions, embedder) as client:
+        for mode in modes:
+            await _ask(client, questions, mode, report)
+    return report
+
+
+@asynccontextmanager
+async def loaded_server(sessions: list[Session], embedder: str) -> AsyncIterator[AsyncEpisodicClient]:
+    """A throwaway server (SQLite, `--embedder embedder`) holding every session as a closed,
+    digested episode of agent AGENT and user sample_id; yields a client to it."""
     with tempfile.TemporaryDirectory(prefix="episodic-eval-") as tmp:
         async with (
-            running_server(f"sqlite:///{tmp}/eval.db", Path(tmp)) as server,
+            running_server(f"sqlite:///{tmp}/eval.db", Path(tmp), ("--embedder", embedder)) as server,
             lab_client(server.target) as client,
         ):
             started = time.perf_counter()
@@ -49,9 +66,7 @@ async def _evaluate(sessions: list[Session], questions: list[Question], modes: l
             print(
                 f"loaded {len(sessions)} episodes and digested them in {time.perf_counter() - started:.1f} s"
             )
-            for mode in modes:
-                await _ask(client, questions, mode, report)
-    return report
+            yield client
 
 
 async def _load(client: AsyncEpisodicClient, sessions: list[Session]) -> None:

@@ -22,6 +22,7 @@ class Session:
     started: datetime
     speakers: tuple[str, ...]
     turns: tuple[Turn, ...]
+    date_time: str = ""  # as the data writes it ("1:56 pm on 8 May, 2023")
 
     def lines(self) -> list[str]:
         return [f"{t.speaker}: {t.text}" for t in self.turns]
@@ -34,6 +35,7 @@ class Question:
     text: str
     category: str
     evidence: frozenset[str]  # session ids
+    answer: str = ""  # the gold answer ("" for adversarial questions, which have none)
 
 
 def load(directory: Path) -> tuple[list[Session], list[Question]]:
@@ -54,6 +56,7 @@ def _session(raw: dict[str, object]) -> Session:
         datetime.fromisoformat(str(raw["date_time_iso"])),
         tuple(raw["speakers"]),  # type: ignore[arg-type]
         turns,
+        str(raw.get("date_time") or ""),
     )
 
 
@@ -70,4 +73,5 @@ def _question(raw: dict[str, object]) -> Question:
         str(raw["question"]),
         str(raw.get("category_name") or raw["category"]),
         frozenset(str(s) for s in raw.get("evidence_session_ids") or ()),  # type: ignore[attr-defined]
+        "" if raw.get("answer") is None else str(raw["answer"]),
     )
