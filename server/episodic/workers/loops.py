@@ -1,9 +1,13 @@
-"""Stopping the background loops that run beside the RPCs (digester, idle reaper)."""
+"""Running and stopping the background loops that run beside the RPCs."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from episodic.errors import EpisodicError
 
 
 async def cancel_and_wait(task: asyncio.Task[None] | None) -> None:
@@ -13,3 +17,17 @@ async def cancel_and_wait(task: asyncio.Task[None] | None) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def every(interval_seconds: float, sweep: Callable[[], Awaitable[object]], log: logging.Logger) -> None:
+    """Runs `sweep` forever, `interval_seconds` apart. A failed round is retried at the next
+    interval: an outage quietly (the store's health logged it once), anything else with its
+    type and frames."""
+    while True:
+        try:
+            await sweep()
+        except EpisodicError:
+            pass
+        except Exception:
+            log.exception("background sweep failed", extra={"loop": log.name})
+        await asyncio.sleep(interval_seconds)

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 
 from episodic.domain.model import CloseReason
 from episodic.domain.ports import Clock, EpisodeStore
-from episodic.errors import EpisodicError
 from episodic.service.episodes import EpisodeService
-from episodic.workers.loops import cancel_and_wait
+from episodic.workers.loops import cancel_and_wait, every
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +46,4 @@ class IdleReaper:
         return len(idle)
 
     async def _run(self) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except EpisodicError:  # the database is out: its health logged that once
-                pass
-            except Exception:  # keep sweeping; a failed round is retried next interval
-                log.exception("idle sweep failed")
-            await asyncio.sleep(self.interval_seconds)
+        await every(self.interval_seconds, self.sweep, log)

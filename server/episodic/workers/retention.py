@@ -14,8 +14,7 @@ from episodic.domain.changes import EpisodesRemoved
 from episodic.domain.ports import ChangeOwner, Clock, RetentionStore
 from episodic.domain.recall import Scope
 from episodic.domain.retention import SoftDeleted
-from episodic.errors import EpisodicError
-from episodic.workers.loops import cancel_and_wait
+from episodic.workers.loops import cancel_and_wait, every
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +67,7 @@ class RetentionJob:
         return (len(due), committed.vectors_removed) if due else None
 
     async def _run(self) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except EpisodicError:  # the database is out: its health logged that once
-                pass
-            except Exception:  # keep the job alive; the next round retries
-                log.exception("retention sweep failed")
-            await asyncio.sleep(self.interval_seconds)
+        await every(self.interval_seconds, self.sweep, log)
 
 
 def _scope(d: SoftDeleted) -> Scope:
