@@ -587,6 +587,18 @@ class FakeContextStore:
     async def save_summary(self, summary: Summary) -> None:
         self._insert_summary(summary)
 
+    async def spoken(
+        self, tenant_id: str, episode_ids: Sequence[str], per_episode: int
+    ) -> dict[str, list[Message]]:
+        found: dict[str, list[Message]] = {}
+        for episode_id in sorted(set(episode_ids)):
+            key = (tenant_id, episode_id)
+            if key in self._t.episodes and key not in self._t.deleted_at:
+                said = [m for m in self._t.messages.get(key, []) if m.role in (Role.USER, Role.ASSISTANT)]
+                if said:
+                    found[episode_id] = said[:per_episode]
+        return found
+
     def _insert_summary(self, summary: Summary) -> None:
         """Ignores a second summary with the same span end, as SQL's insert does."""
         held = self._t.summaries.setdefault((summary.tenant_id, summary.episode_id), [])

@@ -31,6 +31,7 @@ from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
+from episodic.state.spoken_cache import SpokenCache
 from episodic.state.visibility import Visibility
 from episodic.state.working_set import WorkingSetCache
 from episodic.store.agents import SqlAgentStore
@@ -79,6 +80,7 @@ class State:
     working_sets: WorkingSetCache
     versions: ScopeVersions
     fixed_facts: FixedFactsCache
+    spoken: SpokenCache
     pii: PiiGuard
 
 
@@ -225,9 +227,10 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
         working_sets=WorkingSetCache(settings.working_set_max_bytes),
         versions=ScopeVersions(),
         fixed_facts=FixedFactsCache(),
+        spoken=SpokenCache(),
         pii=PiiGuard(agents=adapters.agents, default=default, tenants=tenants),
     )
-    for watcher in (state.working_sets, state.versions, state.fixed_facts, state.pii):
+    for watcher in (state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii):
         state.visibility.watch(watcher)
     return state
 
@@ -290,7 +293,7 @@ def build_services(
     context = ContextService(
         store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,
         summarizer=ExtractiveSummarizer(), limits=limits, clock=utc_now, new_id=new_call_id,
-        cache=state.working_sets, memo=RecencyMemo(state.versions), pii=state.pii,
+        cache=state.working_sets, memo=RecencyMemo(state.versions), spoken_cache=state.spoken, pii=state.pii,
         summary_pool=pool, background=compactor, tracing=tracing,
     )  # fmt: skip
     return Services(

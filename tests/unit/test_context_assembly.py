@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -98,12 +99,28 @@ def test_the_past_conversations_block_follows_the_seed_format() -> None:
     assert block.content == (
         "[Past Conversations]\n"
         "The following are relevant conversations this user has had with you previously:\n\n"
-        "Date: 2026-03-14\n"
+        "Date: 2026-03-14 (Saturday, 14 March 2026)\n"
         "Summary: Mary asked about her leave balance.\n"
         "Key facts: Prefers formal English. 12 days left.\n"
         "---\n" + RECALL_FOOTER
     )
     assert [r.rendered for r in recalled] == [True]
+
+
+def test_a_recalled_episode_shows_its_excerpts_after_its_key_facts() -> None:
+    recalled = dataclasses.replace(
+        snippet("e1", "Mary asked about her leave.", ("12 days left",)),
+        excerpts=("Mary: Can I carry over leave to April?", "Assistant: Up to 5 days, yes."),
+    )
+    block, _ = recall_block([recalled], 500, words)
+    assert block is not None
+    assert (
+        "Key facts: 12 days left.\n"
+        "Relevant excerpts:\n"
+        "- Mary: Can I carry over leave to April?\n"
+        "- Assistant: Up to 5 days, yes.\n"
+        "---\n"
+    ) in block.content
 
 
 def test_the_budget_covers_every_section_and_history_slides_by_tokens() -> None:

@@ -275,6 +275,19 @@ async def test_past_conversations_come_between_the_system_prompt_and_the_history
     assert [(r.episode_id, r.rendered) for r in call.report.recalled] == [(before, True)]
 
 
+async def test_a_recalled_episode_shows_the_messages_that_match_this_turns_question(
+    recalling: UseCases,
+) -> None:
+    await recalling.remembered(
+        "trip", "We talked about travel.", "The hotel in Gion costs 24000 yen a night.", "Noted."
+    )
+    episode_id = await recalling.open()
+    block = (await build(recalling, episode_id, "How much was the Gion hotel per night?")).messages[1]
+    assert "Relevant excerpts:\n- Assistant: The hotel in Gion costs 24000 yen a night." in block.content
+    unrelated = (await build(recalling, episode_id, "Tell me a joke")).messages[1]
+    assert "Relevant excerpts" not in unrelated.content
+
+
 async def test_neither_the_current_episode_nor_another_users_are_recalled(recalling: UseCases) -> None:
     await recalling.remembered("marys", "Book the Kyoto hotel.", "Done.")
     johns = await recalling.open(user_id="john")

@@ -23,6 +23,7 @@ from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
+from episodic.state.spoken_cache import SpokenCache
 from episodic.state.visibility import Visibility
 from episodic.state.working_set import WorkingSetCache
 from episodic.workers.digester import Digester
@@ -142,8 +143,9 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     working_sets = WorkingSetCache(s.working_set_max_bytes)
     versions = ScopeVersions()
     fixed_facts = FixedFactsCache()
+    spoken_cache = SpokenCache()
     pii = PiiGuard(agents=agent_store, default=s.pii_default, tenants=dict(s.pii_tenants), clock=monotonic)
-    for watcher in (working_sets, versions, fixed_facts, pii):
+    for watcher in (working_sets, versions, fixed_facts, spoken_cache, pii):
         visibility.watch(watcher)
 
     digester = Digester(
@@ -161,7 +163,8 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     context = ContextService(
         store=context_store, episodes=episodes, recall=recall, tokens=tokens, summarizer=summarizer,
         limits=limits, clock=clock, new_id=CountingIds(), cache=working_sets,
-        memo=RecencyMemo(versions, clock=monotonic), pii=pii, summary_pool=pool, background=s.background,
+        memo=RecencyMemo(versions, clock=monotonic), spoken_cache=spoken_cache, pii=pii, summary_pool=pool,
+        background=s.background,
     )  # fmt: skip
     return UseCases(
         tables=tables, clock=clock, monotonic=monotonic, tokens=tokens, embedder=embedder,

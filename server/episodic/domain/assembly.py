@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from episodic.domain.context import RecalledEpisode, RenderedMessage, Section, Span, Summary
 from episodic.domain.model import Message, Role
@@ -28,6 +29,7 @@ from episodic.domain.reducers import (
 )
 from episodic.errors import FailedPrecondition, InvalidArgument
 
+EXCERPTS_HEADER = "Relevant excerpts:"  # verbatim messages of that conversation matching this turn
 RECALL_SHARE = 0.5  # past conversations never take more than half the budget
 KEEP_AFTER_COMPACTION = 0.5  # compaction leaves the tail at half its allowance: not every turn
 RECALL_HEADER = (
@@ -219,11 +221,25 @@ def _block(entries: Sequence[str], chosen: Sequence[int]) -> str:
 
 
 def _entry(s: Snippet) -> str:
-    when = (s.ended_at or s.started_at).date().isoformat()
-    lines = [f"Date: {when}", f"Summary: {s.summary.strip()}"]
+    lines = [f"Date: {_date((s.ended_at or s.started_at).date())}", f"Summary: {s.summary.strip()}"]
     if s.key_facts:
         lines.append("Key facts: " + " ".join(_sentence(f) for f in s.key_facts))
+    if s.excerpts:
+        lines.append(EXCERPTS_HEADER)
+        lines.extend(f"- {excerpt}" for excerpt in s.excerpts)
     return "\n".join(lines) + "\n---\n"
+
+
+def _date(day: date) -> str:
+    """ISO as in the seeds, then spelled out: "last Friday" and "in May" are asked about."""
+    return f"{day.isoformat()} ({_WEEKDAYS[day.weekday()]}, {day.day} {_MONTHS[day.month - 1]} {day.year})"
+
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)  # fmt: skip
 
 
 def _sentence(fact: str) -> str:

@@ -198,6 +198,14 @@ class ContextStore(Protocol):
 
     async def record_reply(self, tenant_id: str, model_call_id: str, reply: ModelReply) -> ModelCall: ...
 
+    async def spoken(
+        self, tenant_id: str, episode_ids: Sequence[str], per_episode: int
+    ) -> dict[str, list[Message]]:
+        """The first `per_episode` user and assistant messages of each of these (visible)
+        episodes, oldest first: what recalled episodes' excerpts are chosen from. Only
+        episode id, seq, role, content and time are filled in."""
+        ...
+
 
 class ChangeOwner(Protocol):
     """The one owner of what recall and BuildContext can see (the vector index and every

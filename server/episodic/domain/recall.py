@@ -84,6 +84,7 @@ class Snippet:
     key_facts: tuple[str, ...]
     score: float
     signals: tuple[Signal, ...] = field(default_factory=tuple)
+    excerpts: tuple[str, ...] = ()  # verbatim messages that matched this turn's query, in order
 
 
 RRF_K = 10  # measured better than the customary 60 on LoCoMo dev (few candidates per scope)

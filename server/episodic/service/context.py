@@ -20,6 +20,7 @@ from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
 from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
+from episodic.domain.excerpts import Spoken, choose_excerpts, spoken, terms
 from episodic.domain.model import (
     Caller,
     EpisodeState,
@@ -49,6 +50,7 @@ from episodic.service.episodes import EpisodeService
 from episodic.service.privacy import PiiGuard, redact_text
 from episodic.service.recall import RecallService, SearchRequest
 from episodic.state.recall_memo import RecencyMemo
+from episodic.state.spoken_cache import SpokenCache
 from episodic.state.token_cache import CachedCounts
 from episodic.state.working_set import Key, WorkingSetCache
 from episodic.telemetry.tracing import (
@@ -61,6 +63,10 @@ from episodic.telemetry.tracing import (
     no_tracing,
 )
 
+# Excerpts of recalled episodes: how many messages each, how long, and how many are read.
+EXCERPTS_PER_EPISODE = 3
+EXCERPT_CHARS = 300
+EXCERPT_SOURCE_MESSAGES = 400  # per episode: bounds the read and the scoring, whatever its length
 _RECALL_MODES = {
     RecallMode.RECENCY: SearchMode.RECENCY,
     RecallMode.SEMANTIC: SearchMode.SEMANTIC,
@@ -106,6 +112,7 @@ class ContextService:
     new_id: IdFactory
     cache: WorkingSetCache
     memo: RecencyMemo
+    spoken_cache: SpokenCache  # recalled episodes' messages, for excerpts
     pii: PiiGuard
     summary_pool: Executor  # where inline summaries are made: a small pool of the composition root
     background: BackgroundCompactions | None  # an LLM summarizer's compactions, off the request path
@@ -219,7 +226,27 @@ class ContextService:
         )
         found = await self._search(caller, request)
         snippets = [s for s in found[0] if s.episode_id != episode.episode_id]
-        return snippets, found[1]
+        return await self._with_excerpts(caller, snippets, query), found[1]
+
+    async def _with_excerpts(self, caller: Caller, snippets: list[Snippet], query: str) -> list[Snippet]:
+        """Each recalled episode's messages that match the query, verbatim: the detail a
+        summary leaves out is what people ask about."""
+        if not snippets or not terms(query):
+            return snippets
+        transcripts = await self._spoken(caller.tenant_id, [s.episode_id for s in snippets])
+        chosen = choose_excerpts(query, transcripts, EXCERPTS_PER_EPISODE, EXCERPT_CHARS)
+        return [dataclasses.replace(s, excerpts=chosen.get(s.episode_id, ())) for s in snippets]
+
+    async def _spoken(self, tenant_id: str, episode_ids: list[str]) -> dict[str, Sequence[Spoken]]:
+        """From the cache; what it lacks in one read."""
+        found = {e: held for e in episode_ids if (held := self.spoken_cache.get((tenant_id, e))) is not None}
+        missing = [e for e in episode_ids if e not in found]
+        if missing:
+            read = await self.store.spoken(tenant_id, missing, EXCERPT_SOURCE_MESSAGES)
+            for episode_id in missing:
+                found[episode_id] = spoken(read.get(episode_id, []))
+                self.spoken_cache.put((tenant_id, episode_id), found[episode_id])
+        return found
 
     async def _search(self, caller: Caller, r: SearchRequest) -> tuple[list[Snippet], int]:
         """Recency answers are remembered between turns (see RecencyMemo)."""

@@ -3,6 +3,7 @@ agent, latest summary, messages after a seq), summaries, and model calls."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -80,6 +81,38 @@ class SqlContextStore:
     def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
         self._db = db
         self._writer = writer
+
+    async def spoken(
+        self, tenant_id: str, episode_ids: Sequence[str], per_episode: int
+    ) -> dict[str, list[Message]]:
+        if not episode_ids:
+            return {}
+        ranked = (
+            select(
+                M.c.episode_id,
+                M.c.seq,
+                M.c.role,
+                M.c.content,
+                M.c.created_at,
+                func.row_number().over(partition_by=M.c.episode_id, order_by=M.c.seq).label("n"),
+            )  # fmt: skip
+            .join(E, and_(E.c.tenant_id == M.c.tenant_id, E.c.episode_id == M.c.episode_id))
+            .where(
+                M.c.tenant_id == tenant_id,
+                M.c.episode_id.in_(list(episode_ids)),
+                M.c.role.in_([Role.USER.value, Role.ASSISTANT.value]),
+                E.c.deleted_at.is_(None),
+            )
+            .subquery()
+        )
+        columns = (ranked.c.episode_id, ranked.c.seq, ranked.c.role, ranked.c.content, ranked.c.created_at)
+        stmt = select(*columns).where(ranked.c.n <= per_episode).order_by(ranked.c.episode_id, ranked.c.seq)
+        rows = await self._db.read(lambda conn: list(conn.execute(stmt)))
+        found: dict[str, list[Message]] = {}
+        for episode_id, seq, role, content, created_at in rows:
+            message = Message(episode_id, seq, Role(role), content, 0, "", created_at)
+            found.setdefault(episode_id, []).append(message)
+        return found
 
     async def sources(
         self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None, allowance: int

@@ -1,0 +1,96 @@
+"""The passages of recalled episodes that match this turn's query: the detail a summary
+leaves out is what people ask about. Messages of the recalled episodes are ranked by BM25
+against the query (statistics from those messages only), the best few per episode are kept
+verbatim (clipped), in their original order. Linear in the text read."""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from episodic.domain.model import Message, Role
+
+_SEPARATORS = str.maketrans(dict.fromkeys(string.punctuation.replace("'", "") + "…“”‘’–—•", " "))
+_STOPWORD_TEXT = """
+a about after all also am an and any are as at be been but by can could did do does for from had
+has have he her him his how i if in into is it its just me my no not of on or our she so some
+than that the their them then there they this to too up us was we were what when where which who
+why will with would you your yes ok oh
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_K1, _B = 1.2, 0.75  # the customary BM25 constants, not tuned
+_SPOKEN = (Role.USER, Role.ASSISTANT)
+_LABELLED = re.compile(r"^[A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30})?: ")
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased content words."""
+    return [w for w in _words(text) if w not in _STOPWORDS and len(w) > 1]
+
+
+def _words(text: str) -> list[str]:
+    """Lower-cased words: punctuation (but the apostrophe) becomes space, then a split; several
+    times faster than a regex, and messages are read on every recalling turn."""
+    return text.lower().translate(_SEPARATORS).split()
+
+
+@dataclass(frozen=True, slots=True)
+class Spoken:
+    """A user or assistant message with its words, read once (closed episodes never change)."""
+
+    message: Message
+    words: tuple[str, ...]
+
+
+def spoken(messages: Sequence[Message]) -> list[Spoken]:
+    return [Spoken(m, tuple(_words(m.content))) for m in messages if m.role in _SPOKEN]
+
+
+def choose_excerpts(
+    query: str, transcripts: Mapping[str, Sequence[Spoken]], per_episode: int, max_chars: int
+) -> dict[str, tuple[str, ...]]:
+    """Episode id -> its best-matching spoken messages (at most `per_episode`, each at most
+    `max_chars`), oldest first; episodes with no match are left out."""
+    wanted = set(terms(query))
+    if not wanted or per_episode < 1:
+        return {}
+    every = [(episode, s) for episode, found in transcripts.items() for s in found]
+    bags = [{w: s.words.count(w) for w in wanted.intersection(s.words)} for _, s in every]  # C loops
+    scores = _bm25(bags, [max(len(s.words), 1) for _, s in every], wanted)
+    best: dict[str, list[tuple[float, Message]]] = {}
+    for (episode, s), score in zip(every, scores, strict=True):
+        if score > 0:
+            best.setdefault(episode, []).append((score, s.message))
+    return {episode: _excerpts(found, per_episode, max_chars) for episode, found in best.items()}
+
+
+def _bm25(bags: Sequence[Mapping[str, int]], lengths: Sequence[int], wanted: set[str]) -> list[float]:
+    if not bags:
+        return []
+    average = sum(lengths) / len(lengths)
+    documents = Counter(t for bag in bags for t in bag)
+    idf = {t: math.log(1 + (len(bags) - n + 0.5) / (n + 0.5)) for t, n in documents.items()}
+    return [
+        sum(idf[t] * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average)) for t, tf in bag.items())
+        for bag, length in zip(bags, lengths, strict=True)
+    ]
+
+
+def _excerpts(found: list[tuple[float, Message]], per_episode: int, max_chars: int) -> tuple[str, ...]:
+    chosen = sorted(found, key=lambda pair: (-pair[0], pair[1].seq))[:per_episode]
+    return tuple(_verbatim(m, max_chars) for _, m in sorted(chosen, key=lambda pair: pair[1].seq))
+
+
+def _verbatim(m: Message, max_chars: int) -> str:
+    """One line, speaker-attributed (a message not already labelled "Name: " gets its role)."""
+    text = " ".join(m.content.split())
+    if not _LABELLED.match(text):
+        text = f"{m.role.value.capitalize()}: {text}"
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars - 1]
+    return cut[: cut.rfind(" ")] + "…" if " " in cut[max_chars // 2 :] else cut + "…"

@@ -1,0 +1,44 @@
+"""Recalled episodes' spoken messages with their words, remembered: a closed episode never
+changes, and the same few are recalled turn after turn. Removals (erasure, retention) reach
+it through the change owner."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from episodic.domain.changes import Change, episodes_of
+from episodic.domain.excerpts import Spoken
+
+Key = tuple[str, str]  # (tenant, episode)
+
+
+class SpokenCache:
+    """LRU bounded by the messages it holds."""
+
+    def __init__(self, max_messages: int = 200_000) -> None:
+        self._max = max_messages
+        self._held = 0
+        self._items: OrderedDict[Key, Sequence[Spoken]] = OrderedDict()
+
+    def get(self, key: Key) -> Sequence[Spoken] | None:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    def put(self, key: Key, spoken: Sequence[Spoken]) -> None:
+        self._drop(key)
+        self._items[key] = spoken
+        self._held += len(spoken)
+        while self._held > self._max and len(self._items) > 1:
+            self._drop(next(iter(self._items)))
+
+    def changed(self, change: Change) -> None:
+        for key in episodes_of(change):
+            self._drop(key)
+
+    def _drop(self, key: Key) -> None:
+        gone = self._items.pop(key, None)
+        if gone is not None:
+            self._held -= len(gone)
