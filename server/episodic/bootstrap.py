@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.api.server import GrpcServer, Services, build_server
+from episodic.bounded import within
 from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.domain.ports import Embedder, Summarizer, VectorIndex
 from episodic.embed import make_embedder
@@ -84,6 +85,9 @@ class State:
     pii: PiiGuard
 
 
+WORKER_STOP_SECONDS = 10.0
+
+
 @dataclass(frozen=True, slots=True)
 class Workers:
     digester: Digester
@@ -97,11 +101,12 @@ class Workers:
         self.retention.start()
 
     async def stop(self) -> None:
-        await self.retention.stop()
+        """Each loop is cancelled and awaited for a bounded time (see `within`)."""
+        await within(WORKER_STOP_SECONDS, self.retention.stop(), "stop retention")
         if self.compactor is not None:
-            await self.compactor.stop()
-        await self.reaper.stop()
-        await self.digester.stop()
+            await within(WORKER_STOP_SECONDS, self.compactor.stop(), "stop compactor")
+        await within(WORKER_STOP_SECONDS, self.reaper.stop(), "stop idle reaper")
+        await within(WORKER_STOP_SECONDS, self.digester.stop(), "stop digester")
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,4 +451,6 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
     finally:
         await grpc_server.set_serving(False)
         grace = app.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
-        await grpc_server.server.stop(grace)
+        # gRPC cancels what is still running after the grace; a handler that then does not
+        # finish must not hold the process
+        await within(grace + WORKER_STOP_SECONDS, grpc_server.server.stop(grace), "stop gRPC server")

@@ -9,6 +9,7 @@ the budget), the latest summary, then as many of the newest history turns as fit
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -193,17 +194,41 @@ def summary_content(summary: str, key_facts: Sequence[str]) -> str:
 def recall_block(
     snippets: Sequence[Snippet], allowance: int, count: CountTokens
 ) -> tuple[RenderedMessage | None, tuple[RecalledEpisode, ...]]:
-    """The "[Past Conversations]" message with as many snippets, best first, as fit."""
-    entries = [_entry(s) for s in snippets]
-    chosen = _greedy(
-        entries, allowance - count(RECALL_HEADER + "\n" + RECALL_FOOTER) - MESSAGE_OVERHEAD, count
-    )
-    while chosen:  # counts are not exactly additive across pieces: check the whole text
+    """The "[Past Conversations]" message: as many episodes (date, summary, key facts), best
+    first, as fit; then, with the tokens left, their excerpts, best episode first. Breadth
+    first: an episode the model does not see at all costs more than a detail of one it does."""
+    room = allowance - count(RECALL_HEADER + "\n" + RECALL_FOOTER) - MESSAGE_OVERHEAD
+    bare = [dataclasses.replace(s, excerpts=()) for s in snippets]
+    chosen = _greedy([_entry(s) for s in bare], room, count)
+    detailed = [_entry(s) for s in _with_excerpts(snippets, bare, chosen, room, count)]
+    message = rendered(Role.CONTEXT, _block(detailed, chosen), Section.PAST_CONVERSATIONS, count)
+    if chosen and message.tokens <= allowance:
+        return message, _recalled(snippets, chosen)
+    entries = [_entry(s) for s in bare]  # counts are not exactly additive: without details,
+    while chosen:  # then with fewer episodes, until the whole text fits
         message = rendered(Role.CONTEXT, _block(entries, chosen), Section.PAST_CONVERSATIONS, count)
         if message.tokens <= allowance:
             return message, _recalled(snippets, chosen)
         chosen = chosen[:-1]
     return None, _recalled(snippets, [])
+
+
+def _with_excerpts(
+    snippets: Sequence[Snippet], bare: Sequence[Snippet], chosen: Sequence[int], room: int, count: CountTokens
+) -> list[Snippet]:
+    """Each chosen episode takes as many of its excerpts, in order, as the room left allows."""
+    left = room - sum(count(_entry(bare[i])) for i in chosen)
+    shown = list(bare)
+    for i in chosen:
+        kept: list[str] = []
+        for excerpt in snippets[i].excerpts:
+            cost = count(("" if kept else EXCERPTS_HEADER + "\n") + f"- {excerpt}\n")
+            if cost > left:
+                break
+            kept.append(excerpt)
+            left -= cost
+        shown[i] = dataclasses.replace(bare[i], excerpts=tuple(kept))
+    return shown
 
 
 def _greedy(entries: Sequence[str], allowance: int, count: CountTokens) -> list[int]:

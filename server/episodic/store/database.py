@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
+from episodic.bounded import within
 from episodic.errors import InvalidArgument
 from episodic.store.faults import Fault, StoreHealth, as_error, classify
 
@@ -159,7 +160,7 @@ class Database:
 
     async def dispose(self) -> None:
         await self.health.close()
-        await self.engine.dispose()
+        await within(DISPOSE_SECONDS, self.engine.dispose(), "close database connections")
         if self.sqlite_writer is not None:
             self.sqlite_writer.dispose()
         if self.sqlite_readers is not None:
@@ -175,6 +176,7 @@ def open_database(raw_url: str, *, pool_size: int = 8) -> Database:
     return database
 
 
+DISPOSE_SECONDS = 10.0  # closing connections waits on the server; a lost one must not hang exit
 # An unreachable server must fail a call within seconds, not after asyncpg's 60 s
 # connect timeout or the pool's 30 s wait: the caller gets UNAVAILABLE and retries.
 PG_CONNECT_TIMEOUT_SECONDS = 5.0

@@ -24,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from sqlalchemy import Connection
 
+from episodic.bounded import within
 from episodic.store.database import Database
 from episodic.store.faults import classify
 
@@ -66,9 +67,10 @@ class GroupCommitWriter:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="episodic-sqlite-writer")
         self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
 
-    async def stop(self) -> None:
-        """Lets queued operations finish, then stops the workers."""
-        await self._queue.join()
+    async def stop(self, *, drain_seconds: float = 30.0) -> None:
+        """Lets queued operations finish (for at most `drain_seconds`: a database that stopped
+        answering must not hold the process), then stops the workers."""
+        await within(drain_seconds, self._queue.join(), "commit queued writes")
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
