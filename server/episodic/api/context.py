@@ -8,8 +8,8 @@ from typing import Any, TypeAlias, TypeVar
 import grpc
 
 from episodic.api import context_convert as cc
+from episodic.api.fitting import require_fits
 from episodic.api.interceptors import current_caller
-from episodic.errors import FailedPrecondition
 from episodic.service.context import ContextService
 from episodic.v1 import context_service_pb2 as pb
 from episodic.v1 import context_service_pb2_grpc as pb_grpc
@@ -31,15 +31,9 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
             yield frame
 
     def _fits(self, response: R) -> R:
-        """A response over the send limit would fail in grpc with a bare RESOURCE_EXHAUSTED."""
-        size = response.ByteSize()
-        if size > self._max_frame_bytes:
-            raise FailedPrecondition(
-                f"the response is {size} bytes, over the server's max_send_message_bytes "
-                f"({self._max_frame_bytes}); list with a smaller page_size, or raise the limit",
-                reason="RESPONSE_TOO_LARGE",
-            )
-        return response
+        return require_fits(
+            response, self._max_frame_bytes, "list with a smaller page_size, or raise the limit"
+        )
 
     async def GetModelCall(
         self, request: pb.GetModelCallRequest, context: Context
