@@ -32,13 +32,26 @@ LOG = {episode: spoken(messages) for episode, messages in MESSAGES.items()}
 
 
 def test_the_best_matching_messages_are_kept_in_their_order_with_their_speaker() -> None:
-    chosen = choose_excerpts("what did Caroline paint after the support group?", LOG, 2, 300)
+    chosen = choose_excerpts("sunrise over the lake, support group", LOG, 2, 300)
+    assert chosen["e1"] == (
+        "Caroline: I went to the LGBTQ support group yesterday.",
+        "Melanie: That sounds lovely. How was the weather?",  # the reply to a match comes with it
+        "Caroline: Sunny. Then I painted a sunrise over the lake.",
+    )
+
+
+def test_a_matching_message_brings_the_reply_after_it() -> None:
+    chosen = choose_excerpts("how was the weather?", LOG, 1, 300)
     assert chosen == {
         "e1": (
-            "Caroline: I went to the LGBTQ support group yesterday.",
+            "Melanie: That sounds lovely. How was the weather?",
             "Caroline: Sunny. Then I painted a sunrise over the lake.",
         )
     }
+
+
+def test_the_speaker_label_is_not_matched() -> None:
+    assert choose_excerpts("Caroline Melanie", LOG, 3, 300) == {}
 
 
 def test_an_unlabelled_message_gets_its_role_and_a_long_one_is_clipped_at_a_word() -> None:

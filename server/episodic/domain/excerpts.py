@@ -1,7 +1,8 @@
 """The passages of recalled episodes that match this turn's query: the detail a summary
 leaves out is what people ask about. Messages of the recalled episodes are ranked by BM25
-against the query (statistics from those messages only), the best few per episode are kept
-verbatim (clipped), in their original order. Linear in the text read."""
+against the query (statistics from those messages only; speaker labels are not matched), the
+best few per episode are kept verbatim (clipped) with the reply after each, in their original
+order. Linear in the text read."""
 
 from __future__ import annotations
 
@@ -47,25 +48,37 @@ class Spoken:
 
 
 def spoken(messages: Sequence[Message]) -> list[Spoken]:
-    return [Spoken(m, tuple(_words(m.content))) for m in messages if m.role in _SPOKEN]
+    """The speaker's "Name: " label is not matched: it names the speaker of half the messages,
+    so a question naming that person would otherwise pick any of their lines."""
+    return [Spoken(m, tuple(_words(_unlabelled(m.content)))) for m in messages if m.role in _SPOKEN]
+
+
+def _unlabelled(content: str) -> str:
+    label = _LABELLED.match(content)
+    return content[label.end() :] if label else content
 
 
 def choose_excerpts(
     query: str, transcripts: Mapping[str, Sequence[Spoken]], per_episode: int, max_chars: int
 ) -> dict[str, tuple[str, ...]]:
-    """Episode id -> its best-matching spoken messages (at most `per_episode`, each at most
-    `max_chars`), oldest first; episodes with no match are left out."""
+    """Episode id -> its best-matching spoken messages (at most `per_episode`), each followed by
+    the message after it, each clipped to `max_chars`, oldest first; episodes with no match are
+    left out. The reply is kept because a matching message is often the question, and what
+    people later ask about is its answer (on LoCoMo dev: 0.788 -> 0.871 of answers covered)."""
     wanted = set(terms(query))
     if not wanted or per_episode < 1:
         return {}
-    every = [(episode, s) for episode, found in transcripts.items() for s in found]
-    bags = [{w: s.words.count(w) for w in wanted.intersection(s.words)} for _, s in every]  # C loops
-    scores = _bm25(bags, [max(len(s.words), 1) for _, s in every], wanted)
-    best: dict[str, list[tuple[float, Message]]] = {}
-    for (episode, s), score in zip(every, scores, strict=True):
-        if score > 0:
-            best.setdefault(episode, []).append((score, s.message))
-    return {episode: _excerpts(found, per_episode, max_chars) for episode, found in best.items()}
+    every = [s for found in transcripts.values() for s in found]
+    bags = [{w: s.words.count(w) for w in wanted.intersection(s.words)} for s in every]  # C loops
+    scores = iter(_bm25(bags, [max(len(s.words), 1) for s in every], wanted))
+    chosen: dict[str, tuple[str, ...]] = {}
+    for episode, found in transcripts.items():
+        mine = [next(scores) for _ in found]
+        best = sorted((i for i, x in enumerate(mine) if x > 0), key=lambda i: (-mine[i], i))[:per_episode]
+        shown = sorted({j for i in best for j in (i, i + 1) if j < len(found)})
+        if shown:
+            chosen[episode] = tuple(_verbatim(found[j].message, max_chars) for j in shown)
+    return chosen
 
 
 def _bm25(bags: Sequence[Mapping[str, int]], lengths: Sequence[int], wanted: set[str]) -> list[float]:
@@ -78,11 +91,6 @@ def _bm25(bags: Sequence[Mapping[str, int]], lengths: Sequence[int], wanted: set
         sum(idf[t] * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average)) for t, tf in bag.items())
         for bag, length in zip(bags, lengths, strict=True)
     ]
-
-
-def _excerpts(found: list[tuple[float, Message]], per_episode: int, max_chars: int) -> tuple[str, ...]:
-    chosen = sorted(found, key=lambda pair: (-pair[0], pair[1].seq))[:per_episode]
-    return tuple(_verbatim(m, max_chars) for _, m in sorted(chosen, key=lambda pair: pair[1].seq))
 
 
 def _verbatim(m: Message, max_chars: int) -> str:
