@@ -28,6 +28,7 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
+from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.state.fixed_facts import FixedFactsCache
@@ -292,13 +293,15 @@ def build_services(
         new_id=new_episode_id, changes=state.visibility, digests=digester, pii=state.pii,
         fixed_facts=state.fixed_facts, tracing=tracing,
     )  # fmt: skip
+    passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
-        digests=a.digests, agents=a.agents, embedder=a.embedder, index=a.index, limits=limits, tracing=tracing
-    )
+        digests=a.digests, agents=a.agents, embedder=a.embedder, index=a.index, limits=limits,
+        passages=passages, tracing=tracing,
+    )  # fmt: skip
     context = ContextService(
         store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,
         summarizer=ExtractiveSummarizer(), limits=limits, clock=utc_now, new_id=new_call_id,
-        cache=state.working_sets, memo=RecencyMemo(state.versions), spoken_cache=state.spoken, pii=state.pii,
+        cache=state.working_sets, memo=RecencyMemo(state.versions), passages=passages, pii=state.pii,
         summary_pool=pool, background=compactor, tracing=tracing,
     )  # fmt: skip
     return Services(

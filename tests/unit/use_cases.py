@@ -19,6 +19,7 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
+from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.state.fixed_facts import FixedFactsCache
@@ -157,13 +158,15 @@ def use_cases(settings: Settings | None = None) -> UseCases:
         episodes=episode_store, agents=agent_store, tokens=tokens, limits=limits, clock=clock,
         new_id=CountingIds("ep_"), changes=visibility, digests=waiter, pii=pii, fixed_facts=fixed_facts,
     )  # fmt: skip
+    passages = Passages(messages=context_store, cache=spoken_cache)
     recall = RecallService(
-        digests=digest_store, agents=agent_store, embedder=embedder, index=index, limits=limits
-    )
+        digests=digest_store, agents=agent_store, embedder=embedder, index=index, limits=limits,
+        passages=passages,
+    )  # fmt: skip
     context = ContextService(
         store=context_store, episodes=episodes, recall=recall, tokens=tokens, summarizer=summarizer,
         limits=limits, clock=clock, new_id=CountingIds(), cache=working_sets,
-        memo=RecencyMemo(versions, clock=monotonic), spoken_cache=spoken_cache, pii=pii, summary_pool=pool,
+        memo=RecencyMemo(versions, clock=monotonic), passages=passages, pii=pii, summary_pool=pool,
         background=s.background,
     )  # fmt: skip
     return UseCases(

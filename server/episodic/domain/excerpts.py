@@ -81,6 +81,31 @@ def choose_excerpts(
     return chosen
 
 
+def passage_scores(query: str, transcripts: Mapping[str, Sequence[Spoken]]) -> dict[str, float]:
+    """Episode id -> the BM25 score of its best passage (a message with the one before and the
+    one after) against the query, statistics from these passages only. A whole episode's text
+    dilutes one exchange about the thing asked; its best passage does not."""
+    wanted = set(terms(query))
+    best: dict[str, float] = {}
+    if not wanted:
+        return best
+    every = [s for found in transcripts.values() for s in found]
+    bags = [Counter({w: s.words.count(w) for w in wanted.intersection(s.words)}) for s in every]
+    windows: list[Counter[str]] = []
+    lengths: list[int] = []
+    start = 0
+    for found in transcripts.values():
+        for i in range(start, start + len(found)):
+            around = range(max(i - 1, start), min(i + 2, start + len(found)))
+            windows.append(sum((bags[j] for j in around), Counter()))
+            lengths.append(max(sum(len(every[j].words) for j in around), 1))
+        start += len(found)
+    scores = iter(_bm25(windows, lengths, wanted))
+    for episode, found in transcripts.items():
+        best[episode] = max((next(scores) for _ in found), default=0.0)
+    return best
+
+
 def _bm25(bags: Sequence[Mapping[str, int]], lengths: Sequence[int], wanted: set[str]) -> list[float]:
     if not bags:
         return []

@@ -177,7 +177,17 @@ class ContextSources:
     complete: bool = True
 
 
-class ContextStore(Protocol):
+class SpokenMessages(Protocol):
+    async def spoken(
+        self, tenant_id: str, episode_ids: Sequence[str], per_episode: int
+    ) -> dict[str, list[Message]]:
+        """The first `per_episode` user and assistant messages of each of these (visible)
+        episodes, oldest first: what recall's passages and excerpts are chosen from. Only
+        episode id, seq, role, content and time are filled in."""
+        ...
+
+
+class ContextStore(SpokenMessages, Protocol):
     async def sources(
         self, tenant_id: str, episode_id: str, known_summary_to: int, after_seq: int | None, allowance: int
     ) -> ContextSources: ...
@@ -197,14 +207,6 @@ class ContextStore(Protocol):
     ) -> list[ModelCall]: ...
 
     async def record_reply(self, tenant_id: str, model_call_id: str, reply: ModelReply) -> ModelCall: ...
-
-    async def spoken(
-        self, tenant_id: str, episode_ids: Sequence[str], per_episode: int
-    ) -> dict[str, list[Message]]:
-        """The first `per_episode` user and assistant messages of each of these (visible)
-        episodes, oldest first: what recalled episodes' excerpts are chosen from. Only
-        episode id, seq, role, content and time are filled in."""
-        ...
 
 
 class ChangeOwner(Protocol):

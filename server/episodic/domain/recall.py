@@ -4,7 +4,7 @@ and the rank fusion of HYBRID search. Pure."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -94,14 +94,43 @@ def reciprocal_rank_fusion(
     rankings: Mapping[Signal, Sequence[Hit]], k: int = RRF_K
 ) -> list[tuple[Hit, tuple[Signal, ...]]]:
     """Fuses ranked lists: score = sum of 1/(k + rank) over the lists an episode is in."""
-    scores: dict[str, float] = {}
+    scores = _rrf_scores(rankings.values(), k)
     signals: dict[str, list[Signal]] = {}
     for signal, hits in rankings.items():
-        for rank, hit in enumerate(hits, start=1):
-            scores[hit.episode_id] = scores.get(hit.episode_id, 0.0) + 1.0 / (k + rank)
+        for hit in hits:
             signals.setdefault(hit.episode_id, []).append(signal)
     fused = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
     return [(Hit(episode_id, score), tuple(signals[episode_id])) for episode_id, score in fused]
+
+
+def fuse_with_passages(
+    rankings: Mapping[Signal, Sequence[Hit]], passages: Mapping[str, float], k: int = RRF_K
+) -> list[tuple[Hit, tuple[Signal, ...]]]:
+    """`reciprocal_rank_fusion` with one more ranking: the best-passage scores of the fused
+    head's episodes (those whose messages were read). An episode whose passage matched counts
+    as a lexical match."""
+    matched = sorted(((e, x) for e, x in passages.items() if x > 0), key=lambda p: (-p[1], p[0]))
+    extra = _rrf_scores([[Hit(e, x) for e, x in matched]], k)
+    rescored = [
+        (
+            Hit(hit.episode_id, hit.score + extra.get(hit.episode_id, 0.0)),
+            _with_lexical(s, hit.episode_id in extra),
+        )
+        for hit, s in reciprocal_rank_fusion(rankings, k)
+    ]
+    return sorted(rescored, key=lambda pair: (-pair[0].score, pair[0].episode_id))
+
+
+def _with_lexical(signals: tuple[Signal, ...], matched: bool) -> tuple[Signal, ...]:
+    return (*signals, Signal.LEXICAL) if matched and Signal.LEXICAL not in signals else signals
+
+
+def _rrf_scores(rankings: Iterable[Sequence[Hit]], k: int) -> dict[str, float]:
+    scores: dict[str, float] = {}
+    for hits in rankings:
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.episode_id] = scores.get(hit.episode_id, 0.0) + 1.0 / (k + rank)
+    return scores
 
 
 @dataclass(frozen=True, slots=True)

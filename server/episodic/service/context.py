@@ -20,7 +20,7 @@ from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
 from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
-from episodic.domain.excerpts import Spoken, choose_excerpts, spoken, terms
+from episodic.domain.excerpts import choose_excerpts, terms
 from episodic.domain.model import (
     Caller,
     EpisodeState,
@@ -47,10 +47,10 @@ from episodic.domain.working_set import WorkingSet
 from episodic.errors import FailedPrecondition
 from episodic.service.compaction import SharedCompactions, SummaryMaker
 from episodic.service.episodes import EpisodeService
+from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard, redact_text
 from episodic.service.recall import RecallService, SearchRequest
 from episodic.state.recall_memo import RecencyMemo
-from episodic.state.spoken_cache import SpokenCache
 from episodic.state.token_cache import CachedCounts
 from episodic.state.working_set import Key, WorkingSetCache
 from episodic.telemetry.tracing import (
@@ -63,10 +63,9 @@ from episodic.telemetry.tracing import (
     no_tracing,
 )
 
-# Excerpts of recalled episodes: how many messages each, how long, and how many are read.
+# Excerpts of recalled episodes: how many matching messages each (each with its reply), how long.
 EXCERPTS_PER_EPISODE = 3
 EXCERPT_CHARS = 300
-EXCERPT_SOURCE_MESSAGES = 400  # per episode: bounds the read and the scoring, whatever its length
 _RECALL_MODES = {
     RecallMode.RECENCY: SearchMode.RECENCY,
     RecallMode.SEMANTIC: SearchMode.SEMANTIC,
@@ -112,7 +111,7 @@ class ContextService:
     new_id: IdFactory
     cache: WorkingSetCache
     memo: RecencyMemo
-    spoken_cache: SpokenCache  # recalled episodes' messages, for excerpts
+    passages: Passages  # recalled episodes' messages, for excerpts
     pii: PiiGuard
     summary_pool: Executor  # where inline summaries are made: a small pool of the composition root
     background: BackgroundCompactions | None  # an LLM summarizer's compactions, off the request path
@@ -233,20 +232,9 @@ class ContextService:
         summary leaves out is what people ask about."""
         if not snippets or not terms(query):
             return snippets
-        transcripts = await self._spoken(caller.tenant_id, [s.episode_id for s in snippets])
+        transcripts = await self.passages.of(caller.tenant_id, [s.episode_id for s in snippets])
         chosen = choose_excerpts(query, transcripts, EXCERPTS_PER_EPISODE, EXCERPT_CHARS)
         return [dataclasses.replace(s, excerpts=chosen.get(s.episode_id, ())) for s in snippets]
-
-    async def _spoken(self, tenant_id: str, episode_ids: list[str]) -> dict[str, Sequence[Spoken]]:
-        """From the cache; what it lacks in one read."""
-        found = {e: held for e in episode_ids if (held := self.spoken_cache.get((tenant_id, e))) is not None}
-        missing = [e for e in episode_ids if e not in found]
-        if missing:
-            read = await self.store.spoken(tenant_id, missing, EXCERPT_SOURCE_MESSAGES)
-            for episode_id in missing:
-                found[episode_id] = spoken(read.get(episode_id, []))
-                self.spoken_cache.put((tenant_id, episode_id), found[episode_id])
-        return found
 
     async def _search(self, caller: Caller, r: SearchRequest) -> tuple[list[Snippet], int]:
         """Recency answers are remembered between turns (see RecencyMemo)."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from episodic.domain.access import require_agent
+from episodic.domain.excerpts import passage_scores, terms
 from episodic.domain.model import Caller
 from episodic.domain.ports import AgentStore, DigestStore, Embedder, VectorIndex
 from episodic.domain.recall import (
@@ -19,9 +20,11 @@ from episodic.domain.recall import (
     Signal,
     Snippet,
     episode_of,
+    fuse_with_passages,
     reciprocal_rank_fusion,
 )
 from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.service.passages import Passages
 from episodic.telemetry.tracing import (
     EPISODIC_SEARCH_MODE,
     GEN_AI_MEMORY_QUERY_TEXT,
@@ -37,6 +40,9 @@ from episodic.telemetry.tracing import (
 MAX_TOP_K = 100
 DEFAULT_TOP_K = 5
 CHUNKS_PER_EPISODE = 8  # candidates fetched per wanted episode, since episodes have several vectors
+# HYBRID reads the messages of this many best fused episodes and ranks them a third time by
+# their best passage (LoCoMo dev R@5 0.89-0.90 for pools of 10, 15 and 25: not sensitive).
+PASSAGE_POOL = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +70,7 @@ class RecallService:
     embedder: Embedder
     index: VectorIndex
     limits: Limits
+    passages: Passages | None = None  # None: HYBRID fuses meaning and full text only
     known_agents: set[tuple[str, str]] = field(default_factory=set)
     tracing: Tracing = field(default_factory=no_tracing)
 
@@ -129,17 +136,45 @@ class RecallService:
 
     async def _ranked(self, scope: Scope, r: SearchRequest, mode: SearchMode, top_k: int) -> list[Snippet]:
         wanted = top_k if r.ended_after is None and r.ended_before is None else MAX_TOP_K
+        if mode is SearchMode.HYBRID and self.passages is not None:
+            wanted = max(wanted, PASSAGE_POOL)
         semantic = _keep_above(await self._semantic(scope, r.query, wanted), r.min_score)
         fused: list[tuple[Hit, tuple[Signal, ...]]]
         if mode is SearchMode.SEMANTIC:
             fused = [(hit, (Signal.SEMANTIC,)) for hit in semantic]
+            digests = await self._ready(scope, r, fused)
         else:
             lexical = await self.digests.lexical(scope, r.query, wanted * 2)
-            fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: lexical})
-        ids = [hit.episode_id for hit, _ in fused]
-        digests = await self.digests.ready_among(scope, ids, r.ended_after, r.ended_before)
+            rankings = {Signal.SEMANTIC: semantic, Signal.LEXICAL: lexical}
+            fused = reciprocal_rank_fusion(rankings)
+            digests = await self._ready(scope, r, fused)
+            if self.passages is not None:
+                fused = await self._by_passages(scope, r.query, rankings, fused, digests)
         found = [_snippet(digests[h.episode_id], h.score, s) for h, s in fused if h.episode_id in digests]
         return found[:top_k]
+
+    async def _ready(
+        self, scope: Scope, r: SearchRequest, fused: Sequence[tuple[Hit, tuple[Signal, ...]]]
+    ) -> dict[str, Digest]:
+        ids = [hit.episode_id for hit, _ in fused]
+        return await self.digests.ready_among(scope, ids, r.ended_after, r.ended_before)
+
+    async def _by_passages(
+        self,
+        scope: Scope,
+        query: str,
+        rankings: dict[Signal, list[Hit]],
+        fused: list[tuple[Hit, tuple[Signal, ...]]],
+        digests: dict[str, Digest],
+    ) -> list[tuple[Hit, tuple[Signal, ...]]]:
+        """Fused again with the best passage of each of the PASSAGE_POOL best episodes: one
+        exchange about the thing asked, diluted in a long episode, still counts."""
+        assert self.passages is not None
+        head = [hit.episode_id for hit, _ in fused if hit.episode_id in digests][:PASSAGE_POOL]
+        if not head or not terms(query):
+            return fused
+        transcripts = await self.passages.of(scope.tenant_id, head)
+        return fuse_with_passages(rankings, passage_scores(query, transcripts))
 
     async def _semantic(self, scope: Scope, query: str, wanted: int) -> list[Hit]:
         (vector,) = await asyncio.to_thread(self.embedder.embed, [query])

@@ -38,6 +38,7 @@ def run_eval(args: argparse.Namespace) -> int:
     report = asyncio.run(_evaluate(sessions, questions, modes, args.embedder))
     report_bm25(report, sessions, questions)
     print(report.table())
+    print(report.latencies())
     beaten = _verdict(report, modes)
     return 1 if args.gate and args.gate not in beaten else 0
 
@@ -106,7 +107,9 @@ async def _await_digests(client: AsyncEpisodicClient, users: set[str], timeout: 
 async def _ask(client: AsyncEpisodicClient, questions: list[Question], mode: str, report: Report) -> None:
     """`mode` is a search mode's short name (recency, semantic, hybrid), as the client takes it."""
     for q in questions:
+        started = time.perf_counter()
         reply = await client.search_episodes(AGENT, q.sample_id, q.text, mode=mode, top_k=10)
+        report.timed(mode, time.perf_counter() - started)
         ranked = [s.episode_id.removeprefix(f"{q.sample_id}-") for s in reply.snippets]
         report.add(mode, q.category, ranked, q.evidence)
 
@@ -117,7 +120,9 @@ def report_bm25(report: Report, sessions: Sequence[Session], questions: Sequence
         by_sample.setdefault(s.sample_id, []).append(s)
     indexes = {k: Bm25(["\n".join(s.lines()) for s in v]) for k, v in by_sample.items()}
     for q in questions:
+        started = time.perf_counter()
         scores = indexes[q.sample_id].scores(q.text)
+        report.timed("bm25", time.perf_counter() - started)
         order = sorted(range(len(scores)), key=lambda i: -scores[i])
         report.add("bm25", q.category, [by_sample[q.sample_id][i].session_id for i in order], q.evidence)
 

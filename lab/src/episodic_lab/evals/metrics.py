@@ -40,6 +40,7 @@ class Report:
     by_method: dict[str, dict[str, Scores]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(Scores))
     )
+    seconds: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, method: str, category: str, ranked: Sequence[str], evidence: frozenset[str]) -> None:
         self.by_method[method][category].add(ranked, evidence)
@@ -52,6 +53,19 @@ class Report:
                 s = categories[category]
                 figures = "  ".join(f"{x:.3f}" for x in s.row())
                 lines.append(f"{method:<10} {category:<12} {s.count:>4}  {figures}")
+        return "\n".join(lines)
+
+    def timed(self, method: str, seconds: float) -> None:
+        self.seconds.setdefault(method, []).append(seconds)
+
+    def latencies(self) -> str:
+        """Per method, the query's p50 and p99 in ms: SearchEpisodes round trips on loopback
+        for the server's modes, the in-process scoring for bm25 (no server, no network)."""
+        lines = [f"{'method':<10} query ms  p50     p99"]
+        for method, seconds in self.seconds.items():
+            ordered = sorted(seconds)
+            p50, p99 = (ordered[min(int(q * len(ordered)), len(ordered) - 1)] * 1000 for q in (0.5, 0.99))
+            lines.append(f"{method:<10}          {p50:6.2f}  {p99:6.2f}")
         return "\n".join(lines)
 
     def overall(self, method: str) -> list[float]:
