@@ -10,7 +10,7 @@ import math
 import re
 import string
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from episodic.domain.model import Message, Role
@@ -84,26 +84,37 @@ def choose_excerpts(
 def passage_scores(query: str, transcripts: Mapping[str, Sequence[Spoken]]) -> dict[str, float]:
     """Episode id -> the BM25 score of its best passage (a message with the one before and the
     one after) against the query, statistics from these passages only. A whole episode's text
-    dilutes one exchange about the thing asked; its best passage does not."""
+    dilutes one exchange about the thing asked; its best passage does not. Only passages around
+    a matching message are scored: the rest score 0 and count only in the statistics."""
     wanted = set(terms(query))
-    best: dict[str, float] = {}
     if not wanted:
-        return best
-    every = [s for found in transcripts.values() for s in found]
-    bags = [Counter({w: s.words.count(w) for w in wanted.intersection(s.words)}) for s in every]
-    windows: list[Counter[str]] = []
+        return {}
+    best = dict.fromkeys(transcripts, 0.0)
+    owners: list[str] = []
+    windows: list[dict[str, int]] = []
     lengths: list[int] = []
-    start = 0
-    for found in transcripts.values():
-        for i in range(start, start + len(found)):
-            around = range(max(i - 1, start), min(i + 2, start + len(found)))
-            windows.append(sum((bags[j] for j in around), Counter()))
-            lengths.append(max(sum(len(every[j].words) for j in around), 1))
-        start += len(found)
-    scores = iter(_bm25(windows, lengths, wanted))
     for episode, found in transcripts.items():
-        best[episode] = max((next(scores) for _ in found), default=0.0)
+        sizes = [len(s.words) for s in found]
+        bags = [{w: s.words.count(w) for w in wanted.intersection(s.words)} for s in found]  # C loops
+        for i in range(len(found)):
+            around = range(max(i - 1, 0), min(i + 2, len(found)))
+            lengths.append(max(sum(sizes[j] for j in around), 1))
+            if bags[i] or (i and bags[i - 1]) or (i + 1 < len(found) and bags[i + 1]):
+                windows.append(_merged(bags[j] for j in around))
+            else:
+                windows.append({})
+            owners.append(episode)
+    for episode, score in zip(owners, _bm25(windows, lengths, wanted), strict=True):
+        best[episode] = max(best[episode], score)
     return best
+
+
+def _merged(bags: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for bag in bags:
+        for w, n in bag.items():
+            merged[w] = merged.get(w, 0) + n
+    return merged
 
 
 def _bm25(bags: Sequence[Mapping[str, int]], lengths: Sequence[int], wanted: set[str]) -> list[float]:
