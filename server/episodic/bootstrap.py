@@ -296,7 +296,7 @@ def build_services(
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
         digests=a.digests, agents=a.agents, embedder=a.embedder, index=a.index, limits=limits,
-        passages=passages, tracing=tracing,
+        clock=utc_now, passages=passages, tracing=tracing,
     )  # fmt: skip
     context = ContextService(
         store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,

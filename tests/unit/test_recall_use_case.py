@@ -73,6 +73,18 @@ async def test_hybrid_search_fuses_meaning_with_full_text_matches(app: UseCases)
     assert best.episode_id == "pay" and set(best.signals) == {Signal.SEMANTIC, Signal.LEXICAL}
 
 
+async def test_hybrid_ranks_first_what_ended_in_the_period_the_query_names(app: UseCases) -> None:
+    await app.remembered("kyoto", *KYOTO)  # Monday 6 January
+    app.clock.advance(timedelta(days=7))
+    await app.remembered("pay", *PAY)
+    await app.remembered("bike", *BIKE)
+    found = await app.recall.search(
+        CALLER, SearchRequest("helper", "mary", SearchMode.HYBRID, "what did we say last week?", top_k=3)
+    )
+    assert found.snippets[0].episode_id == "kyoto" and Signal.RECENCY in found.snippets[0].signals
+    assert (await search(app, SearchMode.HYBRID, "shop near the station last week", top_k=1)) == ["bike"]
+
+
 async def test_a_time_range_keeps_only_episodes_that_ended_inside_it(app: UseCases) -> None:
     await three_past_conversations(app)
     pay_ended = app.tables.digests[(TENANT, "pay")].ended_at

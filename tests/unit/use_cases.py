@@ -161,7 +161,7 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     passages = Passages(messages=context_store, cache=spoken_cache)
     recall = RecallService(
         digests=digest_store, agents=agent_store, embedder=embedder, index=index, limits=limits,
-        passages=passages,
+        clock=clock, passages=passages,
     )  # fmt: skip
     context = ContextService(
         store=context_store, episodes=episodes, recall=recall, tokens=tokens, summarizer=summarizer,

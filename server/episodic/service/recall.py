@@ -11,7 +11,7 @@ from datetime import datetime
 from episodic.domain.access import require_agent
 from episodic.domain.excerpts import passage_scores, terms
 from episodic.domain.model import Caller
-from episodic.domain.ports import AgentStore, DigestStore, Embedder, VectorIndex
+from episodic.domain.ports import AgentStore, Clock, DigestStore, Embedder, VectorIndex
 from episodic.domain.recall import (
     Digest,
     Hit,
@@ -24,6 +24,7 @@ from episodic.domain.recall import (
     reciprocal_rank_fusion,
 )
 from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.domain.when import period_in
 from episodic.service.passages import Passages
 from episodic.telemetry.tracing import (
     EPISODIC_SEARCH_MODE,
@@ -70,6 +71,7 @@ class RecallService:
     embedder: Embedder
     index: VectorIndex
     limits: Limits
+    clock: Clock  # resolves "last week" and "in May" in HYBRID queries
     passages: Passages | None = None  # None: HYBRID fuses meaning and full text only
     known_agents: set[tuple[str, str]] = field(default_factory=set)
     tracing: Tracing = field(default_factory=no_tracing)
@@ -147,11 +149,31 @@ class RecallService:
             lexical = await self.digests.lexical(scope, r.query, wanted * 2)
             rankings = {Signal.SEMANTIC: semantic, Signal.LEXICAL: lexical}
             fused = reciprocal_rank_fusion(rankings)
+            if r.ended_after is None and r.ended_before is None:
+                rankings |= await self._in_period(scope, r.query, wanted, fused)
+                fused = reciprocal_rank_fusion(rankings)
             digests = await self._ready(scope, r, fused)
             if self.passages is not None:
                 fused = await self._by_passages(scope, r.query, rankings, fused, digests)
         found = [_snippet(digests[h.episode_id], h.score, s) for h, s in fused if h.episode_id in digests]
         return found[:top_k]
+
+    async def _in_period(
+        self, scope: Scope, query: str, wanted: int, fused: Sequence[tuple[Hit, tuple[Signal, ...]]]
+    ) -> dict[Signal, list[Hit]]:
+        """The episodes that ended in the period the query names ("last week", "in May") as one
+        more ranking: those already found in their fused order, then the newest others. The
+        time asked about is part of the question, but a period that holds everything changes
+        no order."""
+        period = period_in(query, self.clock())
+        if period is None:
+            return {}
+        ids = [h.episode_id for h, _ in fused]
+        inside = await self.digests.ready_among(scope, ids, period.start, period.end)
+        newest = [d.episode_id for d in await self.digests.recent(scope, wanted, period.start, period.end)]
+        order = [e for e in ids if e in inside]
+        order += [e for e in newest if e not in order]
+        return {Signal.RECENCY: [Hit(e, 1.0 / rank) for rank, e in enumerate(order, start=1)]}
 
     async def _ready(
         self, scope: Scope, r: SearchRequest, fused: Sequence[tuple[Hit, tuple[Signal, ...]]]
