@@ -3,6 +3,7 @@ the fused head's episodes, so one exchange about the thing asked is not diluted 
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from episodic.domain.excerpts import passage_scores, spoken
@@ -48,3 +49,16 @@ def test_the_passage_ranking_lifts_an_episode_and_counts_as_a_lexical_match() ->
 def test_without_a_matching_passage_the_fusion_is_unchanged() -> None:
     rankings = {Signal.SEMANTIC: [Hit("a", 0.9), Hit("b", 0.8)], Signal.LEXICAL: [Hit("b", 1.0)]}
     assert fuse_with_passages(rankings, {"a": 0.0, "b": 0.0}) == reciprocal_rank_fusion(rankings)
+
+
+def test_scoring_passages_is_linear_in_the_text_read() -> None:
+    def seconds(count: int) -> float:
+        log = {"e": spoken(said("e", *["the stream will be cancelled " * 40] * count))}
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            passage_scores("stream cancelled " * 200, log)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    assert seconds(1600) / seconds(100) < 16 * 3  # 16x the text: linear with generous slack
