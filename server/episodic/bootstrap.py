@@ -18,6 +18,7 @@ from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.api.server import GrpcServer, Services, build_server
 from episodic.bounded import within
 from episodic.config import ConfigError, Settings, TlsMaterial
+from episodic.domain.digests import indexed_with
 from episodic.domain.ports import Embedder, Summarizer, VectorIndex
 from episodic.embed import make_embedder
 from episodic.index import FaissVectorIndex
@@ -317,7 +318,7 @@ def build_services(
             clock=utc_now,
             new_id=new_call_id,
         ),
-        index_checker=IndexChecker(store=a.digests, index=a.index, model=a.embedder.model_id),
+        index_checker=IndexChecker(store=a.digests, index=a.index, model=indexed_with(a.embedder.model_id)),
     )
 
 
@@ -426,12 +427,12 @@ async def _wired(
 
 
 async def load_index(adapters: Adapters, state: State) -> None:
-    model = adapters.embedder.model_id
+    model = indexed_with(adapters.embedder.model_id)
     loaded = await state.visibility.load(adapters.digests.vectors(model))
     log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": model})
     stale = await adapters.digests.count_stale(model)
     if stale:
-        log.warning("embedding model changed: re-embedding in the background", extra={"digests": stale})
+        log.warning("model or index recipe changed: re-embedding in the background", extra={"digests": stale})
 
 
 @asynccontextmanager

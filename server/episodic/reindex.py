@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 
 from episodic.bootstrap import build_adapters, build_digester, build_state, ensure_schema
 from episodic.config import Settings
+from episodic.domain.digests import indexed_with
 from episodic.domain.recall import DigestState
 from episodic.store import schema
 from episodic.store.database import Database, open_database
@@ -33,7 +34,7 @@ async def _run(settings: Settings, database: Database, writer: GroupCommitWriter
     """The server's own digester over an empty index: vectors go to SQL, which the server
     loads its index from at start."""
     adapters = build_adapters(settings, database, writer, None)
-    model = adapters.embedder.model_id
+    model = indexed_with(adapters.embedder.model_id)
     total = await _outstanding(database, model)
     with ThreadPoolExecutor(1) as pool:
         digester = build_digester(settings, adapters, build_state(settings, adapters), pool)

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from episodic.domain import digests as rules
 from episodic.domain.model import CloseReason, EpisodeState, NewMessage, Role
 from episodic.domain.recall import DigestState, Scope
 from episodic.embed import make_embedder
@@ -154,3 +157,24 @@ async def test_vectors_of_an_old_model_are_re_embedded_with_the_new_one(stack: S
     digest = await upgraded.store.get(stack.caller.tenant_id, episode_id)
     assert digest is not None and digest.embedding_model == "hashing-256-v2"
     assert digest.state is DigestState.READY and index.keys(scope)
+
+
+async def test_a_new_index_recipe_re_embeds_digests_made_with_the_old_one(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = unique("Knossos")
+    episode_id, scope = await closed_episode(stack, marker)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    await digester_for(stack, make_embedder("hashing"), now).run_once()
+    before = await digester_for(stack, None, now).store.get(stack.caller.tenant_id, episode_id)
+    assert before is not None and before.embedding_model == "hashing-256"
+
+    monkeypatch.setattr(rules, "INDEX_RECIPE", rules.INDEX_RECIPE + 1)
+    index = FaissVectorIndex(256)
+    upgraded = digester_for(stack, make_embedder("hashing"), now, index)
+    assert await upgraded.store.count_stale(rules.indexed_with("hashing-256")) >= 1
+    while await upgraded.run_once():
+        pass
+    digest = await upgraded.store.get(stack.caller.tenant_id, episode_id)
+    assert digest is not None and digest.embedding_model == f"hashing-256+index.{rules.INDEX_RECIPE}"
+    assert digest.summary == before.summary and index.keys(scope)  # the summary is kept

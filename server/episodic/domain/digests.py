@@ -14,6 +14,17 @@ FAILED_AFTER_ATTEMPTS = 3
 MAX_BACKOFF = timedelta(minutes=10)
 CHUNK_CHARS = 450  # ~100 tokens; chosen by episodic eval-recall over 150-1200 (see docs/api.md)
 SPOKEN = (Role.USER, Role.ASSISTANT)
+# What the index holds besides the model's vectors: which texts are embedded (embedded_texts,
+# chunks) and the full text searched (lexical_body). Bump it when they change: every READY
+# digest made with an earlier recipe is then re-embedded and its full text rewritten in the
+# background, as after a model change, so an upgrade never leaves old episodes unrecallable.
+INDEX_RECIPE = 1
+
+
+def indexed_with(model_id: str) -> str:
+    """What a digest records as its `embedding_model`, and what staleness is judged by. Recipe
+    1 is the bare model id: what versions before recipes wrote."""
+    return model_id if INDEX_RECIPE == 1 else f"{model_id}+index.{INDEX_RECIPE}"
 
 
 def pending_digest(episode: Episode, now: datetime) -> Digest:

@@ -72,11 +72,11 @@ class Digester:
         work = await self.store.claim_due(self.clock(), self.batch, self.lease)
         if work:
             return sum([await self._digest(digest) for digest in work])
-        stale = await self.store.stale(self.embedder.model_id, self.batch)
+        stale = await self.store.stale(rules.indexed_with(self.embedder.model_id), self.batch)
         done = sum([await self._digest(digest) for digest in stale])
         if stale:
-            left = await self.store.count_stale(self.embedder.model_id)
-            log.info("re-embedding after a model change", extra={"done": done, "left": left})
+            left = await self.store.count_stale(rules.indexed_with(self.embedder.model_id))
+            log.info("re-embedding after a model or index change", extra={"done": done, "left": left})
         return done
 
     async def _run(self) -> None:
@@ -114,7 +114,7 @@ class Digester:
         messages = await self.store.transcript(digest)
         text = await self._text(digest, messages)
         vectors = await asyncio.to_thread(self.embedder.embed, rules.embedded_texts(text, messages))
-        done = rules.ready(digest, text, self.embedder.model_id, self.clock())
+        done = rules.ready(digest, text, rules.indexed_with(self.embedder.model_id), self.clock())
         keys = [vector_key(digest.episode_id, i) for i in range(len(vectors))]
         await self.changes.commit(
             lambda: self.store.save_ready(done, vectors, rules.lexical_body(text, messages)),
