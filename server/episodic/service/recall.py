@@ -42,7 +42,7 @@ MAX_TOP_K = 100
 DEFAULT_TOP_K = 5
 CHUNKS_PER_EPISODE = 8  # candidates fetched per wanted episode, since episodes have several vectors
 # HYBRID reads the messages of this many best fused episodes and ranks them a third time by
-# their best passage (LoCoMo dev R@5 0.89-0.90 for pools of 10, 15 and 25: not sensitive).
+# their best passage (LoCoMo dev R@5 for pools of 5, 10 and 20: 0.902, 0.925, 0.924).
 PASSAGE_POOL = 10
 
 
