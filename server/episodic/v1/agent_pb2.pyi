@@ -3,10 +3,12 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -151,6 +153,12 @@ class MemoryConfig(_message.Message):
     IDLE_TIMEOUT_FIELD_NUMBER: _builtins.int
     RETENTION_DAYS_FIELD_NUMBER: _builtins.int
     PII_POLICY_FIELD_NUMBER: _builtins.int
+    KNOWN_FACTS_FIELD_NUMBER: _builtins.int
+    MEMORY_TOP_K_FIELD_NUMBER: _builtins.int
+    MEMORY_MIN_SCORE_FIELD_NUMBER: _builtins.int
+    SESSION_DATA_KEYS_FIELD_NUMBER: _builtins.int
+    MEMORY_EXTRACTION_PROMPT_FIELD_NUMBER: _builtins.int
+    EXTRACT_MEMORIES_FIELD_NUMBER: _builtins.int
     max_working_memory_tokens: _builtins.int
     """Token budget of the whole rendered context (all sections). Default 8000."""
     context_window_tokens: _builtins.int
@@ -181,9 +189,27 @@ class MemoryConfig(_message.Message):
     addresses, secrets) is replaced by typed placeholders such as [EMAIL] before anything is
     stored, embedded or rendered. Default PII_POLICY_UNSPECIFIED: the tenant's policy.
     """
+    known_facts: _builtins.bool
+    """Whether contexts hold a "[Known Facts]" section of the user's long-term memories
+    (after the system prompt, before past conversations). Default true.
+    """
+    memory_top_k: _builtins.int
+    """How many memories the "[Known Facts]" section holds at most (1-100). Default 5."""
+    memory_min_score: _builtins.float
+    """Minimum similarity of a memory to the recall query (0-1). Default 0.3."""
+    memory_extraction_prompt: _builtins.str
+    """Instructions for an LLM memory extractor (server configured with
+    EPISODIC_EXTRACTOR=openai), replacing its default prompt. Up to 8000 characters.
+    """
+    extract_memories: _builtins.bool
+    """Whether memories are extracted from this agent's episodes when they close. Default true."""
     @_builtins.property
     def idle_timeout(self) -> _duration_pb2.Duration:
         """Episodes idle for longer than this are closed by the server. Default 30 minutes."""
+
+    @_builtins.property
+    def session_data_keys(self) -> Global___SessionDataKeys:
+        """Session data keys rendered in the "[Known Facts]" section, in this order. Unset: none."""
 
     def __init__(
         self,
@@ -198,17 +224,33 @@ class MemoryConfig(_message.Message):
         idle_timeout: _duration_pb2.Duration | None = ...,
         retention_days: _builtins.int | None = ...,
         pii_policy: Global___PiiPolicy.ValueType = ...,
+        known_facts: _builtins.bool | None = ...,
+        memory_top_k: _builtins.int | None = ...,
+        memory_min_score: _builtins.float | None = ...,
+        session_data_keys: Global___SessionDataKeys | None = ...,
+        memory_extraction_prompt: _builtins.str | None = ...,
+        extract_memories: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "idle_timeout", b"idle_timeout", "max_working_memory_tokens", b"max_working_memory_tokens", "recall_min_score", b"recall_min_score", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_extract_memories", b"_extract_memories", "_known_facts", b"_known_facts", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_memory_extraction_prompt", b"_memory_extraction_prompt", "_memory_min_score", b"_memory_min_score", "_memory_top_k", b"_memory_top_k", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "extract_memories", b"extract_memories", "idle_timeout", b"idle_timeout", "known_facts", b"known_facts", "max_working_memory_tokens", b"max_working_memory_tokens", "memory_extraction_prompt", b"memory_extraction_prompt", "memory_min_score", b"memory_min_score", "memory_top_k", b"memory_top_k", "recall_min_score", b"recall_min_score", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "session_data_keys", b"session_data_keys", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "idle_timeout", b"idle_timeout", "max_working_memory_tokens", b"max_working_memory_tokens", "pii_policy", b"pii_policy", "recall_min_score", b"recall_min_score", "recall_mode", b"recall_mode", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_extract_memories", b"_extract_memories", "_known_facts", b"_known_facts", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_memory_extraction_prompt", b"_memory_extraction_prompt", "_memory_min_score", b"_memory_min_score", "_memory_top_k", b"_memory_top_k", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "extract_memories", b"extract_memories", "idle_timeout", b"idle_timeout", "known_facts", b"known_facts", "max_working_memory_tokens", b"max_working_memory_tokens", "memory_extraction_prompt", b"memory_extraction_prompt", "memory_min_score", b"memory_min_score", "memory_top_k", b"memory_top_k", "pii_policy", b"pii_policy", "recall_min_score", b"recall_min_score", "recall_mode", b"recall_mode", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "session_data_keys", b"session_data_keys", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_ceiling_percent: _TypeAlias = _typing.Literal["context_ceiling_percent"]  # noqa: Y015
     _WhichOneofArgType__context_ceiling_percent: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent"]  # noqa: Y015
     _WhichOneofReturnType__context_window_tokens: _TypeAlias = _typing.Literal["context_window_tokens"]  # noqa: Y015
     _WhichOneofArgType__context_window_tokens: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__extract_memories: _TypeAlias = _typing.Literal["extract_memories"]  # noqa: Y015
+    _WhichOneofArgType__extract_memories: _TypeAlias = _typing.Literal["_extract_memories", b"_extract_memories"]  # noqa: Y015
+    _WhichOneofReturnType__known_facts: _TypeAlias = _typing.Literal["known_facts"]  # noqa: Y015
+    _WhichOneofArgType__known_facts: _TypeAlias = _typing.Literal["_known_facts", b"_known_facts"]  # noqa: Y015
     _WhichOneofReturnType__max_working_memory_tokens: _TypeAlias = _typing.Literal["max_working_memory_tokens"]  # noqa: Y015
     _WhichOneofArgType__max_working_memory_tokens: _TypeAlias = _typing.Literal["_max_working_memory_tokens", b"_max_working_memory_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__memory_extraction_prompt: _TypeAlias = _typing.Literal["memory_extraction_prompt"]  # noqa: Y015
+    _WhichOneofArgType__memory_extraction_prompt: _TypeAlias = _typing.Literal["_memory_extraction_prompt", b"_memory_extraction_prompt"]  # noqa: Y015
+    _WhichOneofReturnType__memory_min_score: _TypeAlias = _typing.Literal["memory_min_score"]  # noqa: Y015
+    _WhichOneofArgType__memory_min_score: _TypeAlias = _typing.Literal["_memory_min_score", b"_memory_min_score"]  # noqa: Y015
+    _WhichOneofReturnType__memory_top_k: _TypeAlias = _typing.Literal["memory_top_k"]  # noqa: Y015
+    _WhichOneofArgType__memory_top_k: _TypeAlias = _typing.Literal["_memory_top_k", b"_memory_top_k"]  # noqa: Y015
     _WhichOneofReturnType__recall_min_score: _TypeAlias = _typing.Literal["recall_min_score"]  # noqa: Y015
     _WhichOneofArgType__recall_min_score: _TypeAlias = _typing.Literal["_recall_min_score", b"_recall_min_score"]  # noqa: Y015
     _WhichOneofReturnType__recall_top_k: _TypeAlias = _typing.Literal["recall_top_k"]  # noqa: Y015
@@ -222,7 +264,17 @@ class MemoryConfig(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context_window_tokens) -> _WhichOneofReturnType__context_window_tokens | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__extract_memories) -> _WhichOneofReturnType__extract_memories | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__known_facts) -> _WhichOneofReturnType__known_facts | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_working_memory_tokens) -> _WhichOneofReturnType__max_working_memory_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_extraction_prompt) -> _WhichOneofReturnType__memory_extraction_prompt | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_min_score) -> _WhichOneofReturnType__memory_min_score | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_top_k) -> _WhichOneofReturnType__memory_top_k | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__recall_min_score) -> _WhichOneofReturnType__recall_min_score | None: ...
     @_typing.overload
@@ -233,3 +285,27 @@ class MemoryConfig(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_results_kept_verbatim) -> _WhichOneofReturnType__tool_results_kept_verbatim | None: ...
 
 Global___MemoryConfig: _TypeAlias = MemoryConfig  # noqa: Y015
+
+@_typing.final
+class SessionDataKeys(_message.Message):
+    """Session data keys to render."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEYS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Up to 32 keys, each 1-128 characters."""
+
+    def __init__(
+        self,
+        *,
+        keys: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keys", b"keys"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionDataKeys: _TypeAlias = SessionDataKeys  # noqa: Y015

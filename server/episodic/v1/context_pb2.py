@@ -23,31 +23,34 @@ _sym_db = _symbol_database.Default()
 
 
 from episodic.v1 import episode_pb2 as episodic_dot_v1_dot_episode__pb2
+from episodic.v1 import memory_pb2 as episodic_dot_v1_dot_memory__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65pisodic/v1/context.proto\x12\x0b\x65pisodic.v1\x1a\x19\x65pisodic/v1/episode.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x02\n\x0e\x43ontextMessage\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x1f\n\x04role\x18\x02 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12,\n\x07section\x18\x04 \x01(\x0e\x32\x1b.episodic.v1.ContextSection\x12)\n\ntool_calls\x18\x05 \x03(\x0b\x32\x15.episodic.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x06 \x01(\t\x12\x0b\n\x03seq\x18\x07 \x01(\x03\x12\x0f\n\x07stubbed\x18\x08 \x01(\x08\x12\x13\n\x0btoken_count\x18\t \x01(\x05\x12\x19\n\x11\x63ontent_continues\x18\n \x01(\x08\"\x8a\x01\n\rSectionTokens\x12\x0e\n\x06system\x18\x01 \x01(\x05\x12\x1a\n\x12past_conversations\x18\x02 \x01(\x05\x12\x0f\n\x07summary\x18\x03 \x01(\x05\x12\x0f\n\x07history\x18\x04 \x01(\x05\x12\x14\n\x0cuser_message\x18\x05 \x01(\x05\x12\x15\n\rreply_priming\x18\x06 \x01(\x05\"t\n\x0fRecalledEpisode\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12,\n\x08\x65nd_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08rendered\x18\x04 \x01(\x08\"\xbe\x04\n\rContextReport\x12\x32\n\x0esection_tokens\x18\x01 \x01(\x0b\x32\x1a.episodic.v1.SectionTokens\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\x05\x12\x15\n\rbudget_tokens\x18\x03 \x01(\x05\x12\x16\n\x0e\x63\x65iling_tokens\x18\x04 \x01(\x05\x12\x17\n\x0fmessages_pruned\x18\x05 \x01(\x05\x12\x1c\n\x14tool_results_stubbed\x18\x06 \x01(\x05\x12\x1b\n\x13messages_summarized\x18\x07 \x01(\x05\x12\x18\n\x10summary_from_seq\x18\x08 \x01(\x03\x12\x16\n\x0esummary_to_seq\x18\t \x01(\x03\x12+\n\ncompaction\x18\n \x01(\x0e\x32\x17.episodic.v1.Compaction\x12\x18\n\x10history_from_seq\x18\x0b \x01(\x03\x12\x16\n\x0ehistory_to_seq\x18\x0c \x01(\x03\x12\x37\n\x11recalled_episodes\x18\r \x03(\x0b\x32\x1c.episodic.v1.RecalledEpisode\x12\x17\n\x0fpending_digests\x18\x0e \x01(\x05\x12\x15\n\rmodel_call_id\x18\x0f \x01(\t\x12\x10\n\x08trace_id\x18\x10 \x01(\t\x12\x18\n\x10user_message_seq\x18\x11 \x01(\x03\x12\r\n\x05model\x18\x12 \x01(\t\x12\x16\n\x0etoken_encoding\x18\x13 \x01(\t\x12\x13\n\x0bover_budget\x18\x14 \x01(\x08\"\xb5\x01\n\nModelReply\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\x12*\n\x07latency\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1d\n\x15\x61ssistant_message_seq\x18\x04 \x01(\x03\x12/\n\x0brecord_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa1\x02\n\tModelCall\x12\x15\n\rmodel_call_id\x18\x01 \x01(\t\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x0f\n\x07user_id\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12-\n\x08messages\x18\x07 \x03(\x0b\x32\x1b.episodic.v1.ContextMessage\x12*\n\x06report\x18\x08 \x01(\x0b\x32\x1a.episodic.v1.ContextReport\x12&\n\x05reply\x18\t \x01(\x0b\x32\x17.episodic.v1.ModelReply*\xd1\x01\n\x0e\x43ontextSection\x12\x1f\n\x1b\x43ONTEXT_SECTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43ONTEXT_SECTION_SYSTEM\x10\x01\x12&\n\"CONTEXT_SECTION_PAST_CONVERSATIONS\x10\x02\x12\x1b\n\x17\x43ONTEXT_SECTION_SUMMARY\x10\x03\x12\x1b\n\x17\x43ONTEXT_SECTION_HISTORY\x10\x04\x12 \n\x1c\x43ONTEXT_SECTION_USER_MESSAGE\x10\x05*\x91\x01\n\nCompaction\x12\x1a\n\x16\x43OMPACTION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x43OMPACTION_NONE\x10\x01\x12\x19\n\x15\x43OMPACTION_SUMMARIZED\x10\x02\x12\x18\n\x14\x43OMPACTION_SCHEDULED\x10\x03\x12\x1d\n\x19\x43OMPACTION_SKIPPED_CLOSED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65pisodic/v1/context.proto\x12\x0b\x65pisodic.v1\x1a\x19\x65pisodic/v1/episode.proto\x1a\x18\x65pisodic/v1/memory.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x02\n\x0e\x43ontextMessage\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x1f\n\x04role\x18\x02 \x01(\x0e\x32\x11.episodic.v1.Role\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12,\n\x07section\x18\x04 \x01(\x0e\x32\x1b.episodic.v1.ContextSection\x12)\n\ntool_calls\x18\x05 \x03(\x0b\x32\x15.episodic.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\x06 \x01(\t\x12\x0b\n\x03seq\x18\x07 \x01(\x03\x12\x0f\n\x07stubbed\x18\x08 \x01(\x08\x12\x13\n\x0btoken_count\x18\t \x01(\x05\x12\x19\n\x11\x63ontent_continues\x18\n \x01(\x08\"\x9f\x01\n\rSectionTokens\x12\x0e\n\x06system\x18\x01 \x01(\x05\x12\x1a\n\x12past_conversations\x18\x02 \x01(\x05\x12\x0f\n\x07summary\x18\x03 \x01(\x05\x12\x0f\n\x07history\x18\x04 \x01(\x05\x12\x14\n\x0cuser_message\x18\x05 \x01(\x05\x12\x15\n\rreply_priming\x18\x06 \x01(\x05\x12\x13\n\x0bknown_facts\x18\x07 \x01(\x05\"m\n\x0eRecalledMemory\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x10\n\x08rendered\x18\x03 \x01(\x08\x12\'\n\x05state\x18\x04 \x01(\x0e\x32\x18.episodic.v1.MemoryState\"t\n\x0fRecalledEpisode\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12,\n\x08\x65nd_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08rendered\x18\x04 \x01(\x08\"\x91\x05\n\rContextReport\x12\x32\n\x0esection_tokens\x18\x01 \x01(\x0b\x32\x1a.episodic.v1.SectionTokens\x12\x14\n\x0ctotal_tokens\x18\x02 \x01(\x05\x12\x15\n\rbudget_tokens\x18\x03 \x01(\x05\x12\x16\n\x0e\x63\x65iling_tokens\x18\x04 \x01(\x05\x12\x17\n\x0fmessages_pruned\x18\x05 \x01(\x05\x12\x1c\n\x14tool_results_stubbed\x18\x06 \x01(\x05\x12\x1b\n\x13messages_summarized\x18\x07 \x01(\x05\x12\x18\n\x10summary_from_seq\x18\x08 \x01(\x03\x12\x16\n\x0esummary_to_seq\x18\t \x01(\x03\x12+\n\ncompaction\x18\n \x01(\x0e\x32\x17.episodic.v1.Compaction\x12\x18\n\x10history_from_seq\x18\x0b \x01(\x03\x12\x16\n\x0ehistory_to_seq\x18\x0c \x01(\x03\x12\x37\n\x11recalled_episodes\x18\r \x03(\x0b\x32\x1c.episodic.v1.RecalledEpisode\x12\x17\n\x0fpending_digests\x18\x0e \x01(\x05\x12\x15\n\rmodel_call_id\x18\x0f \x01(\t\x12\x10\n\x08trace_id\x18\x10 \x01(\t\x12\x18\n\x10user_message_seq\x18\x11 \x01(\x03\x12\r\n\x05model\x18\x12 \x01(\t\x12\x16\n\x0etoken_encoding\x18\x13 \x01(\t\x12\x13\n\x0bover_budget\x18\x14 \x01(\x08\x12\x36\n\x11recalled_memories\x18\x15 \x03(\x0b\x32\x1b.episodic.v1.RecalledMemory\x12\x19\n\x11session_data_keys\x18\x16 \x03(\t\"\xb5\x01\n\nModelReply\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\x12*\n\x07latency\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1d\n\x15\x61ssistant_message_seq\x18\x04 \x01(\x03\x12/\n\x0brecord_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa1\x02\n\tModelCall\x12\x15\n\rmodel_call_id\x18\x01 \x01(\t\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x0f\n\x07user_id\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12-\n\x08messages\x18\x07 \x03(\x0b\x32\x1b.episodic.v1.ContextMessage\x12*\n\x06report\x18\x08 \x01(\x0b\x32\x1a.episodic.v1.ContextReport\x12&\n\x05reply\x18\t \x01(\x0b\x32\x17.episodic.v1.ModelReply*\xf2\x01\n\x0e\x43ontextSection\x12\x1f\n\x1b\x43ONTEXT_SECTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43ONTEXT_SECTION_SYSTEM\x10\x01\x12&\n\"CONTEXT_SECTION_PAST_CONVERSATIONS\x10\x02\x12\x1b\n\x17\x43ONTEXT_SECTION_SUMMARY\x10\x03\x12\x1b\n\x17\x43ONTEXT_SECTION_HISTORY\x10\x04\x12 \n\x1c\x43ONTEXT_SECTION_USER_MESSAGE\x10\x05\x12\x1f\n\x1b\x43ONTEXT_SECTION_KNOWN_FACTS\x10\x06*\x91\x01\n\nCompaction\x12\x1a\n\x16\x43OMPACTION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x43OMPACTION_NONE\x10\x01\x12\x19\n\x15\x43OMPACTION_SUMMARIZED\x10\x02\x12\x18\n\x14\x43OMPACTION_SCHEDULED\x10\x03\x12\x1d\n\x19\x43OMPACTION_SKIPPED_CLOSED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic.v1.context_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CONTEXTSECTION']._serialized_start=1720
-  _globals['_CONTEXTSECTION']._serialized_end=1929
-  _globals['_COMPACTION']._serialized_start=1932
-  _globals['_COMPACTION']._serialized_end=2077
-  _globals['_CONTEXTMESSAGE']._serialized_start=135
-  _globals['_CONTEXTMESSAGE']._serialized_end=405
-  _globals['_SECTIONTOKENS']._serialized_start=408
-  _globals['_SECTIONTOKENS']._serialized_end=546
-  _globals['_RECALLEDEPISODE']._serialized_start=548
-  _globals['_RECALLEDEPISODE']._serialized_end=664
-  _globals['_CONTEXTREPORT']._serialized_start=667
-  _globals['_CONTEXTREPORT']._serialized_end=1241
-  _globals['_MODELREPLY']._serialized_start=1244
-  _globals['_MODELREPLY']._serialized_end=1425
-  _globals['_MODELCALL']._serialized_start=1428
-  _globals['_MODELCALL']._serialized_end=1717
+  _globals['_CONTEXTSECTION']._serialized_start=1961
+  _globals['_CONTEXTSECTION']._serialized_end=2203
+  _globals['_COMPACTION']._serialized_start=2206
+  _globals['_COMPACTION']._serialized_end=2351
+  _globals['_CONTEXTMESSAGE']._serialized_start=161
+  _globals['_CONTEXTMESSAGE']._serialized_end=431
+  _globals['_SECTIONTOKENS']._serialized_start=434
+  _globals['_SECTIONTOKENS']._serialized_end=593
+  _globals['_RECALLEDMEMORY']._serialized_start=595
+  _globals['_RECALLEDMEMORY']._serialized_end=704
+  _globals['_RECALLEDEPISODE']._serialized_start=706
+  _globals['_RECALLEDEPISODE']._serialized_end=822
+  _globals['_CONTEXTREPORT']._serialized_start=825
+  _globals['_CONTEXTREPORT']._serialized_end=1482
+  _globals['_MODELREPLY']._serialized_start=1485
+  _globals['_MODELREPLY']._serialized_end=1666
+  _globals['_MODELCALL']._serialized_start=1669
+  _globals['_MODELCALL']._serialized_end=1958
 # @@protoc_insertion_point(module_scope)

@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from episodic.v1 import episode_pb2 as _episode_pb2
+from episodic.v1 import memory_pb2 as _memory_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
@@ -40,6 +41,10 @@ class _ContextSectionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Contex
     """The verbatim (or stubbed) tail of this episode's history."""
     CONTEXT_SECTION_USER_MESSAGE: _ContextSection.ValueType  # 5
     """The current user message."""
+    CONTEXT_SECTION_KNOWN_FACTS: _ContextSection.ValueType  # 6
+    """The one `context` message headed "[Known Facts]" with the user's long-term memories
+    (and chosen session data), rendered right after the system prompt.
+    """
 
 class ContextSection(_ContextSection, metaclass=_ContextSectionEnumTypeWrapper):
     """The part of a rendered context a message belongs to, in rendering order."""
@@ -56,6 +61,10 @@ CONTEXT_SECTION_HISTORY: ContextSection.ValueType  # 4
 """The verbatim (or stubbed) tail of this episode's history."""
 CONTEXT_SECTION_USER_MESSAGE: ContextSection.ValueType  # 5
 """The current user message."""
+CONTEXT_SECTION_KNOWN_FACTS: ContextSection.ValueType  # 6
+"""The one `context` message headed "[Known Facts]" with the user's long-term memories
+(and chosen session data), rendered right after the system prompt.
+"""
 Global___ContextSection: _TypeAlias = ContextSection  # noqa: Y015
 
 class _Compaction:
@@ -172,6 +181,7 @@ class SectionTokens(_message.Message):
     HISTORY_FIELD_NUMBER: _builtins.int
     USER_MESSAGE_FIELD_NUMBER: _builtins.int
     REPLY_PRIMING_FIELD_NUMBER: _builtins.int
+    KNOWN_FACTS_FIELD_NUMBER: _builtins.int
     system: _builtins.int
     """The system prompt."""
     past_conversations: _builtins.int
@@ -184,6 +194,8 @@ class SectionTokens(_message.Message):
     """The current user message."""
     reply_priming: _builtins.int
     """Tokens the chat format adds once per call (the reply priming)."""
+    known_facts: _builtins.int
+    """The "[Known Facts]" message."""
     def __init__(
         self,
         *,
@@ -193,14 +205,49 @@ class SectionTokens(_message.Message):
         history: _builtins.int = ...,
         user_message: _builtins.int = ...,
         reply_priming: _builtins.int = ...,
+        known_facts: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "past_conversations", b"past_conversations", "reply_priming", b"reply_priming", "summary", b"summary", "system", b"system", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "known_facts", b"known_facts", "past_conversations", b"past_conversations", "reply_priming", b"reply_priming", "summary", b"summary", "system", b"system", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SectionTokens: _TypeAlias = SectionTokens  # noqa: Y015
+
+@_typing.final
+class RecalledMemory(_message.Message):
+    """A memory found for this turn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    RENDERED_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.str
+    """The memory."""
+    score: _builtins.float
+    """Its score (higher is better)."""
+    rendered: _builtins.bool
+    """False when it was found but did not fit the budget."""
+    state: _memory_pb2.MemoryState.ValueType
+    """PENDING (this episode's working memory) or PROMOTED."""
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.str = ...,
+        score: _builtins.float = ...,
+        rendered: _builtins.bool = ...,
+        state: _memory_pb2.MemoryState.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_id", b"memory_id", "rendered", b"rendered", "score", b"score", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecalledMemory: _TypeAlias = RecalledMemory  # noqa: Y015
 
 @_typing.final
 class RecalledEpisode(_message.Message):
@@ -264,6 +311,8 @@ class ContextReport(_message.Message):
     MODEL_FIELD_NUMBER: _builtins.int
     TOKEN_ENCODING_FIELD_NUMBER: _builtins.int
     OVER_BUDGET_FIELD_NUMBER: _builtins.int
+    RECALLED_MEMORIES_FIELD_NUMBER: _builtins.int
+    SESSION_DATA_KEYS_FIELD_NUMBER: _builtins.int
     total_tokens: _builtins.int
     """Tokens of the whole rendered context (the sum of the sections)."""
     budget_tokens: _builtins.int
@@ -310,6 +359,14 @@ class ContextReport(_message.Message):
     def recalled_episodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecalledEpisode]:
         """Past episodes recall found, best first."""
 
+    @_builtins.property
+    def recalled_memories(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecalledMemory]:
+        """Memories found for the "[Known Facts]" section, best first."""
+
+    @_builtins.property
+    def session_data_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Session data keys rendered in the "[Known Facts]" section."""
+
     def __init__(
         self,
         *,
@@ -333,10 +390,12 @@ class ContextReport(_message.Message):
         model: _builtins.str = ...,
         token_encoding: _builtins.str = ...,
         over_budget: _builtins.bool = ...,
+        recalled_memories: _abc.Iterable[Global___RecalledMemory] | None = ...,
+        session_data_keys: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["section_tokens", b"section_tokens"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "ceiling_tokens", b"ceiling_tokens", "compaction", b"compaction", "history_from_seq", b"history_from_seq", "history_to_seq", b"history_to_seq", "messages_pruned", b"messages_pruned", "messages_summarized", b"messages_summarized", "model", b"model", "model_call_id", b"model_call_id", "over_budget", b"over_budget", "pending_digests", b"pending_digests", "recalled_episodes", b"recalled_episodes", "section_tokens", b"section_tokens", "summary_from_seq", b"summary_from_seq", "summary_to_seq", b"summary_to_seq", "token_encoding", b"token_encoding", "tool_results_stubbed", b"tool_results_stubbed", "total_tokens", b"total_tokens", "trace_id", b"trace_id", "user_message_seq", b"user_message_seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "ceiling_tokens", b"ceiling_tokens", "compaction", b"compaction", "history_from_seq", b"history_from_seq", "history_to_seq", b"history_to_seq", "messages_pruned", b"messages_pruned", "messages_summarized", b"messages_summarized", "model", b"model", "model_call_id", b"model_call_id", "over_budget", b"over_budget", "pending_digests", b"pending_digests", "recalled_episodes", b"recalled_episodes", "recalled_memories", b"recalled_memories", "section_tokens", b"section_tokens", "session_data_keys", b"session_data_keys", "summary_from_seq", b"summary_from_seq", "summary_to_seq", b"summary_to_seq", "token_encoding", b"token_encoding", "tool_results_stubbed", b"tool_results_stubbed", "total_tokens", b"total_tokens", "trace_id", b"trace_id", "user_message_seq", b"user_message_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -679,6 +679,8 @@ class ErasureReceipt(_message.Message):
     MODEL_CALLS_FIELD_NUMBER: _builtins.int
     INDEX_VECTORS_FIELD_NUMBER: _builtins.int
     STORAGE_SCRUBBED_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    SESSION_DATA_FIELD_NUMBER: _builtins.int
     erasure_id: _builtins.str
     """Server-assigned identifier of the erasure (also in the audit log)."""
     user_hash: _builtins.str
@@ -705,6 +707,10 @@ class ErasureReceipt(_message.Message):
     """True when freed database space was also scrubbed (SQLite: full-text index merged and
     the WAL checkpointed and truncated; PostgreSQL: the touched tables vacuumed).
     """
+    memories: _builtins.int
+    """Long-term memories removed (PENDING and PROMOTED, with their stored vectors)."""
+    session_data: _builtins.int
+    """Episodes' session data removed."""
     @_builtins.property
     def erase_time(self) -> _timestamp_pb2.Timestamp:
         """When the erasure committed."""
@@ -725,10 +731,12 @@ class ErasureReceipt(_message.Message):
         model_calls: _builtins.int = ...,
         index_vectors: _builtins.int = ...,
         storage_scrubbed: _builtins.bool = ...,
+        memories: _builtins.int = ...,
+        session_data: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["erase_time", b"erase_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["digest_vectors", b"digest_vectors", "digests", b"digests", "episodes", b"episodes", "erase_time", b"erase_time", "erasure_id", b"erasure_id", "index_vectors", b"index_vectors", "messages", b"messages", "model_calls", b"model_calls", "storage_scrubbed", b"storage_scrubbed", "summaries", b"summaries", "text_rows", b"text_rows", "tool_calls", b"tool_calls", "user_hash", b"user_hash"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["digest_vectors", b"digest_vectors", "digests", b"digests", "episodes", b"episodes", "erase_time", b"erase_time", "erasure_id", b"erasure_id", "index_vectors", b"index_vectors", "memories", b"memories", "messages", b"messages", "model_calls", b"model_calls", "session_data", b"session_data", "storage_scrubbed", b"storage_scrubbed", "summaries", b"summaries", "text_rows", b"text_rows", "tool_calls", b"tool_calls", "user_hash", b"user_hash"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -151,7 +151,7 @@ class EpisodeServiceServicer:
     def EraseUser(self, request, context):
         """Erases every row and vector of one user (of one agent, or of all agents) in the
         caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
-        and full-text rows, model calls. Returns what was removed, per kind. Idempotent.
+        and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -59,7 +59,7 @@ class EpisodeServiceStub:
     EraseUser: _grpc.UnaryUnaryMultiCallable[_episode_service_pb2.EraseUserRequest, _episode_service_pb2.EraseUserResponse]
     """Erases every row and vector of one user (of one agent, or of all agents) in the
     caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
-    and full-text rows, model calls. Returns what was removed, per kind. Idempotent.
+    and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
     """
 
 @_typing.type_check_only
@@ -93,7 +93,7 @@ class EpisodeServiceAsyncStub(EpisodeServiceStub):
     EraseUser: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.EraseUserRequest, _episode_service_pb2.EraseUserResponse]  # type: ignore[assignment]
     """Erases every row and vector of one user (of one agent, or of all agents) in the
     caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
-    and full-text rows, model calls. Returns what was removed, per kind. Idempotent.
+    and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
     """
 
 class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -178,7 +178,7 @@ class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_episode_service_pb2.EraseUserResponse, _abc.Awaitable[_episode_service_pb2.EraseUserResponse]]:
         """Erases every row and vector of one user (of one agent, or of all agents) in the
         caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
-        and full-text rows, model calls. Returns what was removed, per kind. Idempotent.
+        and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
         """
 
 def add_EpisodeServiceServicer_to_server(servicer: EpisodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
