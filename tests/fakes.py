@@ -27,6 +27,8 @@ from episodic.domain.digests import pending_digest
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import Audit, Erased
 from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
+from episodic.domain.memories import Memory, MemoryKind, MemoryState, SessionData, text_key
+from episodic.domain.memory_merge import frame_key
 from episodic.domain.model import (
     Agent,
     CloseReason,
@@ -36,7 +38,14 @@ from episodic.domain.model import (
     Role,
     ToolCallRecord,
 )
-from episodic.domain.ports import ContextSources, DigestWaiter, EpisodeCursor, EpisodeFilter
+from episodic.domain.ports import (
+    ContextSources,
+    DigestWaiter,
+    EpisodeCursor,
+    EpisodeFilter,
+    MemoryFilter,
+    MemoryWrite,
+)
 from episodic.domain.recall import (
     Digest,
     DigestState,
@@ -63,6 +72,8 @@ __all__ = [
     "FakeDigestStore",
     "FakeEpisodeStore",
     "FakeEraser",
+    "FakeMemoryStore",
+    "FakeSessionDataStore",
     "FakeRetentionStore",
     "FakeVectorIndex",
     "FixedClock",
@@ -212,6 +223,13 @@ class StoredVectors:
 
 
 @dataclass
+class StoredMemory:
+    memory: Memory
+    model: str = ""  # of `vector`; "" when there is none
+    vector: Vector | None = None
+
+
+@dataclass
 class Tables:
     """What the SQL schema holds, as dicts keyed like its primary keys. Every store fake
     reads and writes these, so they see each other's writes as the SQL stores do."""
@@ -228,6 +246,8 @@ class Tables:
     summaries: dict[EpisodeKey, list[Summary]] = field(default_factory=dict)
     model_calls: dict[tuple[str, str], ModelCall] = field(default_factory=dict)  # (tenant, call id)
     erasures: list[tuple[str, Audit, dict[str, int]]] = field(default_factory=list)
+    memories: dict[tuple[str, str], StoredMemory] = field(default_factory=dict)  # (tenant, memory id)
+    session_data: dict[EpisodeKey, SessionData] = field(default_factory=dict)
 
     def visible(self, tenant_id: str, episode_id: str) -> Episode:
         """The episode, unless it does not exist in this tenant or retention deleted it."""
@@ -245,7 +265,14 @@ class Tables:
     def drop_episode(self, key: EpisodeKey) -> None:
         """An episode row goes with every row it owns (foreign keys cascade)."""
         self.drop_digest(key)
-        for table in (self.episodes, self.deleted_at, self.messages, self.tool_calls, self.summaries):
+        for table in (
+            self.episodes,
+            self.deleted_at,
+            self.messages,
+            self.tool_calls,
+            self.summaries,
+            self.session_data,
+        ):
             table.pop(key, None)
         for seq_key in [k for k in self.fingerprints if k[:2] == key]:
             del self.fingerprints[seq_key]
@@ -686,8 +713,20 @@ class FakeEraser:
         erased = [(self._t.episodes[key].agent_id, key[1]) for key in mine]
         for key in mine:
             self._t.drop_episode(key)
+        memories = self._erase_memories(tenant_id, user_id, agent_id)
+        counts["memories"] = len(memories)
         self._t.erasures.append((tenant_id, audit, counts))
-        return Erased(counts, erased)
+        return Erased(counts, erased, memories)
+
+    def _erase_memories(self, tenant_id: str, user_id: str, agent_id: str) -> list[tuple[Scope, str]]:
+        mine = [
+            (m.scope, m.memory_id)
+            for m in (stored.memory for stored in self._t.memories.values())
+            if m.tenant_id == tenant_id and m.user_id == user_id and (not agent_id or m.agent_id == agent_id)
+        ]
+        for scope, memory_id in mine:
+            del self._t.memories[(scope.tenant_id, memory_id)]
+        return mine
 
     async def scrub(self) -> bool:
         return self.scrubbed
@@ -703,6 +742,7 @@ def _owned_counts(t: Tables, keys: Sequence[EpisodeKey]) -> dict[str, int]:
         "digest_vectors": sum(len(t.vectors[k].vectors) for k in chosen if k in t.vectors),
         "text_rows": sum(k in t.texts for k in chosen),
         "model_calls": sum((c.tenant_id, c.episode_id) in chosen for c in t.model_calls.values()),
+        "session_data": sum(k in t.session_data for k in chosen),
     }
 
 
@@ -821,3 +861,207 @@ class FakeBackgroundCompactions:
 
     def schedule(self, key: tuple[str, str], working_set: WorkingSet, through: int) -> None:
         self.scheduled.append((key, through))
+
+
+# --- long-term memories and session data ------------------------------------------------
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class FakeMemoryStore:
+    """The `MemoryStore` port, like SqlMemoryStore: vectors are recorded with
+    `embedding_model`; `clock` decides expiry for same_text / same_frame. A write is
+    checked whole before any of it applies. Cannot honour: inserting an id that exists
+    raises AlreadyExists here, an IntegrityError (via the writer) in SQL."""
+
+    def __init__(
+        self,
+        tables: Tables,
+        embedding_model: str = "fake-words-64",
+        clock: Callable[[], datetime] = _system_clock,
+    ) -> None:
+        self._t = tables
+        self._model = embedding_model
+        self._clock = clock
+
+    async def write(self, change: MemoryWrite) -> None:
+        rows = dict(self._t.memories)
+        for m, v in change.insert:
+            if (m.tenant_id, m.memory_id) in rows:
+                raise AlreadyExists(f"memory {m.memory_id!r} already exists", reason="MEMORY_EXISTS")
+            rows[(m.tenant_id, m.memory_id)] = self._stored(m, v)
+        for m, v in change.replace:
+            old = rows.get((m.tenant_id, m.memory_id))
+            if old is not None:  # a row gone meanwhile (erased) stays gone
+                rows[(m.tenant_id, m.memory_id)] = (
+                    self._stored(m, v) if v is not None else dataclasses.replace(old, memory=m)
+                )
+        for key in change.delete:
+            rows.pop(key, None)
+        self._t.memories = rows
+
+    async def get(self, tenant_id: str, memory_id: str) -> Memory | None:
+        stored = self._t.memories.get((tenant_id, memory_id))
+        return stored.memory if stored else None
+
+    async def get_many(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        found = (self._t.memories.get((tenant_id, i)) for i in memory_ids)
+        return {s.memory.memory_id: s.memory for s in found if s is not None}
+
+    async def vectors_of(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
+        found = (self._t.memories.get((tenant_id, i)) for i in memory_ids)
+        return {s.memory.memory_id: s.vector for s in found if s is not None and s.vector is not None}
+
+    async def page(
+        self, scope: Scope, where: MemoryFilter, now: datetime, after: tuple[datetime, str] | None, limit: int
+    ) -> list[Memory]:
+        passing = [m for m in self._in(scope) if _passes(m, where, now)]
+        passing.sort(key=lambda m: (m.created_at, m.memory_id), reverse=True)
+        return [m for m in passing if after is None or (m.created_at, m.memory_id) < after][:limit]
+
+    async def among(
+        self, scope: Scope, memory_ids: Sequence[str], where: MemoryFilter, now: datetime
+    ) -> dict[str, Memory]:
+        wanted = set(memory_ids)
+        return {m.memory_id: m for m in self._in(scope) if m.memory_id in wanted and _passes(m, where, now)}
+
+    async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:
+        keys = set(text_keys)
+        return self._live(scope, lambda m: text_key(m.text) in keys)
+
+    async def same_frame(self, scope: Scope, frame_keys: Sequence[str]) -> list[Memory]:
+        keys = set(frame_keys)
+        return self._live(scope, lambda m: frame_key(m.kind.value, m.text, m.entities) in keys)
+
+    async def pending(self, tenant_id: str, episode_id: str) -> list[tuple[Memory, Vector | None]]:
+        held = [
+            s
+            for (tenant, _), s in self._t.memories.items()
+            if tenant == tenant_id
+            and s.memory.state is MemoryState.PENDING
+            and s.memory.episode_id == episode_id
+        ]
+        held.sort(key=lambda s: (s.memory.created_at, s.memory.memory_id))
+        return [(s.memory, s.vector) for s in held]
+
+    async def touch(self, tenant_id: str, memory_ids: Sequence[str], at: datetime) -> None:
+        for memory_id in memory_ids:
+            stored = self._t.memories.get((tenant_id, memory_id))
+            if stored is not None:
+                stored.memory = dataclasses.replace(stored.memory, last_recalled_at=at)
+
+    async def vectors(self, model: str, batch: int = 1000) -> AsyncIterator[list[IndexedVector]]:
+        found = [
+            IndexedVector(s.memory.scope, s.memory.memory_id, s.vector)
+            for _, s in sorted(self._t.memories.items())
+            if s.model == model and s.vector is not None and s.memory.state is MemoryState.PROMOTED
+        ]
+        for start in range(0, len(found), batch):
+            yield found[start : start + batch]
+
+    async def stale(self, model: str, limit: int) -> list[Memory]:
+        found = [
+            s.memory for _, s in sorted(self._t.memories.items()) if s.model != model or s.vector is None
+        ]
+        return found[:limit]
+
+    async def expired(self, now: datetime, limit: int) -> list[Memory]:
+        memories = [s.memory for s in self._t.memories.values()]
+        past = sorted((m for m in memories if m.expires_at is not None and m.expires_at <= now), key=_expiry)
+        found = {(m.tenant_id, m.memory_id): m for m in past[:limit]}
+        for (tenant_id, agent_id), agent in sorted(self._t.agents.items()):
+            days = agent.memory.retention_days
+            if days <= 0 or len(found) >= limit:
+                continue
+            cut = now - timedelta(days=days)
+            unused = [
+                m for m in memories if (m.tenant_id, m.agent_id) == (tenant_id, agent_id) and _unused(m, cut)
+            ]
+            for m in sorted(unused, key=lambda m: (m.updated_at, m.memory_id))[:limit]:
+                found.setdefault((m.tenant_id, m.memory_id), m)
+        return list(found.values())[:limit]
+
+    def _in(self, scope: Scope) -> list[Memory]:
+        return [s.memory for s in self._t.memories.values() if s.memory.scope == scope]
+
+    def _live(self, scope: Scope, match: Callable[[Memory], bool]) -> list[Memory]:
+        now = self._clock()
+        live = [
+            m
+            for m in self._in(scope)
+            if m.state is MemoryState.PROMOTED and not m.superseded_by and not _expired(m, now) and match(m)
+        ]
+        return sorted(live, key=lambda m: (m.created_at, m.memory_id))
+
+    def _stored(self, m: Memory, vector: Vector | None) -> StoredMemory:
+        if vector is None:
+            return StoredMemory(m)
+        return StoredMemory(m, self._model, [float(x) for x in vector])
+
+
+def _expired(m: Memory, now: datetime) -> bool:
+    return m.expires_at is not None and m.expires_at <= now
+
+
+def _expiry(m: Memory) -> tuple[datetime, str]:
+    assert m.expires_at is not None
+    return m.expires_at, m.memory_id
+
+
+def _unused(m: Memory, cut: datetime) -> bool:
+    return m.updated_at < cut and (m.last_recalled_at is None or m.last_recalled_at < cut)
+
+
+def _happened(m: Memory) -> datetime:
+    return (m.event_time or m.created_at) if m.kind is MemoryKind.EVENT else m.created_at
+
+
+def _passes(m: Memory, where: MemoryFilter, now: datetime) -> bool:
+    checks = (
+        not _expired(m, now),
+        not where.kinds or m.kind in where.kinds,
+        where.state is None or m.state is where.state,
+        where.include_superseded or not m.superseded_by,
+        not where.episode_id or where.episode_id in (m.episode_id, m.source.episode_id),
+        where.after is None or _happened(m) >= where.after,
+        where.before is None or _happened(m) < where.before,
+        not where.topics or not where.topics.isdisjoint(m.topics),
+        not where.entities or not where.entities.isdisjoint(m.entities),
+    )
+    return all(checks)
+
+
+class FakeSessionDataStore:
+    """The `SessionDataStore` port: expired data reads as the empty version 0; `change`
+    runs before anything is stored; a first write for a missing episode is NotFound."""
+
+    def __init__(self, tables: Tables, clock: Callable[[], datetime] = _system_clock) -> None:
+        self._t = tables
+        self._clock = clock
+
+    async def get(self, tenant_id: str, episode_id: str) -> SessionData:
+        return self._current(tenant_id, episode_id)
+
+    async def update(
+        self, tenant_id: str, episode_id: str, change: Callable[[SessionData], SessionData]
+    ) -> SessionData:
+        key = (tenant_id, episode_id)
+        if key not in self._t.session_data and key not in self._t.episodes:
+            raise NotFound("episode", episode_id)
+        changed = change(self._current(tenant_id, episode_id))
+        stored = dataclasses.replace(
+            changed,
+            tenant_id=tenant_id,
+            episode_id=episode_id,
+            updated_at=changed.updated_at or self._clock(),
+        )
+        self._t.session_data[key] = stored
+        return changed
+
+    def _current(self, tenant_id: str, episode_id: str) -> SessionData:
+        stored = self._t.session_data.get((tenant_id, episode_id))
+        if stored is None or (stored.expires_at is not None and stored.expires_at <= self._clock()):
+            return SessionData(tenant_id, episode_id)
+        return stored

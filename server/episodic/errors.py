@@ -80,6 +80,12 @@ class FailedPrecondition(EpisodicError):
     reason = "FAILED_PRECONDITION"
 
 
+class Aborted(EpisodicError):
+    """A concurrency conflict (a stale etag): read again and retry."""
+
+    reason = "ABORTED"
+
+
 class Unavailable(EpisodicError):
     """Retryable: the same call may succeed once the server or its database is back."""
 

@@ -33,6 +33,12 @@ class MemoryDraft:
     idle_timeout: timedelta | None = None
     retention_days: int | None = None
     pii_policy: PiiPolicy | None = None
+    known_facts: bool | None = None
+    memory_top_k: int | None = None
+    memory_min_score: float | None = None
+    session_data_keys: tuple[str, ...] | None = None
+    memory_extraction_prompt: str | None = None
+    extract_memories: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +149,27 @@ def check_memory(v: Violations, prefix: str, m: MemoryConfig) -> None:
     _in_range(v, f"{prefix}.retention_days", m.retention_days, 0, MAX_RETENTION_DAYS)
     if not timedelta(seconds=1) <= m.idle_timeout <= MAX_IDLE_TIMEOUT:
         v.add(f"{prefix}.idle_timeout", "must be between 1 second and 30 days")
+    _check_memory_recall(v, prefix, m)
+
+
+MAX_SESSION_DATA_KEYS = 32
+MAX_EXTRACTION_PROMPT_CHARS = 8000
+
+
+def _check_memory_recall(v: Violations, prefix: str, m: MemoryConfig) -> None:
+    _in_range(v, f"{prefix}.memory_top_k", m.memory_top_k, 1, MAX_TOP_K)
+    if not 0.0 <= m.memory_min_score <= 1.0:
+        v.add(f"{prefix}.memory_min_score", "must be between 0 and 1")
+    keys = m.session_data_keys
+    if len(keys) > MAX_SESSION_DATA_KEYS:
+        v.add(f"{prefix}.session_data_keys", f"at most {MAX_SESSION_DATA_KEYS} keys")
+    for i, key in enumerate(keys[:MAX_SESSION_DATA_KEYS]):
+        if not key or len(key) > 128 or "\x00" in key:
+            v.add(f"{prefix}.session_data_keys.keys[{i}]", "must be 1-128 characters without NUL")
+    if len(m.memory_extraction_prompt) > MAX_EXTRACTION_PROMPT_CHARS or "\x00" in m.memory_extraction_prompt:
+        v.add(
+            f"{prefix}.memory_extraction_prompt", f"must be at most {MAX_EXTRACTION_PROMPT_CHARS} characters"
+        )
 
 
 def _in_range(v: Violations, field: str, value: int, low: int, high: int) -> None:

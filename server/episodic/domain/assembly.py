@@ -1,6 +1,6 @@
 """Context assembly: what one model call sees, in order, under the token budget. Pure.
 
-Order: system prompt -> "[Past Conversations]" -> summary of compacted history -> history
+Order: system prompt -> "[Known Facts]" -> "[Past Conversations]" -> summary of compacted history -> history
 tail -> current user message. The system prompt and the user message are mandatory; if
 they alone pass the hard ceiling the call fails rather than truncating anything. The rest
 is fitted into the budget in priority order: recalled episodes (at most RECALL_SHARE of
@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from episodic.domain.context import RecalledEpisode, RenderedMessage, Section, Span, Summary
-from episodic.domain.model import Message, Role
+from episodic.domain.context import RecalledEpisode, RecalledMemory, RenderedMessage, Section, Span, Summary
+from episodic.domain.known_facts import FACTS_SHARE, KnownFact, facts_block
+from episodic.domain.model import JsonValue, Message, Role
 from episodic.domain.recall import Snippet
 from episodic.domain.reducers import (
     MESSAGE_OVERHEAD,
@@ -59,6 +60,8 @@ class AssemblyInput:
     system_prompt_overridden: bool = False
     rendered_tail: Sequence[RenderedMessage] | None = None  # from_log of each tail message, if cached
     held_after: int = 0  # the tail holds the messages after this seq
+    facts: Sequence[KnownFact] = ()  # long-term memories found for this turn, best first
+    session: Sequence[tuple[str, JsonValue]] = ()  # session data the agent asked to render
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,8 @@ class Assembly:
     history_span: Span
     recalled: tuple[RecalledEpisode, ...]
     compact_through: int  # > 0: the tail through this seq should be summarized
+    memories: tuple[RecalledMemory, ...] = ()
+    session_keys: tuple[str, ...] = ()
 
 
 def mandatory_sections(
@@ -89,13 +94,18 @@ def mandatory_sections(
 def assemble(inp: AssemblyInput, count: CountTokens) -> Assembly:
     system, user, mandatory = mandatory_sections(inp, count)
     room = inp.budget.budget - mandatory
+    facts, memories, keys = facts_block(
+        inp.facts, inp.session, min(room, int(inp.budget.budget * FACTS_SHARE)), count
+    )
+    room -= facts.tokens if facts else 0
     recall, recalled = recall_block(inp.snippets, min(room, int(inp.budget.budget * RECALL_SHARE)), count)
     room -= recall.tokens if recall else 0
     summary = summary_message(inp.summary) if inp.summary else None
     if summary is not None and summary.tokens > room:
         summary = None
     room -= summary.tokens if summary else 0
-    return _fit_history(inp, count, max(room, 0), _Fixed(system, user, recall, summary, recalled, room < 0))
+    fixed = _Fixed(system, user, recall, summary, recalled, room < 0, facts, memories, keys)
+    return _fit_history(inp, count, max(room, 0), fixed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +118,9 @@ class _Fixed:
     summary: RenderedMessage | None
     recalled: tuple[RecalledEpisode, ...]
     over_budget: bool
+    facts: RenderedMessage | None = None
+    memories: tuple[RecalledMemory, ...] = ()
+    session_keys: tuple[str, ...] = ()
 
 
 def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: _Fixed) -> Assembly:
@@ -115,7 +128,7 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
     turns = group_turns(stubs.messages)
     kept_turns = turns[len(turns) - newest_that_fit(turns, allowance) :]
     history = [m for turn in kept_turns for m in turn.messages]
-    ordered = [fixed.system, fixed.recall, fixed.summary, *history, fixed.user]
+    ordered = [fixed.system, fixed.facts, fixed.recall, fixed.summary, *history, fixed.user]
     messages = tuple(m for m in ordered if m is not None)
     return Assembly(
         messages=messages,
@@ -126,6 +139,8 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
         summary_span=_summary_span(inp.summary if fixed.summary else None),
         history_span=Span(history[0].seq, history[-1].seq) if history else Span(),
         recalled=fixed.recalled,
+        memories=fixed.memories,
+        session_keys=fixed.session_keys,
         # with no room for any history this turn, a summary could not be shown either
         compact_through=_compact_through(turns, allowance)
         if inp.can_compact and not fixed.over_budget

@@ -46,7 +46,24 @@ class AgentChanged:
     agent_id: str
 
 
-Change = EpisodeVectors | EpisodesRemoved | ScopeChanged | AgentChanged
+@dataclass(frozen=True, slots=True)
+class MemoryVectors:
+    """Memories were promoted or re-embedded: their vectors (keyed by memory id) replace any
+    they had in their scope's memory index."""
+
+    scope: Scope
+    keys: Sequence[str]
+    vectors: Sequence[Sequence[float]]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoriesRemoved:
+    """Memories deleted (by the client, expiry, retention or erasure): out of the index."""
+
+    memories: Sequence[tuple[Scope, str]]
+
+
+Change = EpisodeVectors | EpisodesRemoved | ScopeChanged | AgentChanged | MemoryVectors | MemoriesRemoved
 T = TypeVar("T")
 
 

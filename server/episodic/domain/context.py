@@ -14,6 +14,7 @@ class Section(enum.StrEnum):
     """Parts of a rendered context, in rendering order."""
 
     SYSTEM = "system"
+    KNOWN_FACTS = "known_facts"
     PAST_CONVERSATIONS = "past_conversations"
     SUMMARY = "summary"
     HISTORY = "history"
@@ -66,6 +67,14 @@ class RecalledEpisode:
 
 
 @dataclass(frozen=True, slots=True)
+class RecalledMemory:
+    memory_id: str
+    score: float
+    rendered: bool
+    pending: bool  # in this episode's working memory, not yet promoted
+
+
+@dataclass(frozen=True, slots=True)
 class Span:
     """An inclusive range of log sequence numbers; (0, 0) is empty."""
 
@@ -93,6 +102,8 @@ class ContextReport:
     model_call_id: str = ""
     trace_id: str = ""
     user_message_seq: int = 0
+    memories: tuple[RecalledMemory, ...] = ()
+    session_keys: tuple[str, ...] = ()
 
     @property
     def total_tokens(self) -> int:

@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from episodic.domain.recall import Scope
+
 # What an erasure counts, in the order a receipt lists them.
 KINDS = (
     "episodes",
@@ -16,6 +18,8 @@ KINDS = (
     "digest_vectors",
     "text_rows",
     "model_calls",
+    "memories",
+    "session_data",
 )
 
 
@@ -27,10 +31,11 @@ def user_hash(tenant_id: str, user_id: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Erased:
     """What the store removed: rows per kind, and the erased episodes by (agent, episode)
-    so their vectors can be taken out of the index."""
+    and memories by (scope, memory id), so their vectors can be taken out of the index."""
 
     counts: dict[str, int]
     episodes: list[tuple[str, str]] = field(default_factory=list)
+    memories: list[tuple[Scope, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

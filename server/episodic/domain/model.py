@@ -61,6 +61,12 @@ class MemoryConfig:
     idle_timeout: timedelta = timedelta(minutes=30)
     retention_days: int = 90  # closed episodes are soft-deleted this long after they end; 0 = never
     pii_policy: PiiPolicy = PiiPolicy.INHERIT
+    known_facts: bool = True  # the "[Known Facts]" section of long-term memories
+    memory_top_k: int = 5
+    memory_min_score: float = 0.3  # cosine similarity of a memory to the recall query
+    session_data_keys: tuple[str, ...] = ()  # rendered in "[Known Facts]", in this order
+    memory_extraction_prompt: str = ""  # an LLM extractor's instructions; empty: its default
+    extract_memories: bool = True  # memories are extracted from episodes when they close
 
     @property
     def ceiling_tokens(self) -> int:

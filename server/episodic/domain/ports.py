@@ -13,6 +13,7 @@ from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import Audit, Erased
 from episodic.domain.log import PreparedMessage
+from episodic.domain.memories import ExtractedMemory, Memory, MemoryKind, MemoryState, SessionData
 from episodic.domain.model import Agent, CloseReason, Episode, EpisodeState, Message
 from episodic.domain.recall import Digest, DigestText, Hit, IndexedVector, Scope, Vector
 from episodic.domain.retention import SoftDeleted
@@ -54,6 +55,17 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class MemoryExtractor(Protocol):
+    """Finds discrete memories in a closed episode's transcript, each with the seqs that
+    state it. `instructions`, when given, replace an LLM extractor's default prompt (the
+    agent's memory_extraction_prompt); a deterministic extractor ignores them."""
+
+    @property
+    def name(self) -> str: ...
+
+    def extract(self, transcript: Sequence[Message], instructions: str = "") -> list[ExtractedMemory]: ...
 
 
 class Summarizer(Protocol):
@@ -261,3 +273,100 @@ class BackgroundCompactions(Protocol):
     goes on with its reducers and the previous summary."""
 
     def schedule(self, key: tuple[str, str], working_set: WorkingSet, through: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which of one scope's memories a listing or search may return. Expired memories are
+    never returned; superseded ones only when asked."""
+
+    kinds: frozenset[MemoryKind] = frozenset()
+    topics: frozenset[str] = frozenset()  # any of them (exact, as stored)
+    entities: frozenset[str] = frozenset()  # any of them (exact, as stored)
+    after: datetime | None = None  # created_at (EVENT: event_time) >= after
+    before: datetime | None = None  # created_at (EVENT: event_time) < before
+    include_superseded: bool = False
+    state: MemoryState | None = None
+    episode_id: str = ""  # held by (PENDING) or extracted from this episode
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryWrite:
+    """One transaction of memory changes, planned by the use case: rows to insert (with
+    their vectors), rows to replace whole (merges, promotions, updates, supersessions:
+    matched by tenant + memory_id), and ids to delete."""
+
+    insert: Sequence[tuple[Memory, Vector | None]] = ()
+    replace: Sequence[tuple[Memory, Vector | None]] = ()  # vector None: keep the stored one
+    delete: Sequence[tuple[str, str]] = ()  # (tenant_id, memory_id)
+
+
+class MemoryStore(Protocol):
+    """Long-term memories and their stored vectors (the FAISS index is rebuilt from them)."""
+
+    async def write(self, change: MemoryWrite) -> None:
+        """All of it in one transaction, or none of it."""
+        ...
+
+    async def get(self, tenant_id: str, memory_id: str) -> Memory | None:
+        """Also expired and superseded ones (the caller decides)."""
+        ...
+
+    async def get_many(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Memory]: ...
+
+    async def vectors_of(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]: ...
+
+    async def page(
+        self, scope: Scope, where: MemoryFilter, now: datetime, after: tuple[datetime, str] | None, limit: int
+    ) -> list[Memory]:
+        """Newest first by (created_at, memory_id); `after` is the last of the previous page."""
+        ...
+
+    async def among(
+        self, scope: Scope, memory_ids: Sequence[str], where: MemoryFilter, now: datetime
+    ) -> dict[str, Memory]:
+        """Those of these ids in the scope that pass the filter."""
+        ...
+
+    async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:
+        """PROMOTED, not superseded, not expired memories whose text_key is one of these."""
+        ...
+
+    async def same_frame(self, scope: Scope, frame_keys: Sequence[str]) -> list[Memory]:
+        """PROMOTED, not superseded, not expired memories whose frame_key is one of these."""
+        ...
+
+    async def pending(self, tenant_id: str, episode_id: str) -> list[tuple[Memory, Vector | None]]:
+        """The PENDING memories an episode holds, oldest first, with their vectors."""
+        ...
+
+    async def touch(self, tenant_id: str, memory_ids: Sequence[str], at: datetime) -> None:
+        """Records a recall (last_recalled_at) of these memories."""
+        ...
+
+    def vectors(self, model: str) -> AsyncIterator[list[IndexedVector]]:
+        """Every PROMOTED memory's vector made with `model`, in batches (index rebuild);
+        keys are memory ids."""
+        ...
+
+    async def stale(self, model: str, limit: int) -> list[Memory]:
+        """Memories (any state) whose vector was made with another model or is missing."""
+        ...
+
+    async def expired(self, now: datetime, limit: int) -> list[Memory]:
+        """Memories past their expiry, or unused (neither updated nor recalled) for longer
+        than their agent's retention_days."""
+        ...
+
+
+class SessionDataStore(Protocol):
+    async def get(self, tenant_id: str, episode_id: str) -> SessionData:
+        """Version 0 when never written."""
+        ...
+
+    async def update(
+        self, tenant_id: str, episode_id: str, change: Callable[[SessionData], SessionData]
+    ) -> SessionData:
+        """Reads the row for update, applies `change` (which may raise), writes the result,
+        in one transaction."""
+        ...

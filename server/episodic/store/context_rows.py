@@ -14,6 +14,7 @@ from episodic.domain.context import (
     ModelCall,
     ModelReply,
     RecalledEpisode,
+    RecalledMemory,
     RenderedMessage,
     Section,
     Span,
@@ -134,6 +135,8 @@ def _report_json(r: ContextReport) -> dict[str, Any]:
         "model_call_id": r.model_call_id,
         "trace_id": r.trace_id,
         "user_message_seq": r.user_message_seq,
+        "memories": [[m.memory_id, m.score, m.rendered, m.pending] for m in r.memories],
+        "session_keys": list(r.session_keys),
     }
 
 
@@ -157,6 +160,8 @@ def _report_from_json(d: dict[str, Any]) -> ContextReport:
         model_call_id=d["model_call_id"],
         trace_id=d["trace_id"],
         user_message_seq=d["user_message_seq"],
+        memories=tuple(RecalledMemory(*m) for m in d.get("memories", ())),
+        session_keys=tuple(d.get("session_keys", ())),
     )
 
 

@@ -11,12 +11,13 @@ from typing import Any
 from sqlalchemy import Connection, Table, delete, func, select, text
 
 from episodic.domain.erasure import Audit, Erased
+from episodic.domain.recall import Scope
 from episodic.store import schema as s
 from episodic.store.database import Database
 from episodic.store.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
-E = s.episodes
+E, MEM = s.episodes, s.memories
 # Rows owned by an episode, by receipt kind; the episode delete cascades to all of them.
 OWNED: dict[str, Table] = {
     "messages": s.messages,
@@ -26,8 +27,9 @@ OWNED: dict[str, Table] = {
     "digest_vectors": s.digest_vectors,
     "text_rows": s.digest_texts,
     "model_calls": s.model_calls,
+    "session_data": s.session_data,
 }
-_VACUUMED = ("episodes", *(t.name for t in OWNED.values()))
+_VACUUMED = ("episodes", *(t.name for t in OWNED.values()), MEM.name)
 
 
 class SqlEraser:
@@ -45,10 +47,12 @@ class SqlEraser:
             counts = {"episodes": len(erased)} | {
                 k: _count(conn, t, tenant_id, chosen) for k, t in OWNED.items()
             }
+            memories = _erase_memories(conn, tenant_id, user_id, agent_id)
+            counts["memories"] = len(memories)
             conn.execute(delete(s.model_calls).where(*_owned(s.model_calls, tenant_id, chosen)))
             conn.execute(delete(E).where(*mine))
             conn.execute(s.erasures.insert().values(_audit_row(tenant_id, audit, counts)))
-            return Erased(counts, [(a, e) for a, e in erased])
+            return Erased(counts, [(a, e) for a, e in erased], memories)
 
         return await self._writer.run(op)
 
@@ -85,6 +89,16 @@ class SqlEraser:
 def _episodes_of(tenant_id: str, user_id: str, agent_id: str) -> list[Any]:
     where = [E.c.tenant_id == tenant_id, E.c.user_id == user_id]
     return [*where, E.c.agent_id == agent_id] if agent_id else where
+
+
+def _erase_memories(conn: Connection, tenant_id: str, user_id: str, agent_id: str) -> list[tuple[Scope, str]]:
+    """The user's memories (they outlive episodes, so are not in the cascade), any state."""
+    where = [MEM.c.tenant_id == tenant_id, MEM.c.user_id == user_id]
+    if agent_id:
+        where.append(MEM.c.agent_id == agent_id)
+    rows = conn.execute(select(MEM.c.agent_id, MEM.c.memory_id).where(*where)).all()
+    conn.execute(delete(MEM).where(*where))
+    return [(Scope(tenant_id, a, user_id), m) for a, m in rows]
 
 
 def _owned(table: Table, tenant_id: str, chosen: Any) -> list[Any]:

@@ -45,6 +45,12 @@ def agent_values(agent: Agent) -> dict[str, Any]:
         "idle_timeout_seconds": m.idle_timeout.total_seconds(),
         "retention_days": m.retention_days,
         "pii_policy": m.pii_policy.value,
+        "known_facts": m.known_facts,
+        "memory_top_k": m.memory_top_k,
+        "memory_min_score": m.memory_min_score,
+        "session_data_keys": list(m.session_data_keys),
+        "memory_extraction_prompt": m.memory_extraction_prompt,
+        "extract_memories": m.extract_memories,
         "created_at": agent.created_at,
         "updated_at": agent.updated_at,
     }
@@ -65,6 +71,12 @@ def agent_from_row(row: RowMapping, prefix: str = "") -> Agent:
         idle_timeout=timedelta(seconds=col("idle_timeout_seconds")),
         retention_days=col("retention_days"),
         pii_policy=PiiPolicy(col("pii_policy")),
+        known_facts=col("known_facts"),
+        memory_top_k=col("memory_top_k"),
+        memory_min_score=col("memory_min_score"),
+        session_data_keys=tuple(col("session_data_keys") or ()),
+        memory_extraction_prompt=col("memory_extraction_prompt"),
+        extract_memories=col("extract_memories"),
     )
     return Agent(
         tenant_id=col("tenant_id"),

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.expression import true as sa_true
 from sqlalchemy.types import TypeDecorator
 
 ID = String(128)
@@ -88,6 +89,13 @@ agents = Table(
     Column("idle_timeout_seconds", Float, nullable=False),
     Column("retention_days", Integer, nullable=False, server_default="90"),  # migration 0006
     Column("pii_policy", String(16), nullable=False, server_default="inherit"),  # migration 0006
+    # long-term memories (migration 0007)
+    Column("known_facts", Boolean, nullable=False, server_default=sa_true()),
+    Column("memory_top_k", Integer, nullable=False, server_default="5"),
+    Column("memory_min_score", Float, nullable=False, server_default="0.3"),
+    Column("session_data_keys", Json),
+    Column("memory_extraction_prompt", Text, nullable=False, server_default=""),
+    Column("extract_memories", Boolean, nullable=False, server_default=sa_true()),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
 )
@@ -268,4 +276,59 @@ erasures = Table(
     Column("agent_id", ID),
     Column("counts", Json, nullable=False),
     Column("erased_at", UtcDateTime, nullable=False),
+)
+
+# --- long-term memories (migration 0007) ------------------------------------------------
+
+# Memories outlive the episodes they came from: no foreign key to episodes. The vector is
+# kept with its row (FAISS is rebuilt from them); `model` is "" when there is none.
+memories = Table(
+    "memories",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("memory_id", ID, primary_key=True),
+    Column("agent_id", ID, nullable=False),
+    Column("user_id", ID, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("text_key", String(64), nullable=False),
+    Column("frame_key", String(64), nullable=False),
+    Column("fingerprint", String(64), nullable=False),
+    Column("topics", Json, nullable=False),
+    Column("entities", Json, nullable=False),
+    Column("origin", String(16), nullable=False),
+    Column("source_episode_id", ID, nullable=False, server_default=""),
+    Column("from_seq", BigInteger, nullable=False),
+    Column("to_seq", BigInteger, nullable=False),
+    Column("episode_id", ID),  # PENDING: the open episode that holds it
+    Column("event_time", UtcDateTime),
+    Column("expires_at", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("last_recalled_at", UtcDateTime),
+    Column("superseded_by", ID, nullable=False, server_default=""),
+    Column("merge_count", Integer, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("dimension", Integer, nullable=False),
+    Column("vector", LargeBinary),
+    Index(None, "tenant_id", "agent_id", "user_id", "created_at"),
+    Index(None, "tenant_id", "agent_id", "user_id", "text_key"),
+    Index(None, "tenant_id", "agent_id", "user_id", "frame_key"),
+    Index(None, "tenant_id", "episode_id"),
+    Index(None, "expires_at"),
+    Index(None, "model"),
+)
+
+# One JSON object per episode, versioned for optimistic concurrency (ETags).
+session_data = Table(
+    "session_data",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("data", Json, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime),
+    _owned_by("episodes"),
 )

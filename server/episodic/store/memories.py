@@ -1,0 +1,348 @@
+"""Long-term memories in SQL, with the vectors FAISS is rebuilt from. Writes go through the
+group-commit writer; each `MemoryWrite` is one transaction.
+
+Filters on topics and entities ("any of", over JSON lists) run in Python on rows the SQL
+filters already narrowed to one scope: portable, and a scope holds few memories."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import numpy as np
+from sqlalchemy import Connection, RowMapping, and_, case, delete, func, or_, select, update
+from sqlalchemy.sql.elements import ColumnElement
+
+from episodic.domain.memories import (
+    Memory,
+    MemoryKind,
+    MemoryOrigin,
+    MemoryState,
+    Source,
+    text_key,
+)
+from episodic.domain.memory_merge import frame_key
+from episodic.domain.ports import Clock, MemoryFilter, MemoryWrite
+from episodic.domain.recall import IndexedVector, Scope, Vector
+from episodic.store import schema as s
+from episodic.store.database import Database
+from episodic.store.writer import GroupCommitWriter
+
+M, A = s.memories, s.agents
+_CHUNK = 200  # rows read per round while Python-side filters thin a page out
+_PROMOTED, _PENDING = MemoryState.PROMOTED.value, MemoryState.PENDING.value
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class SqlMemoryStore:
+    """`embedding_model`: the id recorded with every vector written (the embedder's), so
+    a change of model makes the old vectors `stale`. `clock` decides what has expired for
+    the reads that take no `now`."""
+
+    def __init__(
+        self,
+        db: Database,
+        writer: GroupCommitWriter,
+        *,
+        embedding_model: str,
+        clock: Clock = _system_clock,
+    ) -> None:
+        self._db = db
+        self._writer = writer
+        self._model = embedding_model
+        self._clock = clock
+
+    async def write(self, change: MemoryWrite) -> None:
+        def op(conn: Connection) -> None:
+            rows = [memory_values(m) | self._vector_values(v) for m, v in change.insert]
+            if rows:
+                conn.execute(M.insert(), rows)
+            for m, v in change.replace:  # a row gone meanwhile (erased) stays gone
+                kept = self._vector_values(v) if v is not None else {}
+                conn.execute(_by_id(m.tenant_id, m.memory_id).values(memory_values(m) | kept))
+            for tenant_id, memory_id in change.delete:
+                conn.execute(delete(M).where(M.c.tenant_id == tenant_id, M.c.memory_id == memory_id))
+
+        await self._writer.run(op)
+
+    async def get(self, tenant_id: str, memory_id: str) -> Memory | None:
+        return (await self.get_many(tenant_id, [memory_id])).get(memory_id)
+
+    async def get_many(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Memory]:
+        if not memory_ids:
+            return {}
+        stmt = select(M).where(M.c.tenant_id == tenant_id, M.c.memory_id.in_(list(memory_ids)))
+        return await self._db.read(lambda conn: _by_memory_id(conn.execute(stmt).mappings()))
+
+    async def vectors_of(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
+        if not memory_ids:
+            return {}
+        stmt = select(M.c.memory_id, M.c.vector).where(
+            M.c.tenant_id == tenant_id, M.c.memory_id.in_(list(memory_ids)), M.c.vector.is_not(None)
+        )
+        return await self._db.read(
+            lambda conn: {r["memory_id"]: _vector(r["vector"]) for r in conn.execute(stmt).mappings()}
+        )
+
+    async def page(
+        self, scope: Scope, where: MemoryFilter, now: datetime, after: tuple[datetime, str] | None, limit: int
+    ) -> list[Memory]:
+        base = _filtered(scope, where, now).order_by(M.c.created_at.desc(), M.c.memory_id.desc())
+        chunk = max(limit, _CHUNK) if where.topics or where.entities else limit
+        return await self._db.read(lambda conn: _page(conn, base, where, after, limit, chunk))
+
+    async def among(
+        self, scope: Scope, memory_ids: Sequence[str], where: MemoryFilter, now: datetime
+    ) -> dict[str, Memory]:
+        if not memory_ids:
+            return {}
+        stmt = _filtered(scope, where, now).where(M.c.memory_id.in_(list(memory_ids)))
+        return await self._db.read(
+            lambda conn: {m.memory_id: m for m in _rows(conn, stmt) if _tagged(m, where)}
+        )
+
+    async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:
+        return await self._live_matching(scope, M.c.text_key, text_keys)
+
+    async def same_frame(self, scope: Scope, frame_keys: Sequence[str]) -> list[Memory]:
+        return await self._live_matching(scope, M.c.frame_key, frame_keys)
+
+    async def pending(self, tenant_id: str, episode_id: str) -> list[tuple[Memory, Vector | None]]:
+        stmt = select(M).where(
+            M.c.tenant_id == tenant_id, M.c.episode_id == episode_id, M.c.state == _PENDING
+        )
+        stmt = stmt.order_by(M.c.created_at, M.c.memory_id)
+        return await self._db.read(
+            lambda conn: [(memory_from_row(r), _vector_or_none(r)) for r in conn.execute(stmt).mappings()]
+        )
+
+    async def touch(self, tenant_id: str, memory_ids: Sequence[str], at: datetime) -> None:
+        if not memory_ids:
+            return
+        stmt = update(M).where(M.c.tenant_id == tenant_id, M.c.memory_id.in_(list(memory_ids)))
+
+        def op(conn: Connection) -> None:
+            conn.execute(stmt.values(last_recalled_at=at))
+
+        await self._writer.run(op)
+
+    async def vectors(self, model: str, batch: int = 1000) -> AsyncIterator[list[IndexedVector]]:
+        stmt = select(M.c.tenant_id, M.c.agent_id, M.c.user_id, M.c.memory_id, M.c.vector).where(
+            M.c.model == model, M.c.state == _PROMOTED, M.c.vector.is_not(None)
+        )
+        stmt = stmt.order_by(M.c.tenant_id, M.c.memory_id)
+        async with self._db.engine.connect() as conn:
+            result = await conn.stream(stmt.execution_options(yield_per=batch))
+            async for rows in result.mappings().partitions(batch):
+                yield [_indexed(r) for r in rows]
+
+    async def stale(self, model: str, limit: int) -> list[Memory]:
+        stmt = select(M).where(or_(M.c.model != model, M.c.vector.is_(None)))
+        stmt = stmt.order_by(M.c.tenant_id, M.c.memory_id).limit(limit)
+        return await self._db.read(lambda conn: _rows(conn, stmt))
+
+    async def expired(self, now: datetime, limit: int) -> list[Memory]:
+        """Past expiry first, then per agent with a retention: unused means neither updated
+        nor recalled since the cut-off (a recall older than an update does not count)."""
+        return await self._db.read(lambda conn: _expired(conn, now, limit))
+
+    async def _live_matching(self, scope: Scope, column: Any, keys: Sequence[str]) -> list[Memory]:
+        if not keys:
+            return []
+        stmt = select(M).where(
+            *_in_scope(scope),
+            M.c.state == _PROMOTED,
+            M.c.superseded_by == "",
+            _unexpired(self._clock()),
+            column.in_(list(keys)),
+        )
+        stmt = stmt.order_by(M.c.created_at, M.c.memory_id)
+        return await self._db.read(lambda conn: _rows(conn, stmt))
+
+    def _vector_values(self, vector: Vector | None) -> dict[str, Any]:
+        if vector is None:
+            return {"model": "", "dimension": 0, "vector": None}
+        data = np.asarray(vector, dtype="<f4")
+        return {"model": self._model, "dimension": int(data.shape[0]), "vector": data.tobytes()}
+
+
+# --- rows ---------------------------------------------------------------------------------
+
+
+def memory_values(m: Memory) -> dict[str, Any]:
+    """Every column but the vector's; the keys duplicate detection looks up are derived here,
+    so they always match the text."""
+    return {
+        "tenant_id": m.tenant_id,
+        "memory_id": m.memory_id,
+        "agent_id": m.agent_id,
+        "user_id": m.user_id,
+        "state": m.state.value,
+        "kind": m.kind.value,
+        "text": m.text,
+        "text_key": text_key(m.text),
+        "frame_key": frame_key(m.kind.value, m.text, m.entities),
+        "fingerprint": m.fingerprint,
+        "topics": list(m.topics),
+        "entities": list(m.entities),
+        "origin": m.source.origin.value,
+        "source_episode_id": m.source.episode_id,
+        "from_seq": m.source.from_seq,
+        "to_seq": m.source.to_seq,
+        "episode_id": m.episode_id or None,
+        "event_time": m.event_time,
+        "expires_at": m.expires_at,
+        "created_at": m.created_at,
+        "updated_at": m.updated_at,
+        "last_recalled_at": m.last_recalled_at,
+        "superseded_by": m.superseded_by,
+        "merge_count": m.merge_count,
+    }
+
+
+def memory_from_row(r: RowMapping) -> Memory:
+    source = Source(MemoryOrigin(r["origin"]), r["source_episode_id"], r["from_seq"], r["to_seq"])
+    return Memory(
+        tenant_id=r["tenant_id"],
+        memory_id=r["memory_id"],
+        agent_id=r["agent_id"],
+        user_id=r["user_id"],
+        text=r["text"],
+        kind=MemoryKind(r["kind"]),
+        source=source,
+        state=MemoryState(r["state"]),
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        topics=tuple(r["topics"] or ()),
+        entities=tuple(r["entities"] or ()),
+        event_time=r["event_time"],
+        expires_at=r["expires_at"],
+        last_recalled_at=r["last_recalled_at"],
+        superseded_by=r["superseded_by"],
+        episode_id=r["episode_id"] or "",
+        merge_count=r["merge_count"],
+        fingerprint=r["fingerprint"],
+    )
+
+
+def _rows(conn: Connection, stmt: Any) -> list[Memory]:
+    return [memory_from_row(r) for r in conn.execute(stmt).mappings()]
+
+
+def _by_memory_id(rows: Any) -> dict[str, Memory]:
+    return {r["memory_id"]: memory_from_row(r) for r in rows}
+
+
+def _vector(data: bytes) -> Vector:
+    return cast(Vector, np.frombuffer(data, dtype="<f4"))
+
+
+def _vector_or_none(r: RowMapping) -> Vector | None:
+    return _vector(r["vector"]) if r["vector"] is not None else None
+
+
+def _indexed(r: RowMapping) -> IndexedVector:
+    return IndexedVector(
+        Scope(r["tenant_id"], r["agent_id"], r["user_id"]), r["memory_id"], _vector(r["vector"])
+    )
+
+
+def _by_id(tenant_id: str, memory_id: str):  # type: ignore[no-untyped-def]
+    return update(M).where(M.c.tenant_id == tenant_id, M.c.memory_id == memory_id)
+
+
+# --- filters ------------------------------------------------------------------------------
+
+
+def _in_scope(scope: Scope) -> list[ColumnElement[bool]]:
+    return [M.c.tenant_id == scope.tenant_id, M.c.agent_id == scope.agent_id, M.c.user_id == scope.user_id]
+
+
+def _unexpired(now: datetime) -> ColumnElement[bool]:
+    return or_(M.c.expires_at.is_(None), M.c.expires_at > now)
+
+
+# When a memory "happened": an EVENT's event_time (its creation if it has none), else its creation.
+_happened = case(
+    (M.c.kind == MemoryKind.EVENT.value, func.coalesce(M.c.event_time, M.c.created_at)),
+    else_=M.c.created_at,
+)
+
+
+def _filtered(scope: Scope, where: MemoryFilter, now: datetime):  # type: ignore[no-untyped-def]
+    """Everything of the filter SQL can say portably; topics and entities: `_tagged`."""
+    stmt = select(M).where(*_in_scope(scope), _unexpired(now))
+    if where.kinds:
+        stmt = stmt.where(M.c.kind.in_(sorted(k.value for k in where.kinds)))
+    if where.state is not None:
+        stmt = stmt.where(M.c.state == where.state.value)
+    if not where.include_superseded:
+        stmt = stmt.where(M.c.superseded_by == "")
+    if where.episode_id:
+        stmt = stmt.where(or_(M.c.episode_id == where.episode_id, M.c.source_episode_id == where.episode_id))
+    if where.after is not None:
+        stmt = stmt.where(_happened >= where.after)
+    if where.before is not None:
+        stmt = stmt.where(_happened < where.before)
+    return stmt
+
+
+def _tagged(m: Memory, where: MemoryFilter) -> bool:
+    if where.topics and where.topics.isdisjoint(m.topics):
+        return False
+    return not (where.entities and where.entities.isdisjoint(m.entities))
+
+
+def _page(
+    conn: Connection,
+    base: Any,
+    where: MemoryFilter,
+    after: tuple[datetime, str] | None,
+    limit: int,
+    chunk: int,
+) -> list[Memory]:
+    """Keyset pages of `chunk` rows, newest first, until `limit` pass `_tagged`."""
+    found: list[Memory] = []
+    cursor = after
+    while len(found) < limit:
+        stmt = base if cursor is None else base.where(_older_than(*cursor))
+        batch = _rows(conn, stmt.limit(chunk))
+        found += [m for m in batch if _tagged(m, where)]
+        if len(batch) < chunk:
+            break
+        cursor = (batch[-1].created_at, batch[-1].memory_id)
+    return found[:limit]
+
+
+def _older_than(created_at: datetime, memory_id: str) -> ColumnElement[bool]:
+    return or_(M.c.created_at < created_at, and_(M.c.created_at == created_at, M.c.memory_id < memory_id))
+
+
+# --- expiry -------------------------------------------------------------------------------
+
+_RETAINING_AGENTS = (
+    select(A.c.tenant_id, A.c.agent_id, A.c.retention_days)
+    .where(A.c.retention_days > 0)
+    .order_by(A.c.tenant_id, A.c.agent_id)
+)
+
+
+def _expired(conn: Connection, now: datetime, limit: int) -> list[Memory]:
+    past_expiry = select(M).where(M.c.expires_at <= now).order_by(M.c.expires_at, M.c.memory_id)
+    found = {(m.tenant_id, m.memory_id): m for m in _rows(conn, past_expiry.limit(limit))}
+    for tenant_id, agent_id, days in conn.execute(_RETAINING_AGENTS).all():
+        if len(found) >= limit:
+            break
+        for m in _rows(conn, _unused(tenant_id, agent_id, now - timedelta(days=days), limit)):
+            found.setdefault((m.tenant_id, m.memory_id), m)
+    return list(found.values())[:limit]
+
+
+def _unused(tenant_id: str, agent_id: str, cut: datetime, limit: int):  # type: ignore[no-untyped-def]
+    recalled_before = or_(M.c.last_recalled_at.is_(None), M.c.last_recalled_at < cut)
+    stmt = select(M).where(M.c.tenant_id == tenant_id, M.c.agent_id == agent_id, M.c.updated_at < cut)
+    return stmt.where(recalled_before).order_by(M.c.updated_at, M.c.memory_id).limit(limit)
