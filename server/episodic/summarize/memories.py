@@ -1,0 +1,441 @@
+"""Memories by pattern: the user's first-person statements in a closed episode, each trimmed to
+the clause that states it and classed as a preference, an event or a fact. Pure and
+deterministic; no model, no network.
+
+Only user messages speak for the user. Questions, hypotheticals and requests to the assistant
+state nothing. Cues are looked for only at first-person words ("I", "my", "we"...), at most
+`_MAX_ANCHORS` per sentence, with bounded patterns; sentences and messages are bounded by
+`text.py`; so hostile text costs what prose of the same size costs."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from episodic.domain.memories import ExtractedMemory, MemoryKind, normalized
+from episodic.domain.model import Message, Role
+from episodic.domain.when import period_in
+from episodic.summarize.facts import ClauseBreaks, Kind, fact_matches
+from episodic.summarize.text import (
+    Sentence,
+    content_words,
+    fold,
+    folded_words,
+    sentences_of,
+    shorten,
+    tidy,
+    tokens,
+    utterances,
+)
+
+MAX_MEMORIES = 24
+MAX_MEMORY_CHARS = 300
+MAX_ENTITIES = 8
+MAX_TOPICS = 4
+_MAX_ANCHORS = 16
+_MIN_CONTENT_WORDS = 2
+_FRAGMENT_WORDS = 3
+_SUBJECT_WORDS = 4
+_MIN_ONGOING_WORDS = 3
+_BREAK_WORDS = re.compile(
+    r"\W{0,8}(?:(?:and|but|so|because|although|though|whereas|while|which|who)\W{1,4})?"
+)
+
+
+class Cue(enum.Enum):
+    """What a clause says about the speaker; a clause's kind follows from its cues."""
+
+    PREFERENCE = "preference"
+    FACT = "fact"
+    PAST = "past"  # something done
+    PLAN = "plan"  # something to be done
+    ONGOING = "ongoing"  # something being done: a fact, or an event when it has a time
+    TIME = "time"  # a time expression
+
+
+_ADVERB = r"(?:just|finally|also|actually|recently|already|once|even|then|first|still|really|all|both)"
+# Past tenses that are states or wishes rather than things done.
+_NOT_DONE = r"(?:wanted|needed|wondered|hoped|wished|guessed|supposed|used|meant|thought|liked|loved)\b"
+_IRREGULAR_PAST = (
+    r"(?:went|ran|took|made|got|lost|bought|saw|met|had|did|found|won|left|began|flew|drove|wrote"
+    r"|became|came|gave|sold|built|broke|fell|caught|taught|quit|swam|sang|spent|threw|grew|rode|ate)\b"
+)
+_AM_DOING = r"(?:i'm|i\s+am|we're|we\s+are)\s+(?:(?:also|just|now|currently|actually|still)\s+)?"
+# Passing states and talk, not things the speaker is doing in their life.
+_NOT_DOING = (
+    r"(?:looking|wondering|asking|trying|hoping|getting|feeling|doing|having|talking|saying|kidding"
+    r"|joking|guessing|thinking|staying|seeing|using|stepping|going\s+to\s+bed)\b"
+)
+_FIRST_PERSON = re.compile(r"(?<![\w'])(?:i'm|i've|i'd|i'll|i|my|we're|we've|we'll|we|our)(?![\w'])")
+_CUES = (
+    (
+        Cue.PREFERENCE,
+        r"(?:i'm|i\s+am)\s+(?:a\s+|also\s+|strictly\s+)?(?:vegetarian|vegan|pescatarian|lactose|gluten"
+        r"|kosher|halal|allergic|intolerant|teetotal)\b|i\s+(?:try\s+to\s+)?avoid\b",
+    ),
+    (Cue.PAST, rf"(?:i|we)(?:\s+{_ADVERB})?\s+(?:was|were)\s+(?:[a-z]{{2,20}}ed|born|at|in|on)\b"),
+    (
+        Cue.PAST,
+        rf"(?:i|we)(?:'ve|\s+have)?(?:\s+{_ADVERB})?\s+(?!{_NOT_DONE})(?:[a-z]{{2,20}}ed\b|{_IRREGULAR_PAST})",
+    ),
+    (Cue.FACT, rf"(?:i|we)(?:'ve|\s+have)\s+been\s+(?!{_NOT_DOING})[a-z]{{2,20}}ing\b"),
+    # Tried before the plan below, which also takes "going": "I'm going to" alone is no fact.
+    (Cue.ONGOING, rf"{_AM_DOING}(?!{_NOT_DOING}|going)[a-z]{{2,20}}ing\b"),
+    (Cue.PLAN, rf"{_AM_DOING}(?!{_NOT_DOING})[a-z]{{2,20}}ing\b"),
+    (
+        Cue.FACT,
+        r"(?:i|we)\s+(?:usually|always|often|normally|mostly|regularly|generally|typically|sometimes"
+        r"|rarely|never)\b",
+    ),
+    (
+        Cue.FACT,
+        rf"i\s+(?:{_ADVERB}\s+)?(?:don't\s+|do\s+not\s+)?have\s+(?:a|an|any|no|two|three|four|five|\d{{1,3}})\s",
+    ),
+    (Cue.FACT, r"my\s+(?:[a-z'-]{1,20}\s+){1,2}?(?:still\s+)?(?:is|are|was|were|lives|works|has)\b"),
+    (Cue.FACT, r"i'm\s+\d{1,3}\b(?!\s?%)"),
+)
+_CUE_REGEX = re.compile("|".join(f"({pattern})" for _, pattern in _CUES), re.IGNORECASE)
+_DOINGS = frozenset({Cue.PAST, Cue.PLAN, Cue.ONGOING})
+_FACTS = frozenset({Cue.FACT, Cue.ONGOING})
+_FROM_FACT_KIND = {
+    Kind.PREFERENCE: Cue.PREFERENCE,
+    Kind.PERSONAL: Cue.FACT,
+    Kind.DECISION: Cue.PLAN,
+    Kind.DATE: Cue.TIME,
+}
+
+# A question or request to the assistant after a statement: "I'm vegan, can you ...?"
+_ASKING_TAIL = re.compile(
+    r"[,;]\s*(?:so\s+|and\s+|but\s+)?(?:please|can|could|would|will|do|does|did|what|how|where|when"
+    r"|which|who|why|any|is|are|should|shall)\b",
+    re.IGNORECASE,
+)
+_HYPOTHETICAL_START = frozenset(
+    {"if", "suppose", "supposing", "imagine", "assuming", "hypothetically", "say", "what", "unless"}
+)
+_REQUEST_START = frozenset(
+    {"please", "can", "could", "would", "will", "let's", "help", "tell", "show", "give", "remind", "find",
+     "make", "write", "list", "explain", "do", "does", "did", "is", "are", "how", "why", "where", "when"}
+)  # fmt: skip
+# Hypothetical, addressed to the assistant, or someone else's words: not the user's memory.
+_NOT_A_STATEMENT = re.compile(
+    r"\b(?:if|unless|whether|you|your|wish)\b|\b(?:i|we)\s+(?:would|could|might)\s+(?!rather|prefer|love|like)"
+    r"|\bi'd\s+(?!rather|prefer|love|like)|\bmy\s+[a-z]{2,20}\s+(?:said|says|told|thinks|thought|asked|wants)\b"
+    r"|\b(?:love|like|enjoy|hate|prefer)\s+(?:to\s+[a-z]{2,20}\s+)?(?:that|it|this|them|those|these|something)\b"
+    r"|\bmy\s+(?:question|problem|issue|point|guess|bad|pleasure|turn|fault)\b"
+    r"|\bi\s+(?:have|had|'ve\s+got)\s+(?:a|another|one)\s+(?:quick\s+)?(?:question|idea|problem)\b",
+    re.IGNORECASE,
+)
+_NAME = re.compile(r"(?<![\w'])[A-Z][\w'-]{0,30}(?:\s(?:of\s|de\s|the\s)?[A-Z][\w'-]{0,30}){0,3}")
+_NOT_NAMES = frozenset(
+    [
+        "I",
+        "I'm",
+        "I've",
+        "I'd",
+        "I'll",
+        "OK",
+        "AM",
+        "PM",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ]
+)
+_TOPICS: dict[str, frozenset[str]] = {
+    topic: frozenset(words.split())
+    for topic, words in {
+        "work": "job work works worked working boss office career promoted promotion colleague colleagues "
+        "company salary engineer nurse manager shift shifts team business",
+        "family": "mom mum mother dad father sister brother son daughter kids children grandma grandpa "
+        "family parents aunt uncle cousin baby",
+        "travel": "trip travel travelling traveling flight flying visit visiting vacation holiday honeymoon "
+        "abroad moved hotel",
+        "health": "diagnosed diabetes allergic allergy doctor hospital sick health gym marathon run running "
+        "injury therapy intolerant",
+        "food": "food eat eating meat vegetarian vegan cook cooking curry coffee tea recipe restaurant sugar "
+        "gluten peanuts dinner",
+        "hobbies": "guitar painting painted paint music band album pottery reading books hiking games "
+        "photography dance dancing football blues",
+        "pets": "dog dogs cat cats pet pets puppy kitten",
+        "education": "school university college phd student studied study studying graduated degree class "
+        "kindergarten course",
+        "money": "money saving savings salary deposit rent mortgage budget loan bank pension",
+        "home": "home house apartment flat live lives living moved neighbourhood countryside",
+        "relationships": "husband wife partner boyfriend girlfriend married anniversary wedding date dating "
+        "friend friends",
+    }.items()
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Clause:
+    sentence: Sentence
+    start: int
+    end: int
+    cues: frozenset[Cue]
+    message: Message
+
+    @property
+    def text(self) -> str:
+        return self.sentence.text[self.start : self.end]
+
+
+class ExtractiveMemoryExtractor:
+    """Up to `MAX_MEMORIES` memories, the ones with the most names and topics first, returned in
+    the order they were stated. `instructions` are for model-backed extractors and ignored."""
+
+    @property
+    def name(self) -> str:
+        return "extractive-v1"
+
+    def extract(self, transcript: Sequence[Message], instructions: str = "") -> list[ExtractedMemory]:
+        found: dict[str, tuple[int, int, ExtractedMemory]] = {}
+        for order, clause in enumerate(_clauses(transcript)):
+            memory = _memory(clause)
+            if memory is not None and normalized(memory.text) not in found:
+                found[normalized(memory.text)] = (_rank(memory), order, memory)
+        best = sorted(found.values(), key=lambda item: (-item[0], item[1]))[:MAX_MEMORIES]
+        return [memory for _, _, memory in sorted(best, key=lambda item: item[1])]
+
+
+def _clauses(transcript: Sequence[Message]) -> Iterator[_Clause]:
+    """Clauses of the user's statements that carry at least one cue about the user."""
+    for utterance in utterances(transcript):
+        if utterance.role is Role.USER:
+            message = transcript[utterance.position]
+            for sentence in sentences_of(utterance):
+                yield from _clauses_of(_statement(sentence), message)
+
+
+def _statement(sentence: Sentence) -> Sentence | None:
+    """The sentence, or its statement part before a question or request ("I'm vegan, can
+    you...?"); None for questions, hypotheticals and requests."""
+    tail = _ASKING_TAIL.search(sentence.text)
+    if tail is not None:
+        sentence = Sentence(sentence.utterance, sentence.index, sentence.start, sentence.text[: tail.start()])
+    elif sentence.is_question:
+        return None
+    first = tokens(tidy(sentence.text[:40]))[:2]
+    if not first or first[0] in _HYPOTHETICAL_START or first[0] in _REQUEST_START:
+        return None
+    return sentence
+
+
+def _clauses_of(sentence: Sentence | None, message: Message) -> Iterator[_Clause]:
+    if sentence is None:
+        return
+    cues = _cues(sentence)
+    breaks = ClauseBreaks(sentence.text)
+    by_clause: dict[tuple[int, int], set[Cue]] = {}
+    for at, cue in cues:
+        start, end = span = _whole_clause(sentence.text, breaks, at)
+        if cue is Cue.TIME or _opens(sentence.text, start, at):
+            by_clause.setdefault(span, set()).add(cue)
+    kept: list[tuple[int, int, set[Cue]]] = []
+    for (start, end), found in sorted(by_clause.items()):
+        if kept and end <= kept[-1][1]:  # within a fragment's run-on clause: one memory
+            kept[-1][2].update(found)
+        else:
+            kept.append((start, end, found))
+    for start, end, found in kept:
+        yield _Clause(sentence, start, end, frozenset(found), message)
+
+
+def _whole_clause(text: str, breaks: ClauseBreaks, at: int) -> tuple[int, int]:
+    """The clause around `at`; a fragment of a few words ("My husband Tom" and I ...) runs on
+    into the next clause."""
+    start, end = breaks.clause_span(at)
+    if end < len(text) and len(text[start:end].split(maxsplit=_FRAGMENT_WORDS)) <= _FRAGMENT_WORDS:
+        after = _BREAK_WORDS.match(text, end)
+        end = breaks.clause_span(after.end() if after else end)[1]
+    return start, end
+
+
+def _opens(text: str, start: int, at: int) -> bool:
+    """Whether the speaker's word at `at` is the clause's subject: within its first few words
+    ("Last week I went...", "My husband Tom and I..."), not deep inside ("It gave me the push I
+    needed to do what I love")."""
+    return len(text[start:at].split(maxsplit=_SUBJECT_WORDS)) <= _SUBJECT_WORDS
+
+
+def _cues(sentence: Sentence) -> list[tuple[int, Cue]]:
+    """Cues by offset: the key-fact patterns of facts.py, and this module's own at each
+    first-person word."""
+    folded = fold(sentence.text)
+    found = [
+        (at, _FROM_FACT_KIND[kind])
+        for at, kind in fact_matches(sentence, folded, folded_words(folded))
+        if kind in _FROM_FACT_KIND
+    ]
+    for count, anchor in enumerate(_FIRST_PERSON.finditer(folded)):
+        if count == _MAX_ANCHORS:
+            break
+        match = _CUE_REGEX.match(sentence.text, anchor.start())
+        if match is not None:
+            found.append((anchor.start(), _CUES[(match.lastindex or 1) - 1][0]))
+    return found
+
+
+def _memory(clause: _Clause) -> ExtractedMemory | None:
+    kind = _kind(clause)
+    text = tidy(clause.text)
+    if kind is None or _NOT_A_STATEMENT.search(text) or _thin(text, clause.cues):
+        return None
+    labelled = shorten(clause.sentence.labelled(text), MAX_MEMORY_CHARS)
+    seq = clause.message.seq
+    when = _event_time(clause, text) if kind is MemoryKind.EVENT else None
+    return ExtractedMemory(labelled, kind, seq, seq, topics(text), entities(labelled), when)
+
+
+def _thin(text: str, cues: frozenset[Cue]) -> bool:
+    """Too little to remember: one content word is enough only when the clause ends on it ("I'm
+    vegan", "I don't have any kids"), not on a pronoun ("I love it"); what one is doing takes
+    more ("I'm learning a ton" is not worth keeping)."""
+    words = tokens(text)
+    meaning = content_words(text)
+    if cues.isdisjoint({Cue.FACT, Cue.PREFERENCE, Cue.TIME}) and len(meaning) < _MIN_ONGOING_WORDS:
+        return True
+    return len(meaning) < _MIN_CONTENT_WORDS and not (meaning and words[-1] == meaning[-1])
+
+
+def _kind(clause: _Clause) -> MemoryKind | None:
+    """A preference wins; a thing done or planned at a stated time is an event; otherwise a
+    fact if there is one. A plan, a time or a past action alone states nothing lasting."""
+    cues = clause.cues
+    if Cue.PREFERENCE in cues:
+        return MemoryKind.PREFERENCE
+    if Cue.TIME in cues and not cues.isdisjoint(_DOINGS):
+        return MemoryKind.EVENT
+    return MemoryKind.FACT if not cues.isdisjoint(_FACTS) else None
+
+
+def _event_time(clause: _Clause, text: str) -> datetime:
+    """When it happened: a past time resolved as recall resolves one, a planned one forward;
+    the message's own time when neither resolves."""
+    said = clause.message.created_at
+    if Cue.PAST not in clause.cues and (ahead := future_time(text, said)) is not None:
+        return ahead
+    period = period_in(text, said)
+    return period.start if period is not None else said
+
+
+def _rank(memory: ExtractedMemory) -> int:
+    return min(len(memory.entities), 3) + len(memory.topics) + (memory.event_time is not None)
+
+
+_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+_MONTH_NAMES = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_WEEKDAY_NAMES = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_AHEAD = re.compile(
+    r"\b(?:(?P<day>tomorrow|tonight)|next (?P<next>week|weekend|month|year|"
+    + "|".join([*_WEEKDAY_NAMES, *_SEASONS])
+    + r")|in (?P<count>\d{1,2}|a|an|one|two|three|four|five|six) (?P<unit>day|week|month)s?"
+    + r"|(?:in|this|next) (?P<month>"
+    + "|".join(_MONTH_NAMES)
+    + r"))\b",
+    re.IGNORECASE,
+)
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def future_time(text: str, now: datetime) -> datetime | None:
+    """The start of the day or period a plan points at ("tomorrow", "next week", "in August",
+    "in 3 days"), or None. One regex search: linear in the text."""
+    found = _AHEAD.search(text)
+    if found is None:
+        return None
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    g = {key: value.lower() for key, value in found.groupdict().items() if value}
+    if "day" in g:
+        return today + timedelta(days=1 if g["day"] == "tomorrow" else 0)
+    if "next" in g:
+        return _next(today, g["next"])
+    if "unit" in g:
+        count = int(g["count"]) if g["count"].isdigit() else _COUNTS[g["count"]]
+        return today + timedelta(days=count * {"day": 1, "week": 7, "month": 30}[g["unit"]])
+    return _month_ahead(today, _MONTH_NAMES.index(g["month"]) + 1)
+
+
+def _next(today: datetime, what: str) -> datetime:
+    if what in ("week", "weekend"):
+        monday = today + timedelta(days=7 - today.weekday())
+        return monday + timedelta(days=5 if what == "weekend" else 0)
+    if what == "month":
+        return _month_ahead(today, today.month % 12 + 1)
+    if what == "year":
+        return today.replace(year=today.year + 1, month=1, day=1)
+    if what in _SEASONS:
+        return _month_ahead(today, _SEASONS[what], strictly=True)
+    return today + timedelta(days=(_WEEKDAY_NAMES.index(what) - today.weekday() - 1) % 7 + 1)
+
+
+def _month_ahead(today: datetime, month: int, strictly: bool = False) -> datetime:
+    """The first day of the next `month` from today (this month's, unless `strictly`)."""
+    later = month > today.month or (month == today.month and not strictly)
+    return today.replace(year=today.year + (0 if later else 1), month=month, day=1)
+
+
+def entities(text: str) -> tuple[str, ...]:
+    """Capitalised names ("St Mary's Hospital", "University of Oslo"), the speaker's label
+    included; a capitalised word that only opens the sentence is not a name."""
+    label, _, rest = text.partition(": ") if _is_labelled(text) else ("", "", text)
+    found = [label] if label else []
+    for match in _NAME.finditer(rest):
+        name = match.group()
+        if (match.start() == 0 and " " not in name) or name in _NOT_NAMES or name.startswith("I'"):
+            continue
+        found.append(name)
+        if len(found) == MAX_ENTITIES:
+            break
+    return tuple(dict.fromkeys(found))
+
+
+def _is_labelled(text: str) -> bool:
+    head = text[:64].split(": ", 1)[0]
+    return head != text[:64] and bool(_NAME.fullmatch(head))
+
+
+def topics(text: str) -> tuple[str, ...]:
+    """Up to `MAX_TOPICS` topics of the fixed lexicon, in order of their first word."""
+    words = tokens(text)
+    found: dict[str, None] = {}
+    for word in words:
+        for topic, lexicon in _TOPICS.items():
+            if word in lexicon:
+                found.setdefault(topic)
+        if len(found) >= MAX_TOPICS:
+            break
+    return tuple(found)[:MAX_TOPICS]
