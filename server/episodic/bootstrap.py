@@ -19,7 +19,7 @@ from episodic.api.server import GrpcServer, Services, build_server
 from episodic.bounded import within
 from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.domain.digests import indexed_with
-from episodic.domain.ports import Embedder, Summarizer, VectorIndex
+from episodic.domain.ports import Embedder, MemoryExtractor, Summarizer, VectorIndex
 from episodic.embed import make_embedder
 from episodic.index import FaissVectorIndex
 from episodic.keys import KeyRing
@@ -29,9 +29,13 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
+from episodic.service.memories import MemoryService
+from episodic.service.memory_search import MemorySearch
+from episodic.service.memory_tools import MemoryTools
 from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
+from episodic.service.session_data import SessionDataService
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
 from episodic.state.spoken_cache import SpokenCache
@@ -44,11 +48,16 @@ from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.erasure import SqlEraser
 from episodic.store.faults import sqlite_path_problem, startup_failure
+from episodic.store.memories import SqlMemoryStore
 from episodic.store.migrate import current_revision, head_revision, is_new_sqlite, upgrade_to_head
 from episodic.store.retention import SqlRetention
+from episodic.store.session_data import SqlSessionDataStore
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize import make_summarizer
 from episodic.summarize.extractive import ExtractiveSummarizer
+from episodic.summarize.memories import ExtractiveMemoryExtractor
+from episodic.summarize.openai_chat import OpenAIChatConfig
+from episodic.summarize.openai_memories import OpenAiMemoryExtractor
 from episodic.telemetry.instrumentation import server_interceptor
 from episodic.telemetry.setup import tracing_from_env
 from episodic.telemetry.tracing import Tracing
@@ -73,6 +82,10 @@ class Adapters:
     embedder: Embedder
     summarizer: Summarizer  # digests' (and an LLM's compactions); inline compaction is extractive
     index: VectorIndex
+    memories: SqlMemoryStore
+    sessions: SqlSessionDataStore
+    memory_index: VectorIndex  # promoted memories, per scope, keyed by memory id
+    extractor: MemoryExtractor
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +217,22 @@ def build_summarizer(settings: Settings) -> Summarizer:
     return make_summarizer("openai", **options, api_key=settings.summarizer_api_key or None)
 
 
+def build_extractor(settings: Settings) -> MemoryExtractor:
+    kind = settings.extractor.strip().lower() or "extractive"
+    if kind == "extractive":
+        return ExtractiveMemoryExtractor()
+    if kind != "openai":
+        raise ConfigError(f"extractor: unknown kind {settings.extractor!r}; allowed: extractive, openai")
+    if not settings.summarizer_url or not settings.summarizer_model:
+        raise ConfigError("extractor=openai needs EPISODIC_SUMMARIZER_URL and EPISODIC_SUMMARIZER_MODEL")
+    config = OpenAIChatConfig(
+        base_url=settings.summarizer_url,
+        model=settings.summarizer_model,
+        api_key=settings.summarizer_api_key,
+    )
+    return OpenAiMemoryExtractor(config, fallback=ExtractiveMemoryExtractor())
+
+
 def build_adapters(
     settings: Settings, database: Database, writer: GroupCommitWriter, index: VectorIndex | None
 ) -> Adapters:
@@ -222,6 +251,12 @@ def build_adapters(
         embedder=embedder,
         summarizer=summarizer,
         index=index if index is not None else FaissVectorIndex(embedder.dimension),
+        memories=SqlMemoryStore(
+            database, writer, embedding_model=indexed_with(embedder.model_id), clock=utc_now
+        ),
+        sessions=SqlSessionDataStore(database, writer, utc_now),
+        memory_index=FaissVectorIndex(embedder.dimension),
+        extractor=build_extractor(settings),
     )
 
 
@@ -230,7 +265,7 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
     reaches all of them."""
     default, tenants = settings.pii_policies()
     state = State(
-        visibility=Visibility(index=adapters.index),
+        visibility=Visibility(index=adapters.index, memory_index=adapters.memory_index),
         working_sets=WorkingSetCache(settings.working_set_max_bytes),
         versions=ScopeVersions(),
         fixed_facts=FixedFactsCache(),
@@ -252,8 +287,19 @@ def new_summary_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(SUMMARY_THREADS, thread_name_prefix="episodic-summary")
 
 
-def build_digester(
+def build_memory_service(
     settings: Settings, adapters: Adapters, state: State, pool: ThreadPoolExecutor
+) -> MemoryService:
+    a = adapters
+    return MemoryService(
+        store=a.memories, episodes=a.episodes, agents=a.agents, embedder=a.embedder, index=a.memory_index,
+        changes=state.visibility, pii=state.pii, extractor=a.extractor, limits=settings.limits,
+        clock=utc_now, new_id=new_call_id, pool=None if settings.extractor == "openai" else pool,
+    )  # fmt: skip
+
+
+def build_digester(
+    settings: Settings, adapters: Adapters, state: State, pool: ThreadPoolExecutor, memories: MemoryService
 ) -> Digester:
     llm = settings.summarizer == "openai"  # an LLM waits on the network: it must not hold the pool
     return Digester(
@@ -263,6 +309,7 @@ def build_digester(
         changes=state.visibility,
         clock=utc_now,
         summary_pool=None if llm else pool,
+        promote=memories.promote_closed,
     )
 
 
@@ -287,8 +334,17 @@ def build_services(
     compactor: BackgroundCompactor | None,
     pool: ThreadPoolExecutor,
     tracing: Tracing,
+    memories: MemoryService,
 ) -> Services:
     a, limits = adapters, settings.limits
+    memory_search = MemorySearch(
+        store=a.memories,
+        agents=a.agents,
+        embedder=a.embedder,
+        index=a.memory_index,
+        limits=limits,
+        clock=utc_now,
+    )
     episodes = EpisodeService(
         episodes=a.episodes, agents=a.agents, tokens=a.tokens, limits=limits, clock=utc_now,
         new_id=new_episode_id, changes=state.visibility, digests=digester, pii=state.pii,
@@ -303,7 +359,8 @@ def build_services(
         store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,
         summarizer=ExtractiveSummarizer(), limits=limits, clock=utc_now, new_id=new_call_id,
         cache=state.working_sets, memo=RecencyMemo(state.versions), passages=passages, pii=state.pii,
-        summary_pool=pool, background=compactor, tracing=tracing,
+        summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
+        memory_store=a.memories, sessions=a.sessions,
     )  # fmt: skip
     return Services(
         episodes=episodes,
@@ -319,6 +376,12 @@ def build_services(
             new_id=new_call_id,
         ),
         index_checker=IndexChecker(store=a.digests, index=a.index, model=indexed_with(a.embedder.model_id)),
+        memories=memories,
+        memory_search=memory_search,
+        sessions=SessionDataService(
+            store=a.sessions, episodes=a.episodes, pii=state.pii, limits=limits, clock=utc_now
+        ),
+        memory_tools=MemoryTools(memories=memories, search=memory_search, episodes=a.episodes),
     )
 
 
@@ -343,6 +406,7 @@ def build_workers(
         clock=utc_now,
         grace=timedelta(days=settings.retention_grace_days),
         interval_seconds=settings.retention_sweep_seconds,
+        expire_memories=services.memories.remove_expired,
     )
     return Workers(digester=digester, reaper=reaper, retention=retention, compactor=compactor)
 
@@ -411,11 +475,13 @@ async def _wired(
     if replace.index is None and replace.load_index:
         await load_index(adapters, state)
     pool = new_summary_pool()
-    digester = build_digester(settings, adapters, state, pool)
+    memories = build_memory_service(settings, adapters, state, pool)
+    digester = build_digester(settings, adapters, state, pool, memories)
     compactor = build_compactor(settings, adapters, state)
     services = build_services(
-        settings, adapters, state, digester=digester, compactor=compactor, pool=pool, tracing=tracing
-    )
+        settings, adapters, state, digester=digester, compactor=compactor, pool=pool, tracing=tracing,
+        memories=memories,
+    )  # fmt: skip
     workers = build_workers(settings, adapters, state, services, digester, compactor)
     if replace.background:
         workers.start()
@@ -430,6 +496,8 @@ async def load_index(adapters: Adapters, state: State) -> None:
     model = indexed_with(adapters.embedder.model_id)
     loaded = await state.visibility.load(adapters.digests.vectors(model))
     log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": model})
+    memories = await state.visibility.load(adapters.memories.vectors(model), memories=True)
+    log.info("memory index loaded from SQL", extra={"vectors": memories, "model": model})
     stale = await adapters.digests.count_stale(model)
     if stale:
         log.warning("model or index recipe changed: re-embedding in the background", extra={"digests": stale})

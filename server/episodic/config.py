@@ -170,6 +170,11 @@ OPTIONS: tuple[Option, ...] = (
         "Bearer key for the chat endpoint, if it needs one.",
     ),
     Option(
+        "extractor",
+        "EPISODIC_EXTRACTOR",
+        "Memory extractor run when an episode closes: extractive (deterministic, local) or openai (the chat endpoint of EPISODIC_SUMMARIZER_URL / _MODEL / _API_KEY, with each agent's memory_extraction_prompt; falls back to extractive on failure).",
+    ),
+    Option(
         "idle_sweep_seconds",
         "EPISODIC_IDLE_SWEEP_SECONDS",
         "How often open episodes are checked against their agent's idle timeout.",
@@ -256,6 +261,7 @@ class Settings:
     summarizer_url: str = ""
     summarizer_model: str = ""
     summarizer_api_key: str = ""
+    extractor: str = "extractive"
     idle_sweep_seconds: float = 30.0
     max_concurrent_streams: int = 1000
     max_concurrent_rpcs: int = 500

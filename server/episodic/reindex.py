@@ -9,7 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import func, select
 
-from episodic.bootstrap import build_adapters, build_digester, build_state, ensure_schema
+from episodic.bootstrap import (
+    build_adapters,
+    build_digester,
+    build_memory_service,
+    build_state,
+    ensure_schema,
+)
 from episodic.config import Settings
 from episodic.domain.digests import indexed_with
 from episodic.domain.recall import DigestState
@@ -37,7 +43,9 @@ async def _run(settings: Settings, database: Database, writer: GroupCommitWriter
     model = indexed_with(adapters.embedder.model_id)
     total = await _outstanding(database, model)
     with ThreadPoolExecutor(1) as pool:
-        digester = build_digester(settings, adapters, build_state(settings, adapters), pool)
+        state = build_state(settings, adapters)
+        memories = build_memory_service(settings, adapters, state, pool)
+        digester = build_digester(settings, adapters, state, pool, memories)
         done = 0
         while batch := await digester.run_once():
             done += batch

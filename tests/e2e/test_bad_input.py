@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -780,7 +781,7 @@ async def test_missing_or_unknown_credentials_are_unauthenticated(
 ) -> None:
     agent = await alice.create_agent()
     episode = await alice.open_episode(agent)
-    stranger = Client(channel, auth, alice.episodes, alice.agents, alice.diagnostics, alice.context)
+    stranger = dataclasses.replace(alice, auth=auth)
     unauthenticated = grpc.StatusCode.UNAUTHENTICATED
     await expect_code(stranger.get_episode(episode), unauthenticated)
     await expect_code(add_message(stranger, episode, user_message("hi")), unauthenticated)

@@ -116,12 +116,14 @@ async def test_an_erased_user_leaves_no_trace_in_the_database_files_or_the_index
     assert receipt.episodes == 2 and receipt.messages == 6 + 2 + 120 + 2 + 1
     assert receipt.tool_calls == 2 and receipt.digests == 1 and receipt.summaries >= 1
     assert receipt.digest_vectors > 0 and receipt.text_rows == 1 and receipt.model_calls == 1
-    assert receipt.index_vectors == receipt.digest_vectors and receipt.storage_scrubbed
+    assert receipt.index_vectors == receipt.digest_vectors + receipt.memories and receipt.storage_scrubbed
     assert receipt.user_hash == user_hash(TENANT_A, user) and user not in str(receipt)
     assert not await marker_is_stored(database_url, marker)
     after = await index_check(client)
     assert (after.missing, after.orphaned) == (0, 0)
-    assert after.index_vectors == before.index_vectors - receipt.index_vectors
+    assert (
+        after.index_vectors == before.index_vectors - receipt.digest_vectors
+    )  # episodes; memories have their own index
     await expect_code(client.get_episode(live), grpc.StatusCode.NOT_FOUND)
     await expect_code(build(client, live, user_message="still there?"), grpc.StatusCode.NOT_FOUND)
 

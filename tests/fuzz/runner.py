@@ -57,11 +57,14 @@ from episodic.v1 import (
     diagnostics_service_pb2,
     episode_pb2,
     episode_service_pb2,
+    memory_pb2,
+    memory_service_pb2,
 )
 from episodic.v1.agent_service_pb2_grpc import AgentServiceStub
 from episodic.v1.context_service_pb2_grpc import ContextServiceStub
 from episodic.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
 from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic.v1.memory_service_pb2_grpc import MemoryServiceStub
 from tests.fuzz.strategies import (
     MARKER_FIELD,
     Request,
@@ -337,11 +340,36 @@ async def seed_ids(channel: grpc.aio.Channel, auth: Metadata, tag: str) -> Seede
     await _add(episodes, auth, ids[2], _user("bye"))
     await episodes.CloseEpisode(episode_service_pb2.CloseEpisodeRequest(episode_id=ids[2]), metadata=auth)
     model_calls = [await _build_context(channel, auth, ids[1]) for _ in range(3)]
-    common = {"agent_id": [agent.agent_id], "model_call_id": model_calls}
+    memories = await _memories(channel, auth, agent.agent_id, user, ids[0])
+    common = {"agent_id": [agent.agent_id], "model_call_id": model_calls, "memory_id": memories}
     return Seeded(
         shared={**common, "episode_id": ids[:3], "tool_call_id": calls, "user_id": [user]},
         disposable={**common, "episode_id": ids[2:]},
     )
+
+
+async def _memories(
+    channel: grpc.aio.Channel, auth: Metadata, agent_id: str, user: str, episode_id: str
+) -> list[str]:
+    """Two long-term memories and one PENDING in an open episode."""
+    stub = MemoryServiceStub(channel)
+    texts = ("likes green tea", "lives in Porto")
+    eager = memory_service_pb2.CreateMemoriesRequest(
+        agent_id=agent_id,
+        user_id=user,
+        memories=[memory_service_pb2.MemoryInput(text=t, kind=memory_pb2.MEMORY_KIND_FACT) for t in texts],
+    )
+    lazy = memory_service_pb2.CreateMemoriesRequest(
+        episode_id=episode_id,
+        memories=[
+            memory_service_pb2.MemoryInput(text="wants a quiet room", kind=memory_pb2.MEMORY_KIND_PREFERENCE)
+        ],
+    )
+    made = [
+        *(await stub.CreateMemories(eager, metadata=auth)).results,
+        *(await stub.CreateMemories(lazy, metadata=auth)).results,
+    ]
+    return [r.memory.memory_id for r in made]
 
 
 def _user(text: str) -> episode_pb2.MessageInput:

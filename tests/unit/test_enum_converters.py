@@ -13,7 +13,7 @@ import pytest
 from google.protobuf.descriptor import Descriptor, EnumDescriptor
 
 import episodic.v1
-from episodic.api import context_convert, convert
+from episodic.api import context_convert, convert, memory_convert
 from episodic.domain.model import PiiPolicy
 
 # proto enum full name -> its table, keyed by proto number (tables kept domain -> proto are inverted)
@@ -28,6 +28,11 @@ TABLES: dict[str, Mapping[Any, enum.Enum]] = {
     "episodic.v1.PiiPolicy": convert.PII_POLICIES,
     "episodic.v1.ContextSection": {number: section for section, number in context_convert.SECTIONS.items()},
     "episodic.v1.Compaction": {number: kind for kind, number in context_convert.COMPACTIONS.items()},
+    "episodic.v1.MemoryKind": memory_convert.KINDS,
+    "episodic.v1.MemoryState": memory_convert.MEMORY_STATES,
+    "episodic.v1.MemoryOrigin": memory_convert.ORIGINS,
+    "episodic.v1.MemoryPlacement": memory_convert.PLACEMENTS,
+    "episodic.v1.MemoryOutcome": memory_convert.OUTCOMES,
 }
 # Domain values a request expresses by leaving the field unset.
 SPOKEN_AS_UNSPECIFIED = {PiiPolicy.INHERIT}

@@ -17,10 +17,11 @@ from episodic.domain.context import (
     Section,
 )
 from episodic.service.context import ContextRequest
-from episodic.v1 import context_pb2, context_service_pb2
+from episodic.v1 import context_pb2, context_service_pb2, memory_pb2
 
 SECTIONS = {
     Section.SYSTEM: context_pb2.CONTEXT_SECTION_SYSTEM,
+    Section.KNOWN_FACTS: context_pb2.CONTEXT_SECTION_KNOWN_FACTS,
     Section.PAST_CONVERSATIONS: context_pb2.CONTEXT_SECTION_PAST_CONVERSATIONS,
     Section.SUMMARY: context_pb2.CONTEXT_SECTION_SUMMARY,
     Section.HISTORY: context_pb2.CONTEXT_SECTION_HISTORY,
@@ -84,6 +85,7 @@ def report_out(r: ContextReport) -> context_pb2.ContextReport:
             history=t[Section.HISTORY],
             user_message=t[Section.USER_MESSAGE],
             reply_priming=r.reply_priming,
+            known_facts=t.get(Section.KNOWN_FACTS, 0),  # reports stored before memories lack it
         ),
         total_tokens=r.total_tokens,
         budget_tokens=r.budget,
@@ -104,6 +106,16 @@ def report_out(r: ContextReport) -> context_pb2.ContextReport:
         model=r.model,
         token_encoding=r.token_encoding,
         over_budget=r.over_budget,
+        recalled_memories=[
+            context_pb2.RecalledMemory(
+                memory_id=m.memory_id,
+                score=m.score,
+                rendered=m.rendered,
+                state=memory_pb2.MEMORY_STATE_PENDING if m.pending else memory_pb2.MEMORY_STATE_PROMOTED,
+            )
+            for m in r.memories
+        ],
+        session_data_keys=r.session_keys,
     )
 
 

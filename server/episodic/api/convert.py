@@ -334,6 +334,12 @@ def memory_draft_in(m: agent_pb2.MemoryConfig, field: str) -> MemoryDraft:
         idle_timeout=duration_in(m.idle_timeout, f"{field}.idle_timeout") if has("idle_timeout") else None,
         retention_days=m.retention_days if has("retention_days") else None,
         pii_policy=enum_in(PII_POLICIES, m.pii_policy, f"{field}.pii_policy", required=False),
+        known_facts=m.known_facts if has("known_facts") else None,
+        memory_top_k=m.memory_top_k if has("memory_top_k") else None,
+        memory_min_score=m.memory_min_score if has("memory_min_score") else None,
+        session_data_keys=tuple(m.session_data_keys.keys) if has("session_data_keys") else None,
+        memory_extraction_prompt=m.memory_extraction_prompt if has("memory_extraction_prompt") else None,
+        extract_memories=m.extract_memories if has("extract_memories") else None,
     )
 
 
@@ -369,6 +375,12 @@ def memory_out(m: MemoryConfig) -> agent_pb2.MemoryConfig:
         idle_timeout=duration_out(m.idle_timeout),
         retention_days=m.retention_days,
         pii_policy=PII_POLICY_NUMBERS.get(m.pii_policy, agent_pb2.PII_POLICY_UNSPECIFIED),
+        known_facts=m.known_facts,
+        memory_top_k=m.memory_top_k,
+        memory_min_score=m.memory_min_score,
+        session_data_keys=agent_pb2.SessionDataKeys(keys=m.session_data_keys),
+        memory_extraction_prompt=m.memory_extraction_prompt,
+        extract_memories=m.extract_memories,
     )
 
 

@@ -20,6 +20,7 @@ from episodic.api.context import ContextServicer
 from episodic.api.diagnostics import DiagnosticsServicer
 from episodic.api.episodes import EpisodeServicer
 from episodic.api.interceptors import AuthInterceptor, ErrorInterceptor
+from episodic.api.memories import MemoryServicer
 from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
@@ -27,7 +28,11 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
+from episodic.service.memories import MemoryService
+from episodic.service.memory_search import MemorySearch
+from episodic.service.memory_tools import MemoryTools
 from episodic.service.recall import RecallService
+from episodic.service.session_data import SessionDataService
 from episodic.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -37,6 +42,8 @@ from episodic.v1 import (
     diagnostics_service_pb2_grpc,
     episode_service_pb2,
     episode_service_pb2_grpc,
+    memory_service_pb2,
+    memory_service_pb2_grpc,
 )
 
 SERVICE_NAMES = (
@@ -44,6 +51,7 @@ SERVICE_NAMES = (
     agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name,
     context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
     diagnostics_service_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name,
+    memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
 )
 
 
@@ -55,6 +63,10 @@ class Services:
     context: ContextService
     erasure: EraseService
     index_checker: IndexChecker
+    memories: MemoryService
+    memory_search: MemorySearch
+    sessions: SessionDataService
+    memory_tools: MemoryTools
 
 
 class HealthSource(Protocol):
@@ -154,6 +166,10 @@ async def build_server(
         DiagnosticsServicer(services.index_checker), server
     )
     health_servicer = HealthServicer()
+    memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(
+        MemoryServicer(services.memories, services.memory_search, services.sessions, services.memory_tools),
+        server,
+    )
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),

@@ -21,9 +21,12 @@ from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
 from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
 from episodic.domain.excerpts import choose_excerpts, terms
+from episodic.domain.known_facts import KnownFact
+from episodic.domain.memories import Memory
 from episodic.domain.model import (
     Caller,
     EpisodeState,
+    JsonValue,
     MemoryConfig,
     Message,
     NewMessage,
@@ -37,6 +40,8 @@ from episodic.domain.ports import (
     Clock,
     ContextStore,
     IdFactory,
+    MemoryStore,
+    SessionDataStore,
     Summarizer,
     TokenCounter,
 )
@@ -47,6 +52,7 @@ from episodic.domain.working_set import WorkingSet
 from episodic.errors import FailedPrecondition
 from episodic.service.compaction import SharedCompactions, SummaryMaker
 from episodic.service.episodes import EpisodeService
+from episodic.service.memory_search import MemoryQuery, MemorySearch
 from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard, redact_text
 from episodic.service.recall import RecallService, SearchRequest
@@ -97,6 +103,8 @@ class Turn:
     pending_digests: int
     user_seq: int
     request: ContextRequest
+    facts: list[KnownFact] = dataclasses.field(default_factory=list)
+    session: list[tuple[str, JsonValue]] = dataclasses.field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -116,6 +124,9 @@ class ContextService:
     summary_pool: Executor  # where inline summaries are made: a small pool of the composition root
     background: BackgroundCompactions | None  # an LLM summarizer's compactions, off the request path
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
+    memories: MemorySearch | None = None  # None: no "[Known Facts]" section (some tests)
+    memory_store: MemoryStore | None = None  # this episode's PENDING memories
+    sessions: SessionDataStore | None = None
     counts: CachedCounts = dataclasses.field(init=False)
     compactions: SharedCompactions = dataclasses.field(init=False)
 
@@ -164,7 +175,33 @@ class ContextService:
         with self.tracing.span("recall", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             snippets, pending = await self._recall(caller, working_set, config, r)
             span.set_attribute(GEN_AI_MEMORY_RECORD_COUNT, len(snippets))
-        return Turn(working_set, config, model, snippets, pending, user_seq, r)
+        with self.tracing.span("known_facts", {GEN_AI_CONVERSATION_ID: r.episode_id}):
+            facts = await self._known_facts(working_set, config, r)
+            session = await self._session(working_set, config)
+        return Turn(working_set, config, model, snippets, pending, user_seq, r, facts, session)
+
+    async def _known_facts(self, ws: WorkingSet, config: MemoryConfig, r: ContextRequest) -> list[KnownFact]:
+        """This episode's PENDING memories (its working memory) first, then the user's long-term
+        memories that match the turn (the newest when there is nothing to match)."""
+        if not config.known_facts or self.memories is None or self.memory_store is None:
+            return []
+        e = ws.episode
+        held = [m for m, _ in await self.memory_store.pending(e.tenant_id, e.episode_id)]
+        query = r.recall_query or r.user_message
+        mode = SearchMode.HYBRID if terms(query) else SearchMode.RECENCY
+        min_score = config.memory_min_score if mode is SearchMode.HYBRID else None
+        q = MemoryQuery(e.agent_id, e.user_id, mode, query, config.memory_top_k, min_score)
+        hits = await self.memories.ranked(
+            Scope(e.tenant_id, e.agent_id, e.user_id), q, mode, config.memory_top_k
+        )
+        facts = [_fact(m, 1.0, pending=True) for m in reversed(held)]
+        return facts + [_fact(h.memory, h.score) for h in hits if h.memory.episode_id != e.episode_id]
+
+    async def _session(self, ws: WorkingSet, config: MemoryConfig) -> list[tuple[str, JsonValue]]:
+        if not config.session_data_keys or self.sessions is None:
+            return []
+        data = (await self.sessions.get(ws.episode.tenant_id, ws.episode.episode_id)).data
+        return [(key, data[key]) for key in config.session_data_keys if key in data]
 
     def _without_pii(self, caller: Caller, working_set: WorkingSet, r: ContextRequest) -> ContextRequest:
         """Under a redact policy the user message is rendered, appended and embedded (as
@@ -257,6 +294,7 @@ class ContextService:
         count = partial(self.counts.count, encoding=turn.working_set.episode.token_encoding)
         with self.tracing.span("reduce", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             inputs = _inputs(r, turn.working_set, turn.config, turn.snippets, turn.user_seq)
+            inputs = dataclasses.replace(inputs, facts=turn.facts, session=turn.session)
             assembly = assemble(inputs, count)
         assembly, summary, compaction = await self._compact(key, turn, inputs, assembly, count)
         call = self._model_call(caller, r, turn, assembly, compaction)
@@ -418,6 +456,8 @@ def _report(
         history_span=assembly.history_span,
         compaction=compaction,
         recalled=assembly.recalled,
+        memories=assembly.memories,
+        session_keys=assembly.session_keys,
         pending_digests=turn.pending_digests,
         model=turn.model,
         token_encoding=turn.working_set.episode.token_encoding,
@@ -438,6 +478,10 @@ def _input_messages(assembly: Assembly) -> str:
 def _covered(assembly: Assembly) -> int:
     span = assembly.summary_span
     return span.to_seq - span.from_seq + 1 if span.to_seq else 0
+
+
+def _fact(m: Memory, score: float, *, pending: bool = False) -> KnownFact:
+    return KnownFact(m.memory_id, m.text, m.kind.value, score, pending, m.event_time)
 
 
 def _check_reply(v: Violations, reply: ModelReply) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from episodic.domain.access import require_agent, require_every_agent
-from episodic.domain.changes import EpisodesRemoved
+from episodic.domain.changes import EpisodesRemoved, MemoriesRemoved
 from episodic.domain.erasure import Audit, Erased, Receipt, user_hash
 from episodic.domain.model import Caller
 from episodic.domain.ports import ChangeOwner, Clock, Eraser, IdFactory
@@ -40,7 +40,7 @@ class EraseService:
         audit = Audit(f"er_{self.new_id()}", user_hash(tenant, user_id), agent_id, self.clock())
         committed = await self.changes.commit(
             lambda: self.eraser.erase(tenant, user_id, agent_id, audit),
-            lambda erased: [_removed(tenant, user_id, erased)],
+            lambda erased: [_removed(tenant, user_id, erased), MemoriesRemoved(erased.memories)],
         )
         scrubbed = await self.eraser.scrub()
         counts = committed.result.counts

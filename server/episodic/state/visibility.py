@@ -17,9 +17,16 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from episodic.domain.changes import Change, Committed, EpisodesRemoved, EpisodeVectors
+from episodic.domain.changes import (
+    Change,
+    Committed,
+    EpisodesRemoved,
+    EpisodeVectors,
+    MemoriesRemoved,
+    MemoryVectors,
+)
 from episodic.domain.ports import VectorIndex
-from episodic.domain.recall import IndexedVector
+from episodic.domain.recall import IndexedVector, Scope
 from episodic.state.unindex import unindex_episodes
 
 T = TypeVar("T")
@@ -34,8 +41,11 @@ class Watcher(Protocol):
 class Visibility:
     """Implements the `ChangeOwner` port (domain/ports.py)."""
 
-    def __init__(self, *, index: VectorIndex, watchers: Sequence[Watcher] = ()) -> None:
+    def __init__(
+        self, *, index: VectorIndex, memory_index: VectorIndex | None = None, watchers: Sequence[Watcher] = ()
+    ) -> None:
         self._index = index
+        self._memory_index = memory_index  # promoted memories, keyed by memory id
         self._watchers = list(watchers)
         self._lock = asyncio.Lock()
 
@@ -60,8 +70,10 @@ class Visibility:
             watcher.changed(change)
         return removed
 
-    async def load(self, batches: AsyncIterator[list[IndexedVector]]) -> int:
-        """Fills the index from SQL at start-up; returns how many vectors it loaded."""
+    async def load(self, batches: AsyncIterator[list[IndexedVector]], *, memories: bool = False) -> int:
+        """Fills the episode (or memory) index from SQL at start-up; returns how many
+        vectors it loaded."""
+        index = self._memory_index if memories and self._memory_index is not None else self._index
         loaded = 0
         async with self._lock:
             async for batch in batches:
@@ -69,11 +81,21 @@ class Visibility:
                 for item in batch:
                     by_scope.setdefault(item.scope, []).append(item)
                 for items in by_scope.values():
-                    self._index.add(items[0].scope, [v.key for v in items], [v.vector for v in items])
+                    index.add(items[0].scope, [v.key for v in items], [v.vector for v in items])
                 loaded += len(batch)
         return loaded
 
     def _apply_to_index(self, change: Change) -> int:
+        if isinstance(change, MemoryVectors | MemoriesRemoved) and self._memory_index is None:
+            return 0  # a process without memories (some tools and tests)
+        if isinstance(change, MemoryVectors):
+            assert self._memory_index is not None
+            self._memory_index.remove(change.scope, change.keys)  # a re-embedding's old ones
+            self._memory_index.add(change.scope, change.keys, change.vectors)
+            return 0
+        if isinstance(change, MemoriesRemoved):
+            assert self._memory_index is not None
+            return _unindex_memories(self._memory_index, change.memories)
         if isinstance(change, EpisodeVectors):
             unindex_episodes(self._index, [(change.scope, change.episode_id)])  # a re-embedding's old ones
             self._index.add(change.scope, change.keys, change.vectors)
@@ -81,3 +103,16 @@ class Visibility:
         if isinstance(change, EpisodesRemoved):
             return unindex_episodes(self._index, change.episodes)
         return 0
+
+
+def _unindex_memories(index: VectorIndex, memories: Sequence[tuple[Scope, str]]) -> int:
+    by_scope: dict[Scope, list[str]] = {}
+    for scope, memory_id in memories:
+        by_scope.setdefault(scope, []).append(memory_id)
+    removed = 0
+    for scope, ids in by_scope.items():
+        present = index.keys(scope)
+        gone = [key for key in ids if key in present]
+        index.remove(scope, gone)
+        removed += len(gone)
+    return removed

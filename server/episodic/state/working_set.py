@@ -3,13 +3,12 @@ restart) rebuilds one from SQL as "latest summary + messages after its span"."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 from episodic.domain.changes import Change, episodes_of
 from episodic.domain.working_set import WorkingSet
+from episodic.state.keyed_locks import KeyedLocks
 
 Key = tuple[str, str]  # (tenant, episode)
 
@@ -22,7 +21,7 @@ class WorkingSetCache:
         self._max_bytes = max_bytes
         self._items: OrderedDict[Key, tuple[WorkingSet, int]] = OrderedDict()
         self._bytes = 0
-        self._locks: dict[Key, tuple[asyncio.Lock, int]] = {}
+        self._locks = KeyedLocks()
 
     @property
     def total_bytes(self) -> int:
@@ -58,16 +57,6 @@ class WorkingSetCache:
         if found is not None:
             self._bytes -= found[1]
 
-    @asynccontextmanager
-    async def hold(self, key: Key) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
+    def hold(self, key: Key) -> AbstractAsyncContextManager[None]:
+        """The conversation's lock: one turn at a time per episode."""
+        return self._locks.hold(key)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -40,6 +41,9 @@ class Digester:
     lease: timedelta = timedelta(seconds=60)  # a crashed server's claims come back within a minute
     idle_poll_seconds: float = 1.0
     summary_pool: Executor | None = None  # the server's bounded pool for summaries; None: asyncio's default
+    # the episode's pending and extracted memories into long-term storage (idempotent), before
+    # its digest is marked ready: a crash in between redoes both
+    promote: Callable[[Digest, Sequence[Message]], Awaitable[int]] | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _settled: asyncio.Condition = field(default_factory=asyncio.Condition)
     _task: asyncio.Task[None] | None = None
@@ -112,6 +116,8 @@ class Digester:
 
     async def _make(self, digest: Digest) -> None:
         messages = await self.store.transcript(digest)
+        if self.promote is not None and digest.state is not DigestState.READY:
+            await self.promote(digest, messages)
         text = await self._text(digest, messages)
         vectors = await asyncio.to_thread(self.embedder.embed, rules.embedded_texts(text, messages))
         done = rules.ready(digest, text, rules.indexed_with(self.embedder.model_id), self.clock())

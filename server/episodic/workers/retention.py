@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -34,6 +35,7 @@ class RetentionJob:
     grace: timedelta = timedelta(days=7)
     interval_seconds: float = 3600.0
     batch: int = 500
+    expire_memories: Callable[[int], Awaitable[int]] | None = None  # memories past expiry or retention
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -49,6 +51,8 @@ class RetentionJob:
             deleted, removed = deleted + batch[0], removed + batch[1]
         while count := await self.store.purge_due(self.clock() - self.grace, self.batch):
             purged += count
+        while self.expire_memories is not None and (count := await self.expire_memories(self.batch)):
+            removed += count
         counts = SweepCounts(deleted, removed, purged)
         if deleted or purged:
             log.info(

@@ -38,18 +38,25 @@ MEMORY = agent_pb2.MemoryConfig(
     recall_top_k=RECALL_TOP_K,
 )
 PAST = context_pb2.CONTEXT_SECTION_PAST_CONVERSATIONS
+SHOWN = (context_pb2.CONTEXT_SECTION_KNOWN_FACTS, PAST)  # what coverage reads: what recall rendered
 
 
 def run_eval_context(args: argparse.Namespace) -> int:
     sessions, questions = load(args.data)
     if args.limit:
         questions = questions[: args.limit]
-    report = asyncio.run(_evaluate(sessions, questions, args.embedder))
-    print(
-        f"what the model sees: {len(questions)} questions, BuildContext on an empty probe episode "
-        f"(HYBRID, top {RECALL_TOP_K}, {BUDGET_TOKENS}-token budget, --embedder {args.embedder})"
-    )
-    print(report.table())
+    settings = {"on": (True,), "off": (False,), "compare": (False, True)}[args.known_facts]
+    reports = asyncio.run(_evaluate(sessions, questions, args.embedder, settings))
+    for facts, report in reports.items():
+        print(
+            f"what the model sees: {len(questions)} questions, BuildContext on an empty probe episode "
+            f"(HYBRID, top {RECALL_TOP_K}, {BUDGET_TOKENS}-token budget, --embedder {args.embedder}, "
+            f"known facts {'on' if facts else 'off'})"
+        )
+        print(report.table())
+    if len(reports) == 2:
+        print(facts_difference(reports[False], reports[True]))
+    report = reports[settings[-1]]
     summaries = report.summaries()
     if args.json:
         args.json.write_text(json.dumps(_json(args, report, summaries), indent=2) + "\n")
@@ -74,19 +81,39 @@ def gate_failures(overall: Summary, floor_evidence: float, floor_covered: float)
     return failures
 
 
-async def _evaluate(sessions: list[Session], questions: list[Question], embedder: str) -> ContextReport:
+def facts_difference(off: ContextReport, on: ContextReport) -> str:
+    """Covered share (rendered text) with known facts minus without, per category."""
+    lines = ["known facts on - off, covered share of the rendered context (same budget):"]
+    before, after = off.summaries(), on.summaries()
+    for category, summary in after.items():
+        c_on, c_off = summary.coverage["rendered"], before[category].coverage["rendered"]
+        if c_on is not None and c_off is not None:
+            change = c_on.covered - c_off.covered
+            lines.append(f"  {category:<12} {c_off.covered:.3f} -> {c_on.covered:.3f} ({change:+.3f})")
+    return "\n".join(lines)
+
+
+async def _evaluate(
+    sessions: list[Session], questions: list[Question], embedder: str, settings: Sequence[bool]
+) -> dict[bool, ContextReport]:
     raw = RawText(sessions)
-    report = ContextReport()
+    reports = {facts: ContextReport() for facts in settings}
     async with loaded_server(sessions, embedder) as client:
-        for q in questions:
-            report.add(await _ask(client, q, raw))
-    return report
+        for facts, report in reports.items():
+            memory = agent_pb2.MemoryConfig()
+            memory.CopyFrom(MEMORY)
+            memory.known_facts = facts
+            for q in questions:
+                report.add(await _ask(client, q, raw, memory))
+    return reports
 
 
-async def _ask(client: AsyncEpisodicClient, q: Question, raw: RawText) -> Asked:
+async def _ask(
+    client: AsyncEpisodicClient, q: Question, raw: RawText, memory: agent_pb2.MemoryConfig
+) -> Asked:
     probe = (await client.open_episode(AGENT, q.sample_id)).episode.episode_id
-    built = await client.build_context(probe, user_message=q.text, memory_config=MEMORY)
-    recalled = "\n".join(m.content for m in built.messages if m.section == PAST)
+    built = await client.build_context(probe, user_message=q.text, memory_config=memory)
+    recalled = "\n".join(m.content for m in built.messages if m.section in SHOWN)
     evidence = {f"{q.sample_id}-{s}" for s in q.evidence}
     rendered = any(r.rendered and r.episode_id in evidence for r in built.report.recalled_episodes)
     answer = words(q.answer)
@@ -95,7 +122,8 @@ async def _ask(client: AsyncEpisodicClient, q: Question, raw: RawText) -> Asked:
         question_id=q.question_id,
         category=q.category,
         evidence_rendered=rendered,
-        recall_tokens=built.report.section_tokens.past_conversations,
+        recall_tokens=built.report.section_tokens.past_conversations
+        + built.report.section_tokens.known_facts,
         recall_chars=len(recalled),
         coverage={
             "rendered": coverage(answer, recalled),

@@ -39,6 +39,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--floor-evidence", type=float, default=0.7, help="floor of evidence rendered (overall)"
     )
     sees.add_argument("--floor-covered", type=float, default=0.5, help="floor of the covered share (overall)")
+    sees.add_argument(
+        "--known-facts",
+        choices=("on", "off", "compare"),
+        default="on",
+        help="the [Known Facts] section of extracted memories (on: the product default; compare: "
+        "both, same budget, and the difference per category)",
+    )
 
 
 def add_pii_flags(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,418 @@
+"""Long-term memories: create (LAZY into an open episode's working memory, EAGER into
+long-term storage), read, list, update, delete, and promotion when an episode closes.
+
+Every write that changes what the memory index holds goes through the change owner
+(`ChangeOwner.commit`): SQL first, then the index, so a crash between them is repaired by
+the rebuild from SQL at start. Writes of one scope are serialized here (duplicates and
+contradictions are decided against what the scope holds)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+from episodic.domain.access import require_agent, require_visible
+from episodic.domain.changes import MemoriesRemoved, MemoryVectors
+from episodic.domain.memories import (
+    ExtractedMemory,
+    Memory,
+    MemoryOrigin,
+    MemoryState,
+    Outcome,
+    Placement,
+    extracted_id,
+    text_key,
+)
+from episodic.domain.memory_merge import Candidate, contradicted, duplicate_of, frame_key
+from episodic.domain.memory_rules import (
+    MAX_PENDING_PER_EPISODE,
+    CreateRequest,
+    Holder,
+    MemoryDraft,
+    apply_mask,
+    check_create,
+    new_memory,
+)
+from episodic.domain.model import Caller, EpisodeState, Message, Page
+from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
+from episodic.domain.ports import (
+    AgentStore,
+    ChangeOwner,
+    Clock,
+    Embedder,
+    EpisodeStore,
+    IdFactory,
+    MemoryExtractor,
+    MemoryFilter,
+    MemoryStore,
+    MemoryWrite,
+    VectorIndex,
+)
+from episodic.domain.recall import Digest, Scope, Vector
+from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
+from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from episodic.service.privacy import PiiGuard, redact_text
+from episodic.state.keyed_locks import KeyedLocks
+
+NEIGHBOURS = 8  # nearest stored memories each new one is compared with (near duplicates)
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    memory: Memory
+    outcome: Outcome
+    superseded: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Plan:
+    """One transaction of changes, and what each new memory came to."""
+
+    insert: list[tuple[Memory, Vector | None]] = field(default_factory=list)
+    replace: dict[str, tuple[Memory, Vector | None]] = field(default_factory=dict)
+    results: list[Created] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)  # memory ids (of the plan's tenant)
+
+    def write(self, tenant_id: str) -> MemoryWrite:
+        removed = [(tenant_id, memory_id) for memory_id in self.delete]
+        return MemoryWrite(insert=self.insert, replace=list(self.replace.values()), delete=removed)
+
+    def indexed(self) -> list[tuple[Memory, Vector]]:
+        """Promoted memories whose vectors the index must hold after the write."""
+        rows = [*self.insert, *self.replace.values()]
+        return [(m, v) for m, v in rows if v is not None and m.state is MemoryState.PROMOTED]
+
+
+@dataclass(kw_only=True)
+class MemoryService:
+    store: MemoryStore
+    episodes: EpisodeStore
+    agents: AgentStore
+    embedder: Embedder
+    index: VectorIndex  # promoted memories per scope (read here; written by the owner)
+    changes: ChangeOwner
+    pii: PiiGuard
+    extractor: MemoryExtractor
+    limits: Limits
+    clock: Clock
+    new_id: IdFactory
+    pool: Executor | None = None  # where extraction runs (the summary pool); None: asyncio's default
+    locks: KeyedLocks = field(default_factory=KeyedLocks)
+
+    # --- create ------------------------------------------------------------------------
+
+    async def create(self, caller: Caller, r: CreateRequest) -> list[Created]:
+        placement = check_create(r, self.clock())
+        holder = await self._holder(caller, r, placement)
+        drafts = await self._redacted(holder, r.drafts)
+        async with self.locks.hold((holder.tenant_id, holder.agent_id, holder.user_id)):
+            known = await self._known_ids(holder, drafts)
+            fresh = [(i, d) for i, d in enumerate(drafts) if i not in known]
+            memories = [
+                new_memory(
+                    d, d.memory_id or f"mem_{self.new_id()}", holder, MemoryOrigin.CLIENT, self.clock()
+                )
+                for _, d in fresh
+            ]
+            vectors = await self._embed([m.text for m in memories])
+            if placement is Placement.LAZY:
+                plan = await self._plan_pending(holder, list(zip(memories, vectors, strict=True)))
+            else:
+                plan = await self._plan_promoted(_scope(holder), list(zip(memories, vectors, strict=True)))
+            await self._commit(plan, holder.tenant_id)
+        made = iter(plan.results)
+        return [known[i] if i in known else next(made) for i in range(len(drafts))]
+
+    async def _holder(self, caller: Caller, r: CreateRequest, placement: Placement) -> Holder:
+        if not r.episode_id:
+            require_agent(caller, r.agent_id)
+            await self.agents.get_agent(caller.tenant_id, r.agent_id)
+            return Holder(caller.tenant_id, r.agent_id, r.user_id, "", placement)
+        episode = await self.episodes.get_episode(caller.tenant_id, r.episode_id)
+        require_visible(caller, episode.agent_id, "episode", r.episode_id)
+        v = Violations()
+        if r.agent_id and r.agent_id != episode.agent_id:
+            v.add("agent_id", "is not the episode's agent (a memory belongs to the episode's agent and user)")
+        if r.user_id and r.user_id != episode.user_id:
+            v.add("user_id", "is not the episode's user (a memory belongs to the episode's agent and user)")
+        v.raise_if_any()
+        if placement is Placement.LAZY and episode.state is not EpisodeState.OPEN:
+            raise FailedPrecondition(
+                f"episode {r.episode_id!r} is closed: PENDING memories need an open episode; "
+                "create them with MEMORY_PLACEMENT_EAGER",
+                reason="EPISODE_CLOSED",
+            )
+        return Holder(caller.tenant_id, episode.agent_id, episode.user_id, episode.episode_id, placement)
+
+    async def _redacted(self, holder: Holder, drafts: Sequence[MemoryDraft]) -> Sequence[MemoryDraft]:
+        """Personal data out before anything is stored or embedded (the agent's PII policy)."""
+        if not await self.pii.redacts_for(holder.tenant_id, holder.agent_id):
+            return drafts
+        return [
+            dataclasses.replace(
+                d,
+                text=redact_text(d.text),
+                topics=tuple(redact_text(t) for t in d.topics),
+                entities=tuple(redact_text(e) for e in d.entities),
+            )
+            for d in drafts
+        ]
+
+    async def _known_ids(self, holder: Holder, drafts: Sequence[MemoryDraft]) -> dict[int, Created]:
+        """Client ids seen before: the same content is a no-op, other content a conflict."""
+        ids = [d.memory_id for d in drafts if d.memory_id]
+        stored = await self.store.get_many(holder.tenant_id, ids) if ids else {}
+        known: dict[int, Created] = {}
+        for i, draft in enumerate(drafts):
+            found = stored.get(draft.memory_id)
+            if found is None:
+                continue
+            probe = new_memory(draft, draft.memory_id, holder, MemoryOrigin.CLIENT, self.clock())
+            if found.fingerprint != probe.fingerprint or found.scope != probe.scope:
+                raise AlreadyExists(
+                    f"memories[{i}].memory_id: memory {draft.memory_id!r} exists with other content",
+                    reason="MEMORY_ID_CONFLICT",
+                )
+            known[i] = Created(found, Outcome.UNCHANGED)
+        return known
+
+    async def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        if not texts:
+            return []
+        return list(await asyncio.to_thread(self.embedder.embed, list(texts)))
+
+    async def _plan_pending(self, holder: Holder, new: list[tuple[Memory, Vector]]) -> _Plan:
+        """PENDING memories merge only exact repeats within the episode; the rest of the rules
+        apply at promotion, against long-term storage."""
+        held = await self.store.pending(holder.tenant_id, holder.episode_id)
+        if len(held) + len(new) > MAX_PENDING_PER_EPISODE:
+            raise InvalidArgument.of(
+                "memories",
+                f"the episode holds {len(held)} pending memories; at most {MAX_PENDING_PER_EPISODE}",
+            )
+        plan = _Plan()
+        pool = [Candidate(m) for m, _ in held]
+        for memory, vector in new:
+            self._merge_or_insert(plan, memory, vector, pool, supersede=False)
+            pool.append(Candidate(memory))
+        return plan
+
+    async def _plan_promoted(self, scope: Scope, new: list[tuple[Memory, Vector]]) -> _Plan:
+        """Each new memory, in order, against what the scope holds and the ones before it."""
+        plan = _Plan()
+        stored = await self._stored_candidates(scope, new)
+        for memory, vector in new:
+            pool = stored.get(memory.memory_id, [])
+            pool += [Candidate(m) for m, _ in plan.insert if m.memory_id != memory.memory_id]
+            pool = [
+                Candidate(plan.replace[c.memory.memory_id][0], c.similarity)
+                if c.memory.memory_id in plan.replace
+                else c
+                for c in pool
+            ]
+            self._merge_or_insert(plan, memory, vector, pool, supersede=True)
+        return plan
+
+    async def _stored_candidates(
+        self, scope: Scope, new: list[tuple[Memory, Vector]]
+    ) -> dict[str, list[Candidate]]:
+        """Per new memory: stored ones with the same text or frame, and its nearest neighbours."""
+        texts = await self.store.same_text(scope, [text_key(m.text) for m, _ in new])
+        frames = await self.store.same_frame(
+            scope, [frame_key(m.kind.value, m.text, m.entities) for m, _ in new]
+        )
+        near = {m.memory_id: self.index.search(scope, v, NEIGHBOURS) for m, v in new}
+        ids = {h.episode_id for hits in near.values() for h in hits}
+        rows = await self.store.among(scope, list(ids), MemoryFilter(), self.clock()) if ids else {}
+        shared = {m.memory_id: m for m in [*texts, *frames]}
+        found: dict[str, list[Candidate]] = {}
+        for memory, _ in new:
+            pool = {k: Candidate(m) for k, m in shared.items()}
+            for hit in near[memory.memory_id]:
+                if hit.episode_id in rows:
+                    pool[hit.episode_id] = Candidate(rows[hit.episode_id], hit.score)
+            found[memory.memory_id] = list(pool.values())
+        return found
+
+    def _merge_or_insert(
+        self, plan: _Plan, memory: Memory, vector: Vector, pool: list[Candidate], *, supersede: bool
+    ) -> None:
+        now = self.clock()
+        repeated = duplicate_of(memory, pool)
+        if repeated is not None:
+            merged = dataclasses.replace(
+                repeated,
+                merge_count=repeated.merge_count + 1,
+                updated_at=now,
+                topics=tuple(dict.fromkeys([*repeated.topics, *memory.topics]))[:16],
+            )
+            plan.replace[merged.memory_id] = (merged, None)
+            plan.results.append(Created(merged, Outcome.MERGED))
+            return
+        older = contradicted(memory, pool) if supersede else []
+        for old in older:
+            plan.replace[old.memory_id] = (
+                dataclasses.replace(old, superseded_by=memory.memory_id, updated_at=now),
+                None,
+            )
+        plan.insert.append((memory, vector))
+        outcome = Outcome.SUPERSEDED_OLDER if older else Outcome.CREATED
+        plan.results.append(Created(memory, outcome, tuple(o.memory_id for o in older)))
+
+    async def _commit(self, plan: _Plan, tenant_id: str, removed: Sequence[tuple[Scope, str]] = ()) -> None:
+        def changes(_: None) -> list[MemoryVectors | MemoriesRemoved]:
+            by_scope: dict[Scope, list[tuple[Memory, Vector]]] = {}
+            for memory, vector in plan.indexed():
+                by_scope.setdefault(memory.scope, []).append((memory, vector))
+            found: list[MemoryVectors | MemoriesRemoved] = [
+                MemoryVectors(scope, [m.memory_id for m, _ in rows], [v for _, v in rows])
+                for scope, rows in by_scope.items()
+            ]
+            return [*found, MemoriesRemoved(removed)] if removed else found
+
+        write = plan.write(tenant_id)
+        if removed:
+            write = dataclasses.replace(
+                write, delete=[*write.delete, *((s.tenant_id, i) for s, i in removed)]
+            )
+        await self.changes.commit(lambda: self.store.write(write), changes)
+
+    # --- promotion at close ------------------------------------------------------------
+
+    async def promote_closed(self, digest: Digest, transcript: Sequence[Message]) -> int:
+        """The episode's PENDING memories and those extracted from its messages, into
+        long-term storage; returns how many memories were stored or merged. Idempotent:
+        extracted ids derive from the episode and the text, and promoted memories are no
+        longer pending, so a retry after a crash writes nothing twice."""
+        agent = await self.agents.get_agent(digest.tenant_id, digest.agent_id)
+        extracted: list[ExtractedMemory] = []
+        if agent.memory.extract_memories:
+            loop = asyncio.get_running_loop()
+            prompt = agent.memory.memory_extraction_prompt
+            extracted = await loop.run_in_executor(self.pool, self.extractor.extract, transcript, prompt)
+        scope = digest.scope
+        async with self.locks.hold((scope.tenant_id, scope.agent_id, scope.user_id)):
+            held = await self.store.pending(digest.tenant_id, digest.episode_id)
+            new = await self._extracted_rows(digest, extracted)
+            promoted = [
+                (dataclasses.replace(m, state=MemoryState.PROMOTED, episode_id=""), v) for m, v in held
+            ]
+            missing = [m.text for m, v in promoted if v is None]
+            filled = iter(await self._embed(missing))
+            rows = [(m, v if v is not None else next(filled)) for m, v in promoted] + new
+            plan = await self._plan_promoted(scope, rows)
+            held_ids = {m.memory_id for m, _ in held}
+            _promote_in_place(plan, held_ids)
+            await self._commit(plan, digest.tenant_id)
+        return len(plan.results)
+
+    async def _extracted_rows(
+        self, digest: Digest, found: Sequence[ExtractedMemory]
+    ) -> list[tuple[Memory, Vector]]:
+        holder = Holder(digest.tenant_id, digest.agent_id, digest.user_id, digest.episode_id, Placement.EAGER)
+        drafts = [
+            (extracted_id(digest.episode_id, e.text), MemoryDraft(
+                text=e.text, kind=e.kind, topics=e.topics, entities=e.entities,
+                event_time=e.event_time, from_seq=e.from_seq, to_seq=e.to_seq,
+            ))
+            for e in found
+        ]  # fmt: skip
+        stored = await self.store.get_many(digest.tenant_id, [i for i, _ in drafts]) if drafts else {}
+        now = self.clock()
+        memories = [
+            new_memory(d, memory_id, holder, MemoryOrigin.EXTRACTED, now)
+            for memory_id, d in drafts
+            if memory_id not in stored
+        ]
+        vectors = await self._embed([m.text for m in memories])
+        return list(zip(memories, vectors, strict=True))
+
+    # --- read, list, update, delete ------------------------------------------------------
+
+    async def get(self, caller: Caller, memory_id: str) -> Memory:
+        v = Violations()
+        check_id(v, "memory_id", memory_id)
+        v.raise_if_any()
+        found = await self.store.get(caller.tenant_id, memory_id)
+        if found is None or _expired(found, self.clock()):
+            raise NotFound("memory", memory_id)
+        require_visible(caller, found.agent_id, "memory", memory_id)
+        return found
+
+    async def list_memories(
+        self, caller: Caller, scope_ids: tuple[str, str], where: MemoryFilter, page_size: int, page_token: str
+    ) -> Page[Memory]:
+        agent_id, user_id = scope_ids
+        v = Violations()
+        check_id(v, "agent_id", agent_id)
+        check_id(v, "user_id", user_id)
+        check_id(v, "episode_id", where.episode_id, required=False)
+        limit = resolve_page_size(v, "page_size", page_size, self.limits)
+        v.raise_if_any()
+        require_agent(caller, agent_id)
+        query: dict[str, JsonScalar] = {
+            "agent_id": agent_id, "user_id": user_id, "episode_id": where.episode_id,
+            "state": where.state.value if where.state else "", "superseded": where.include_superseded,
+        }  # fmt: skip
+        position = decode_token(page_token, query)
+        after = (read_time(position, "created_at"), read_id(position, "memory_id")) if position else None
+        scope = Scope(caller.tenant_id, agent_id, user_id)
+        found = await self.store.page(scope, where, self.clock(), after, limit + 1)
+        return page_of(found, limit, _position, query)
+
+    async def update(self, caller: Caller, draft: MemoryDraft, mask: Sequence[str]) -> Memory:
+        current = await self.get(caller, draft.memory_id)
+        redacts = await self.pii.redacts_for(caller.tenant_id, current.agent_id)
+        if redacts:
+            draft = dataclasses.replace(draft, text=redact_text(draft.text))
+        async with self.locks.hold((current.tenant_id, current.agent_id, current.user_id)):
+            current = await self.get(caller, draft.memory_id)
+            updated = apply_mask(current, draft, mask, self.clock())
+            vector: Vector | None = None
+            if updated.text != current.text:
+                (vector,) = await self._embed([updated.text])
+            plan = _Plan(replace={updated.memory_id: (updated, vector)})
+            await self._commit(plan, caller.tenant_id)
+        return updated
+
+    async def delete(self, caller: Caller, memory_id: str) -> Memory:
+        found = await self.get(caller, memory_id)
+        await self._commit(_Plan(), caller.tenant_id, removed=[(found.scope, found.memory_id)])
+        return found
+
+    async def remove_expired(self, limit: int = 500) -> int:
+        """Deletes memories past their expiry or their agent's retention; returns how many."""
+        gone = await self.store.expired(self.clock(), limit)
+        for tenant_id in {m.tenant_id for m in gone}:
+            removed = [(m.scope, m.memory_id) for m in gone if m.tenant_id == tenant_id]
+            await self._commit(_Plan(), tenant_id, removed=removed)
+        return len(gone)
+
+
+def _promote_in_place(plan: _Plan, held_ids: set[str]) -> None:
+    """Pending memories are rows already: their promotion is a replace, not an insert; one
+    that merged into a stored memory goes."""
+    kept = []
+    for memory, vector in plan.insert:
+        if memory.memory_id not in held_ids:
+            kept.append((memory, vector))
+            continue
+        merged = plan.replace.get(memory.memory_id, (memory, vector))[0]  # a later repeat merged into it
+        plan.replace[memory.memory_id] = (merged, vector)
+    plan.insert = kept
+    plan.delete = [i for i in held_ids if i not in plan.replace]
+
+
+def _scope(holder: Holder) -> Scope:
+    return Scope(holder.tenant_id, holder.agent_id, holder.user_id)
+
+
+def _expired(memory: Memory, now: object) -> bool:
+    return memory.expires_at is not None and memory.expires_at <= now  # type: ignore[operator]
+
+
+def _position(last: Memory) -> dict[str, JsonScalar]:
+    return {"created_at": last.created_at.isoformat(), "memory_id": last.memory_id}

@@ -1,0 +1,134 @@
+"""SearchMemories, and the memories BuildContext renders under "[Known Facts]".
+
+SEMANTIC: cosine of the query's embedding, FAISS per scope. HYBRID: the semantic pool
+(POOL memories at least) ranked again with word matches (BM25 among the pool) by reciprocal
+rank fusion. RECENCY: newest first. Filters are applied in SQL to the candidates; the
+PENDING memories of a named open episode join with their stored vectors."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from episodic.domain.access import require_agent
+from episodic.domain.memories import Memory, MemoryHit
+from episodic.domain.memory_search import cosine_hits, merged_hits, word_matches
+from episodic.domain.model import Caller
+from episodic.domain.ports import AgentStore, Clock, Embedder, MemoryFilter, MemoryStore, VectorIndex
+from episodic.domain.recall import Hit, Scope, SearchMode, Signal, Vector, reciprocal_rank_fusion
+from episodic.domain.validation import Limits, Violations, check_id, check_text
+
+MAX_TOP_K = 100
+DEFAULT_TOP_K = 5
+POOL = 50  # HYBRID re-ranks at least this many semantic candidates by their words
+FILTERED_POOL = 2000  # with filters, this many nearest candidates are read before filtering
+TOUCH_EVERY = timedelta(minutes=1)  # last_recalled_at is written at most this often per memory
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryQuery:
+    agent_id: str
+    user_id: str
+    mode: SearchMode | None
+    query: str = ""
+    top_k: int = 0
+    min_score: float | None = None
+    where: MemoryFilter = field(default_factory=MemoryFilter)
+
+
+@dataclass(kw_only=True)
+class MemorySearch:
+    store: MemoryStore
+    agents: AgentStore
+    embedder: Embedder
+    index: VectorIndex  # promoted memories per scope
+    limits: Limits
+    clock: Clock
+
+    async def search(self, caller: Caller, q: MemoryQuery) -> list[MemoryHit]:
+        mode, top_k = self._check(q)
+        require_agent(caller, q.agent_id)
+        await self.agents.get_agent(caller.tenant_id, q.agent_id)
+        return await self.ranked(Scope(caller.tenant_id, q.agent_id, q.user_id), q, mode, top_k)
+
+    async def ranked(self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int) -> list[MemoryHit]:
+        now = self.clock()
+        if mode is SearchMode.RECENCY:
+            found = await self.store.page(scope, q.where, now, None, top_k)
+            hits = [MemoryHit(m, 1.0 / rank, (Signal.RECENCY,)) for rank, m in enumerate(found, start=1)]
+        else:
+            hits = await self._by_meaning(scope, q, mode, top_k, now)
+        await self._touch(scope.tenant_id, [h.memory for h in hits], now)
+        return hits
+
+    async def _by_meaning(
+        self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int, now: datetime
+    ) -> list[MemoryHit]:
+        (vector,) = await asyncio.to_thread(self.embedder.embed, [q.query])
+        wanted = (
+            FILTERED_POOL if _filters(q.where) else max(top_k * 4, POOL if mode is SearchMode.HYBRID else 0)
+        )
+        nearest = await asyncio.to_thread(self.index.search, scope, vector, wanted)
+        pending = await self._pending(scope, q.where.episode_id, vector)
+        semantic = [h for h in merged_hits(nearest, pending) if q.min_score is None or h.score >= q.min_score]
+        rows = await self._rows(scope, q.where, [h.episode_id for h in semantic], now)
+        semantic = [h for h in semantic if h.episode_id in rows]
+        if mode is SearchMode.SEMANTIC:
+            return [MemoryHit(rows[h.episode_id], h.score, (Signal.SEMANTIC,)) for h in semantic[:top_k]]
+        words = word_matches(q.query, {h.episode_id: rows[h.episode_id].text for h in semantic})
+        fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: words})
+        return [MemoryHit(rows[h.episode_id], h.score, s) for h, s in fused[:top_k]]
+
+    async def _pending(self, scope: Scope, episode_id: str, vector: Vector) -> list[Hit]:
+        """An open episode's PENDING memories are not indexed: scored here (at most a few hundred)."""
+        if not episode_id:
+            return []
+        held = await self.store.pending(scope.tenant_id, episode_id)
+        vectors = {m.memory_id: v for m, v in held if v is not None and m.scope == scope}
+        return cosine_hits(vector, vectors)
+
+    async def _rows(
+        self, scope: Scope, where: MemoryFilter, ids: Sequence[str], now: datetime
+    ) -> dict[str, Memory]:
+        """Candidates that pass the filter; an episode's PENDING memories pass even though the
+        filter's state and episode fields describe long-term storage."""
+        if not ids:
+            return {}
+        return await self.store.among(scope, ids, dataclasses.replace(where, episode_id="", state=None), now)
+
+    async def _touch(self, tenant_id: str, memories: Sequence[Memory], now: datetime) -> None:
+        stale = [
+            m.memory_id
+            for m in memories
+            if m.last_recalled_at is None or now - m.last_recalled_at >= TOUCH_EVERY
+        ]
+        if stale:
+            await self.store.touch(tenant_id, stale, now)
+
+    def _check(self, q: MemoryQuery) -> tuple[SearchMode, int]:
+        v = Violations()
+        check_id(v, "agent_id", q.agent_id)
+        check_id(v, "user_id", q.user_id)
+        check_id(v, "episode_id", q.where.episode_id, required=False)
+        check_text(v, "query", q.query, self.limits.max_content_bytes)
+        top_k = q.top_k or DEFAULT_TOP_K
+        if not 1 <= top_k <= MAX_TOP_K:
+            v.add("top_k", f"must be between 1 and {MAX_TOP_K}, got {q.top_k}")
+        if q.mode is None:
+            v.add("mode", "is required: SEARCH_MODE_RECENCY, SEARCH_MODE_SEMANTIC or SEARCH_MODE_HYBRID")
+        elif q.mode is not SearchMode.RECENCY and not q.query.strip():
+            v.add("query", f"is required in {q.mode.value} mode")
+        if q.min_score is not None and not 0.0 <= q.min_score <= 1.0:
+            v.add("min_score", "must be between 0 and 1")
+        if q.where.after and q.where.before and q.where.after >= q.where.before:
+            v.add("before", "must be later than after")
+        v.raise_if_any()
+        assert q.mode is not None
+        return q.mode, top_k
+
+
+def _filters(where: MemoryFilter) -> bool:
+    return bool(where.kinds or where.topics or where.entities or where.after or where.before)

@@ -1,0 +1,159 @@
+"""The memory tools a client's model can call (OpenAI function-calling shape), and running
+one call: a gateway in any language hands `TOOLS` to its model and forwards each call it
+makes to CallMemoryTool with the episode it is working in."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from episodic.domain.access import require_visible
+from episodic.domain.memories import MemoryKind, Placement
+from episodic.domain.memory_rules import CreateRequest, MemoryDraft
+from episodic.domain.model import Caller, JsonObject, JsonValue
+from episodic.domain.ports import EpisodeStore, MemoryFilter
+from episodic.domain.recall import SearchMode
+from episodic.errors import InvalidArgument
+from episodic.service.memories import MemoryService
+from episodic.service.memory_search import MemoryQuery, MemorySearch
+
+_KINDS = [k.value for k in MemoryKind]
+ADD_MEMORY: JsonObject = {
+    "type": "function",
+    "function": {
+        "name": "add_memory",
+        "description": (
+            "Remember one durable statement about the user for future conversations: a fact, a "
+            "preference, or an event with its date. One statement per call; do not store "
+            "greetings, questions or anything the user asked you not to keep."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "The statement, in the third person."},
+                "kind": {"type": "string", "enum": _KINDS},
+                "topics": {"type": "array", "items": {"type": "string"}},
+                "entities": {"type": "array", "items": {"type": "string"}},
+                "event_time": {"type": "string", "description": "EVENT: ISO 8601 date or time."},
+                "long_term": {
+                    "type": "boolean",
+                    "description": "true: store now; false (default): keep with this conversation "
+                    "and store when it ends.",
+                },
+            },
+            "required": ["text", "kind"],
+        },
+    },
+}
+SEARCH_MEMORY: JsonObject = {
+    "type": "function",
+    "function": {
+        "name": "search_memory",
+        "description": "Search what you remember about the user (facts, preferences, events).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for."},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 20},
+                "kinds": {"type": "array", "items": {"type": "string", "enum": _KINDS}},
+            },
+            "required": ["query"],
+        },
+    },
+}
+TOOLS = (ADD_MEMORY, SEARCH_MEMORY)
+
+
+@dataclass(kw_only=True)
+class MemoryTools:
+    memories: MemoryService
+    search: MemorySearch
+    episodes: EpisodeStore
+
+    async def call(self, caller: Caller, episode_id: str, name: str, arguments: str) -> str:
+        args = _arguments(arguments)
+        if name == "add_memory":
+            return json.dumps(await self._add(caller, episode_id, args), ensure_ascii=False)
+        if name == "search_memory":
+            return json.dumps(await self._search(caller, episode_id, args), ensure_ascii=False)
+        raise InvalidArgument.of("name", f"unknown tool {name!r}; the tools are add_memory and search_memory")
+
+    async def _add(self, caller: Caller, episode_id: str, args: JsonObject) -> JsonObject:
+        draft = MemoryDraft(
+            text=_text(args, "text"),
+            kind=_kind(args.get("kind")),
+            topics=_strings(args, "topics"),
+            entities=_strings(args, "entities"),
+            event_time=_time(args.get("event_time")),
+        )
+        placement = Placement.EAGER if args.get("long_term") is True else Placement.LAZY
+        (made,) = await self.memories.create(
+            caller, CreateRequest([draft], episode_id=episode_id, placement=placement)
+        )
+        return {
+            "memory_id": made.memory.memory_id,
+            "outcome": made.outcome.value,
+            "state": made.memory.state.value,
+        }
+
+    async def _search(self, caller: Caller, episode_id: str, args: JsonObject) -> JsonObject:
+        episode = await self.episodes.get_episode(caller.tenant_id, episode_id)
+        require_visible(caller, episode.agent_id, "episode", episode_id)
+        top_k = args.get("top_k", 5)
+        kinds = frozenset(k for k in (_kind(x) for x in _strings(args, "kinds")) if k is not None)
+        query = MemoryQuery(
+            episode.agent_id, episode.user_id, SearchMode.HYBRID, _text(args, "query"),
+            top_k if isinstance(top_k, int) else 0, None, MemoryFilter(kinds=kinds, episode_id=episode_id),
+        )  # fmt: skip
+        hits = await self.search.search(caller, query)
+        return {
+            "memories": [
+                {"text": h.memory.text, "kind": h.memory.kind.value, "score": round(h.score, 4)} for h in hits
+            ]
+        }
+
+
+def _arguments(text: str) -> JsonObject:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        raise InvalidArgument.of(
+            "arguments", "is not JSON (the tool call's arguments as the model wrote them)"
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidArgument.of("arguments", "must be a JSON object")
+    return value
+
+
+def _text(args: JsonObject, key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str):
+        raise InvalidArgument.of(f"arguments.{key}", "is required (a string)")
+    return value
+
+
+def _strings(args: JsonObject, key: str) -> tuple[str, ...]:
+    value: JsonValue = args.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise InvalidArgument.of(f"arguments.{key}", "must be a list of strings")
+    return tuple(str(x) for x in value)
+
+
+def _kind(value: JsonValue) -> MemoryKind | None:
+    try:
+        return MemoryKind(str(value).lower())
+    except ValueError:
+        return None
+
+
+def _time(value: JsonValue) -> datetime | None:
+    if value in (None, ""):
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise InvalidArgument.of("arguments.event_time", "must be an ISO 8601 date or time") from None
+    from datetime import UTC  # noqa: PLC0415
+
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
