@@ -37,6 +37,7 @@ from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
 from episodic.state.fixed_facts import FixedFactsCache
+from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
 from episodic.state.spoken_cache import SpokenCache
 from episodic.state.visibility import Visibility
@@ -65,6 +66,7 @@ from episodic.tokens import TiktokenCounter, verify_assets
 from episodic.workers.compactor import BackgroundCompactor
 from episodic.workers.digester import Digester
 from episodic.workers.reaper import IdleReaper
+from episodic.workers.recall_marks import RecallMarks
 from episodic.workers.retention import RetentionJob
 
 
@@ -109,11 +111,13 @@ class Workers:
     reaper: IdleReaper
     retention: RetentionJob
     compactor: BackgroundCompactor | None
+    marks: RecallMarks
 
     def start(self) -> None:
         self.digester.start()
         self.reaper.start()
         self.retention.start()
+        self.marks.start()
 
     async def stop(self) -> None:
         """Each loop is cancelled and awaited for a bounded time (see `within`)."""
@@ -122,6 +126,7 @@ class Workers:
             await within(WORKER_STOP_SECONDS, self.compactor.stop(), "stop compactor")
         await within(WORKER_STOP_SECONDS, self.reaper.stop(), "stop idle reaper")
         await within(WORKER_STOP_SECONDS, self.digester.stop(), "stop digester")
+        await within(WORKER_STOP_SECONDS, self.marks.stop(), "stop recall marks")  # writes what is noted
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,16 +340,14 @@ def build_services(
     pool: ThreadPoolExecutor,
     tracing: Tracing,
     memories: MemoryService,
+    marks: RecallMarks,
 ) -> Services:
     a, limits = adapters, settings.limits
+    queries = QueryVectors(a.embedder)
     memory_search = MemorySearch(
-        store=a.memories,
-        agents=a.agents,
-        embedder=a.embedder,
-        index=a.memory_index,
-        limits=limits,
-        clock=utc_now,
-    )
+        store=a.memories, agents=a.agents, embedder=a.embedder, index=a.memory_index, limits=limits,
+        clock=utc_now, marks=marks, queries=queries,
+    )  # fmt: skip
     episodes = EpisodeService(
         episodes=a.episodes, agents=a.agents, tokens=a.tokens, limits=limits, clock=utc_now,
         new_id=new_episode_id, changes=state.visibility, digests=digester, pii=state.pii,
@@ -353,7 +356,7 @@ def build_services(
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
         digests=a.digests, agents=a.agents, embedder=a.embedder, index=a.index, limits=limits,
-        clock=utc_now, passages=passages, tracing=tracing,
+        clock=utc_now, passages=passages, tracing=tracing, queries=queries,
     )  # fmt: skip
     context = ContextService(
         store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,
@@ -392,6 +395,7 @@ def build_workers(
     services: Services,
     digester: Digester,
     compactor: BackgroundCompactor | None,
+    marks: RecallMarks,
 ) -> Workers:
     reaper = IdleReaper(
         episodes=adapters.episodes,
@@ -408,7 +412,7 @@ def build_workers(
         interval_seconds=settings.retention_sweep_seconds,
         expire_memories=services.memories.remove_expired,
     )
-    return Workers(digester=digester, reaper=reaper, retention=retention, compactor=compactor)
+    return Workers(digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks)
 
 
 def load_tracing(settings: Settings) -> Tracing:
@@ -478,11 +482,12 @@ async def _wired(
     memories = build_memory_service(settings, adapters, state, pool)
     digester = build_digester(settings, adapters, state, pool, memories)
     compactor = build_compactor(settings, adapters, state)
+    marks = RecallMarks(store=adapters.memories)
     services = build_services(
         settings, adapters, state, digester=digester, compactor=compactor, pool=pool, tracing=tracing,
-        memories=memories,
+        memories=memories, marks=marks,
     )  # fmt: skip
-    workers = build_workers(settings, adapters, state, services, digester, compactor)
+    workers = build_workers(settings, adapters, state, services, digester, compactor, marks)
     if replace.background:
         workers.start()
     try:

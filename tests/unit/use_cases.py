@@ -19,14 +19,19 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
+from episodic.service.memories import MemoryService
+from episodic.service.memory_search import MemorySearch
 from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
+from episodic.service.session_data import SessionDataService
 from episodic.state.fixed_facts import FixedFactsCache
+from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
 from episodic.state.spoken_cache import SpokenCache
 from episodic.state.visibility import Visibility
 from episodic.state.working_set import WorkingSetCache
+from episodic.summarize.memories import ExtractiveMemoryExtractor
 from episodic.workers.digester import Digester
 from episodic.workers.reaper import IdleReaper
 from episodic.workers.retention import RetentionJob
@@ -37,7 +42,9 @@ from tests.fakes import (
     FakeDigestStore,
     FakeEpisodeStore,
     FakeEraser,
+    FakeMemoryStore,
     FakeRetentionStore,
+    FakeSessionDataStore,
     FakeVectorIndex,
     FirstSentenceSummarizer,
     FixedClock,
@@ -96,6 +103,11 @@ class UseCases:
     index_checker: IndexChecker
     retention: RetentionJob
     reaper: IdleReaper
+    memory_index: FakeVectorIndex
+    memory_store: FakeMemoryStore
+    memories: MemoryService
+    memory_search: MemorySearch
+    sessions: SessionDataService
 
     async def new_agent(
         self, agent_id: str = "helper", memory: MemoryDraft | None = None, system_prompt: str = "Be brief."
@@ -140,7 +152,8 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     episode_store, context_store = FakeEpisodeStore(tables, clock), FakeContextStore(tables)
     eraser = FakeEraser(tables)
 
-    visibility = Visibility(index=index)
+    memory_index, memory_store = FakeVectorIndex(), FakeMemoryStore(tables, embedder.model_id, clock)
+    visibility = Visibility(index=index, memory_index=memory_index)
     working_sets = WorkingSetCache(s.working_set_max_bytes)
     versions = ScopeVersions()
     fixed_facts = FixedFactsCache()
@@ -149,9 +162,20 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     for watcher in (working_sets, versions, fixed_facts, spoken_cache, pii):
         visibility.watch(watcher)
 
+    memories = MemoryService(
+        store=memory_store, episodes=episode_store, agents=agent_store, embedder=embedder, index=memory_index,
+        changes=visibility, pii=pii, extractor=ExtractiveMemoryExtractor(), limits=limits, clock=clock,
+        new_id=CountingIds(), pool=pool,
+    )  # fmt: skip
+    queries = QueryVectors(embedder)
+    memory_search = MemorySearch(
+        store=memory_store, agents=agent_store, embedder=embedder, index=memory_index, limits=limits,
+        clock=clock, queries=queries,
+    )  # fmt: skip
+    sessions = FakeSessionDataStore(tables, clock)
     digester = Digester(
         store=digest_store, summarizer=summarizer, embedder=embedder, changes=visibility, clock=clock,
-        summary_pool=pool,
+        summary_pool=pool, promote=memories.promote_closed,
     )  # fmt: skip
     waiter = RecordingDigestWaiter(digest_store, digester)
     episodes = EpisodeService(
@@ -161,13 +185,13 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     passages = Passages(messages=context_store, cache=spoken_cache)
     recall = RecallService(
         digests=digest_store, agents=agent_store, embedder=embedder, index=index, limits=limits,
-        clock=clock, passages=passages,
+        clock=clock, passages=passages, queries=queries,
     )  # fmt: skip
     context = ContextService(
         store=context_store, episodes=episodes, recall=recall, tokens=tokens, summarizer=summarizer,
         limits=limits, clock=clock, new_id=CountingIds(), cache=working_sets,
         memo=RecencyMemo(versions, clock=monotonic), passages=passages, pii=pii, summary_pool=pool,
-        background=s.background,
+        background=s.background, memories=memory_search, memory_store=memory_store, sessions=sessions,
     )  # fmt: skip
     return UseCases(
         tables=tables, clock=clock, monotonic=monotonic, tokens=tokens, embedder=embedder,
@@ -181,7 +205,11 @@ def use_cases(settings: Settings | None = None) -> UseCases:
         index_checker=IndexChecker(store=digest_store, index=index, model=embedder.model_id),
         retention=RetentionJob(
             store=FakeRetentionStore(tables, s.retention_caps), changes=visibility, clock=clock,
-            grace=s.retention_grace,
+            grace=s.retention_grace, expire_memories=memories.remove_expired,
         ),
         reaper=IdleReaper(episodes=episode_store, service=episodes, clock=clock, on_closed=waiter.wake),
+        memory_index=memory_index, memory_store=memory_store, memories=memories, memory_search=memory_search,
+        sessions=SessionDataService(
+            store=sessions, episodes=episode_store, pii=pii, limits=limits, clock=clock
+        ),
     )  # fmt: skip

@@ -353,6 +353,7 @@ class MemoryService:
         limit = resolve_page_size(v, "page_size", page_size, self.limits)
         v.raise_if_any()
         require_agent(caller, agent_id)
+        await self.agents.get_agent(caller.tenant_id, agent_id)  # NOT_FOUND, as SearchMemories
         query: dict[str, JsonScalar] = {
             "agent_id": agent_id, "user_id": user_id, "episode_id": where.episode_id,
             "state": where.state.value if where.state else "", "superseded": where.include_superseded,

@@ -12,20 +12,28 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from episodic.domain.access import require_agent
-from episodic.domain.memories import Memory, MemoryHit
+from episodic.domain.memories import Memory, MemoryHit, MemoryState
 from episodic.domain.memory_search import cosine_hits, merged_hits, word_matches
 from episodic.domain.model import Caller
 from episodic.domain.ports import AgentStore, Clock, Embedder, MemoryFilter, MemoryStore, VectorIndex
 from episodic.domain.recall import Hit, Scope, SearchMode, Signal, Vector, reciprocal_rank_fusion
 from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.service.recall import QueryVectorSource, embed_query
 
 MAX_TOP_K = 100
 DEFAULT_TOP_K = 5
 POOL = 50  # HYBRID re-ranks at least this many semantic candidates by their words
 FILTERED_POOL = 2000  # with filters, this many nearest candidates are read before filtering
 TOUCH_EVERY = timedelta(minutes=1)  # last_recalled_at is written at most this often per memory
+
+
+class RecallMarker(Protocol):
+    """Takes note of recalled memories, to write their last_recalled_at later."""
+
+    def note(self, tenant_id: str, memory_ids: Sequence[str], at: datetime) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,17 +55,20 @@ class MemorySearch:
     index: VectorIndex  # promoted memories per scope
     limits: Limits
     clock: Clock
+    marks: RecallMarker | None = None  # writes last_recalled_at behind the request; None: inline
+    known_agents: set[tuple[str, str]] = field(default_factory=set)
+    queries: QueryVectorSource | None = None  # shared with recall: a turn embeds its query once
 
     async def search(self, caller: Caller, q: MemoryQuery) -> list[MemoryHit]:
         mode, top_k = self._check(q)
         require_agent(caller, q.agent_id)
-        await self.agents.get_agent(caller.tenant_id, q.agent_id)
+        await self._require_agent(caller.tenant_id, q.agent_id)
         return await self.ranked(Scope(caller.tenant_id, q.agent_id, q.user_id), q, mode, top_k)
 
     async def ranked(self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int) -> list[MemoryHit]:
         now = self.clock()
         if mode is SearchMode.RECENCY:
-            found = await self.store.page(scope, q.where, now, None, top_k)
+            found = await self._newest(scope, q.where, now, top_k)
             hits = [MemoryHit(m, 1.0 / rank, (Signal.RECENCY,)) for rank, m in enumerate(found, start=1)]
         else:
             hits = await self._by_meaning(scope, q, mode, top_k, now)
@@ -67,7 +78,7 @@ class MemorySearch:
     async def _by_meaning(
         self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int, now: datetime
     ) -> list[MemoryHit]:
-        (vector,) = await asyncio.to_thread(self.embedder.embed, [q.query])
+        vector = await embed_query(self.embedder, self.queries, q.query)
         wanted = (
             FILTERED_POOL if _filters(q.where) else max(top_k * 4, POOL if mode is SearchMode.HYBRID else 0)
         )
@@ -81,6 +92,18 @@ class MemorySearch:
         words = word_matches(q.query, {h.episode_id: rows[h.episode_id].text for h in semantic})
         fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: words})
         return [MemoryHit(rows[h.episode_id], h.score, s) for h, s in fused[:top_k]]
+
+    async def _newest(self, scope: Scope, where: MemoryFilter, now: datetime, top_k: int) -> list[Memory]:
+        """Long-term memories, newest first, with the named episode's PENDING ones among them."""
+        stored = dataclasses.replace(where, state=MemoryState.PROMOTED, episode_id="")
+        found = await self.store.page(scope, stored, now, None, top_k)
+        if where.episode_id:
+            held = await self.store.pending(scope.tenant_id, where.episode_id)
+            ids = [m.memory_id for m, _ in held if m.scope == scope]
+            found += (
+                await self.store.among(scope, ids, dataclasses.replace(stored, state=None), now)
+            ).values()
+        return sorted(found, key=lambda m: (m.created_at, m.memory_id), reverse=True)[:top_k]
 
     async def _pending(self, scope: Scope, episode_id: str, vector: Vector) -> list[Hit]:
         """An open episode's PENDING memories are not indexed: scored here (at most a few hundred)."""
@@ -99,14 +122,28 @@ class MemorySearch:
             return {}
         return await self.store.among(scope, ids, dataclasses.replace(where, episode_id="", state=None), now)
 
+    async def _require_agent(self, tenant_id: str, agent_id: str) -> None:
+        """NOT_FOUND for an unknown agent; agents are never deleted, so a known one is
+        remembered (a bounded set, cleared when full)."""
+        if (tenant_id, agent_id) in self.known_agents:
+            return
+        await self.agents.get_agent(tenant_id, agent_id)
+        if len(self.known_agents) > 100_000:
+            self.known_agents.clear()
+        self.known_agents.add((tenant_id, agent_id))
+
     async def _touch(self, tenant_id: str, memories: Sequence[Memory], now: datetime) -> None:
-        stale = [
+        due = [
             m.memory_id
             for m in memories
             if m.last_recalled_at is None or now - m.last_recalled_at >= TOUCH_EVERY
         ]
-        if stale:
-            await self.store.touch(tenant_id, stale, now)
+        if not due:
+            return
+        if self.marks is not None:
+            self.marks.note(tenant_id, due, now)
+        else:
+            await self.store.touch(tenant_id, due, now)
 
     def _check(self, q: MemoryQuery) -> tuple[SearchMode, int]:
         v = Violations()

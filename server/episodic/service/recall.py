@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from episodic.domain.access import require_agent
 from episodic.domain.excerpts import passage_scores, terms
@@ -19,6 +20,7 @@ from episodic.domain.recall import (
     SearchMode,
     Signal,
     Snippet,
+    Vector,
     episode_of,
     fuse_with_passages,
     reciprocal_rank_fusion,
@@ -44,6 +46,19 @@ CHUNKS_PER_EPISODE = 8  # candidates fetched per wanted episode, since episodes 
 # HYBRID reads the messages of this many best fused episodes and ranks them a third time by
 # their best passage (LoCoMo dev R@5 for pools of 5, 10 and 20: 0.902, 0.925, 0.924).
 PASSAGE_POOL = 10
+
+
+class QueryVectorSource(Protocol):
+    """Embeddings of query texts, remembered between the searches of one turn."""
+
+    async def of(self, text: str) -> Vector: ...
+
+
+async def embed_query(embedder: Embedder, queries: QueryVectorSource | None, text: str) -> Vector:
+    if queries is not None:
+        return await queries.of(text)
+    (vector,) = await asyncio.to_thread(embedder.embed, [text])
+    return vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +90,7 @@ class RecallService:
     passages: Passages | None = None  # None: HYBRID fuses meaning and full text only
     known_agents: set[tuple[str, str]] = field(default_factory=set)
     tracing: Tracing = field(default_factory=no_tracing)
+    queries: QueryVectorSource | None = None  # shared query embeddings; None: embed every time
 
     async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
         mode, top_k = self._check(request)
@@ -199,7 +215,7 @@ class RecallService:
         return fuse_with_passages(rankings, passage_scores(query, transcripts))
 
     async def _semantic(self, scope: Scope, query: str, wanted: int) -> list[Hit]:
-        (vector,) = await asyncio.to_thread(self.embedder.embed, [query])
+        vector = await embed_query(self.embedder, self.queries, query)
         hits = await asyncio.to_thread(self.index.search, scope, vector, wanted * CHUNKS_PER_EPISODE)
         return best_per_episode(hits)
 

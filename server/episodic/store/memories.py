@@ -98,11 +98,13 @@ class SqlMemoryStore:
     async def among(
         self, scope: Scope, memory_ids: Sequence[str], where: MemoryFilter, now: datetime
     ) -> dict[str, Memory]:
+        """By primary key, then filtered here: a scope of 100k memories made SQLite walk the
+        scope's index (370 ms) instead of looking up the few candidates."""
         if not memory_ids:
             return {}
-        stmt = _filtered(scope, where, now).where(M.c.memory_id.in_(list(memory_ids)))
+        stmt = select(M).where(M.c.tenant_id == scope.tenant_id, M.c.memory_id.in_(list(memory_ids)))
         return await self._db.read(
-            lambda conn: {m.memory_id: m for m in _rows(conn, stmt) if _tagged(m, where)}
+            lambda conn: {m.memory_id: m for m in _rows(conn, stmt) if _passes(m, scope, where, now)}
         )
 
     async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:
@@ -289,6 +291,26 @@ def _filtered(scope: Scope, where: MemoryFilter, now: datetime):  # type: ignore
     if where.before is not None:
         stmt = stmt.where(_happened < where.before)
     return stmt
+
+
+def _passes(m: Memory, scope: Scope, where: MemoryFilter, now: datetime) -> bool:
+    """`_filtered` and `_tagged` on one memory already read."""
+    if m.scope != scope or (m.expires_at is not None and m.expires_at <= now):
+        return False
+    if (where.kinds and m.kind not in where.kinds) or (
+        where.state is not None and m.state is not where.state
+    ):
+        return False
+    if m.superseded_by and not where.include_superseded:
+        return False
+    if where.episode_id and where.episode_id not in (m.episode_id, m.source.episode_id):
+        return False
+    happened = (m.event_time or m.created_at) if m.kind is MemoryKind.EVENT else m.created_at
+    if (where.after is not None and happened < where.after) or (
+        where.before is not None and happened >= where.before
+    ):
+        return False
+    return _tagged(m, where)
 
 
 def _tagged(m: Memory, where: MemoryFilter) -> bool:
