@@ -105,8 +105,14 @@ async def test_past_conversations_come_between_the_system_prompt_and_history(cli
     await client.episodes.CloseEpisode(close, metadata=client.auth, timeout=30)
     episode_id = await client.open_episode(agent_id, user_id="mary")
     built = await build(client, episode_id, user_message="Where were we?")
-    past = built.messages[1]
-    assert past.section == S.CONTEXT_SECTION_PAST_CONVERSATIONS and past.role == episode_pb2.ROLE_CONTEXT
+    sections = [m.section for m in built.messages]
+    assert sections[:3] == [
+        S.CONTEXT_SECTION_SYSTEM,
+        S.CONTEXT_SECTION_KNOWN_FACTS,
+        S.CONTEXT_SECTION_PAST_CONVERSATIONS,
+    ]
+    past = built.messages[2]  # after the memories extracted when `before` closed
+    assert past.role == episode_pb2.ROLE_CONTEXT
     assert past.content.startswith("[Past Conversations]\nThe following are relevant conversations")
     assert "Date: " in past.content and "Summary: " in past.content
     assert past.content.endswith("Use this context to personalise your response.")

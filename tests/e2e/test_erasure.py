@@ -15,7 +15,13 @@ import pytest
 from google.protobuf import struct_pb2
 
 from episodic.domain.erasure import user_hash
-from episodic.v1 import diagnostics_service_pb2, episode_pb2, episode_service_pb2
+from episodic.v1 import (
+    diagnostics_service_pb2,
+    episode_pb2,
+    episode_service_pb2,
+    memory_pb2,
+    memory_service_pb2,
+)
 from tests.conftest import unique
 from tests.e2e.context_helpers import build, create_agent, list_calls
 from tests.e2e.helpers import Client, assert_serving, expect_code, expect_invalid
@@ -62,7 +68,24 @@ async def remember_everywhere(client: Client, agent_id: str, user: str, marker: 
     await client.add(live, *[said(marker, i) for i in range(120)], *tool_exchange(marker, "c2"))
     built = await build(client, live, user_message=f"What is {marker}?", append_user_message=True)
     assert built.report.summary_to_seq > 0 and built.report.recalled_episodes  # a summary, a recall
+    await remember_in_memories(client, agent_id, user, live, marker)
     return live
+
+
+async def remember_in_memories(client: Client, agent_id: str, user: str, live: str, marker: str) -> None:
+    """A long-term memory, a PENDING one in the open episode, and its session data."""
+    note = memory_service_pb2.MemoryInput(text=f"The code word is {marker}", kind=memory_pb2.MEMORY_KIND_FACT)
+    eager = memory_service_pb2.CreateMemoriesRequest(agent_id=agent_id, user_id=user, memories=[note])
+    await client.memories.CreateMemories(eager, metadata=client.auth)
+    pending = memory_service_pb2.MemoryInput(
+        text=f"Wants {marker} kept", kind=memory_pb2.MEMORY_KIND_PREFERENCE
+    )
+    lazy = memory_service_pb2.CreateMemoriesRequest(episode_id=live, memories=[pending])
+    await client.memories.CreateMemories(lazy, metadata=client.auth)
+    data = struct_pb2.Struct()
+    data.update({"code": marker})
+    request = memory_service_pb2.UpdateSessionDataRequest(episode_id=live, data=data)
+    await client.memories.UpdateSessionData(request, metadata=client.auth)
 
 
 async def erase(client: Client, user: str, agent_id: str = "") -> es.ErasureReceipt:
@@ -116,7 +139,9 @@ async def test_an_erased_user_leaves_no_trace_in_the_database_files_or_the_index
     assert receipt.episodes == 2 and receipt.messages == 6 + 2 + 120 + 2 + 1
     assert receipt.tool_calls == 2 and receipt.digests == 1 and receipt.summaries >= 1
     assert receipt.digest_vectors > 0 and receipt.text_rows == 1 and receipt.model_calls == 1
-    assert receipt.index_vectors == receipt.digest_vectors + receipt.memories and receipt.storage_scrubbed
+    assert receipt.memories >= 2 and receipt.session_data == 1  # + those extracted at close
+    # every memory but the one PENDING in the open episode was indexed
+    assert receipt.index_vectors == receipt.digest_vectors + receipt.memories - 1 and receipt.storage_scrubbed
     assert receipt.user_hash == user_hash(TENANT_A, user) and user not in str(receipt)
     assert not await marker_is_stored(database_url, marker)
     after = await index_check(client)

@@ -32,7 +32,15 @@ from hypothesis import strategies as st
 
 from episodic.config import Settings
 from episodic.keys import config_line
-from episodic.v1 import agent_pb2, agent_service_pb2, context_service_pb2, episode_pb2, episode_service_pb2
+from episodic.v1 import (
+    agent_pb2,
+    agent_service_pb2,
+    context_service_pb2,
+    episode_pb2,
+    episode_service_pb2,
+    memory_pb2,
+    memory_service_pb2,
+)
 from tests.conftest import unique
 from tests.e2e.context_helpers import Built, build, get_call, list_calls
 from tests.e2e.helpers import Client, expect_code
@@ -146,6 +154,7 @@ class EpisodeRecord:
     messages: int
     closed: bool  # closed with its digest READY, so recallable
     recall_mode: agent_pb2.RecallMode.ValueType
+    memory_id: str  # a memory carrying its marker: PENDING while open, PROMOTED once closed
 
     @property
     def scope(self) -> Scope:
@@ -191,6 +200,15 @@ class Ledger:
 
     def recallable(self, scope: Scope) -> dict[str, EpisodeRecord]:
         return {e.episode_id: e for e in self.episodes.values() if e.scope == scope and e.closed}
+
+    def memory(self, tenant_id: str, memory_id: str) -> EpisodeRecord | None:
+        """The episode whose memory has this id in this tenant."""
+        found = [e for e in self.episodes.values() if e.tenant_id == tenant_id and e.memory_id == memory_id]
+        return found[0] if found else None
+
+    def memories_of(self, scope: Scope) -> dict[str, EpisodeRecord]:
+        """ListMemories: every memory of the scope, pending or promoted."""
+        return {e.memory_id: e for e in self.episodes.values() if e.scope == scope}
 
     def calls_of(self, tenant_id: str, episode_id: str) -> set[str]:
         return {
@@ -250,13 +268,19 @@ async def converse(
     client, marker = caller.client, new_marker()
     episode_id = await client.open_episode(agent_id, user_id, episode_id)
     await client.add(episode_id, *(message(marker, i) for i in range(p.messages)))
+    memory_id = f"{episode_id}-memory"  # the same in every tenant, like the episode ids
+    remember = memory_service_pb2.MemoryInput(
+        memory_id=memory_id, text=f"The user follows the {marker} plan.", kind=memory_pb2.MEMORY_KIND_FACT
+    )
+    request = memory_service_pb2.CreateMemoriesRequest(episode_id=episode_id, memories=[remember])
+    await client.memories.CreateMemories(request, metadata=client.auth)
     if p.closed:
         close = pb.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
         closed = await client.episodes.CloseEpisode(
             close, metadata=client.auth, timeout=CLOSE_TIMEOUT_SECONDS
         )
         assert closed.episode.digest.state == episode_pb2.DIGEST_STATE_READY, closed.episode.digest
-    fields = (agent_id, user_id, marker, p.messages, p.closed, p.recall_mode)
+    fields = (agent_id, user_id, marker, p.messages, p.closed, p.recall_mode, memory_id)
     return EpisodeRecord(caller.tenant_id, episode_id, *fields)
 
 
@@ -311,7 +335,10 @@ def assert_context_isolated(built: Built, own: EpisodeRecord, ledger: Ledger) ->
     expected = {own.marker, agent.marker}
     seen = markers_in(m.content for m in built.messages)
     assert expected <= seen, f"the context lost its own prompt or history: {expected - seen}"
-    allowed = expected | {recallable[i].marker for i in recalled}
+    facts = {m.memory_id for m in built.report.recalled_memories}
+    remembered = {e.memory_id: e for e in recallable.values()} | {own.memory_id: own}
+    assert facts <= set(remembered), f"known facts outside {own.scope}: {facts - set(remembered)}"
+    allowed = expected | {recallable[i].marker for i in recalled} | {remembered[m].marker for m in facts}
     assert seen <= allowed, f"context of {own.episode_id} shows text of other episodes: {seen - allowed}"
 
 
@@ -449,6 +476,59 @@ async def probe_model_calls(caller: Caller, world: World, ledger: Ledger) -> Non
         assert calls == ledger.calls_of(caller.tenant_id, episode_id)
 
 
+async def listed_memories(client: Client, agent_id: str, user_id: str) -> list[memory_pb2.Memory]:
+    found: list[memory_pb2.Memory] = []
+    token = ""
+    while True:
+        request = memory_service_pb2.ListMemoriesRequest(
+            agent_id=agent_id, user_id=user_id, page_size=PAGE_SIZE, page_token=token
+        )
+        page = await client.memories.ListMemories(request, metadata=client.auth)
+        found.extend(page.memories)
+        token = page.next_page_token
+        if not token:
+            return found
+
+
+async def probe_memories(caller: Caller, world: World, ledger: Ledger) -> None:
+    """GetMemory by an id every tenant uses: the tenant's own or NOT_FOUND. ListMemories and
+    SearchMemories (every mode, lured with every marker) per (agent, user): exactly the
+    scope's memories (search: the promoted ones), each with its own episode's marker."""
+    client = caller.client
+    for episode_id in world.episode_ids:
+        memory_id = f"{episode_id}-memory"
+        own = ledger.memory(caller.tenant_id, memory_id)
+        by_id = memory_service_pb2.GetMemoryRequest(memory_id=memory_id)
+        if own is None:
+            await expect_code(client.memories.GetMemory(by_id, metadata=client.auth), NOT_FOUND)
+            continue
+        got = (await client.memories.GetMemory(by_id, metadata=client.auth)).memory
+        assert markers_in([got.text]) == {own.marker} and (got.agent_id, got.user_id) == own.scope[1:]
+    for (agent_id, user_id), mode in product(world.scopes(), SEARCH_MODES):
+        query = world.lure if mode != pb.SEARCH_MODE_RECENCY else ""
+        request = memory_service_pb2.SearchMemoriesRequest(
+            agent_id=agent_id, user_id=user_id, mode=mode, query=query, top_k=100
+        )
+        scope = (caller.tenant_id, agent_id, user_id)
+        if ledger.agent(caller.tenant_id, agent_id) is None:
+            await expect_code(client.memories.SearchMemories(request, metadata=client.auth), NOT_FOUND)
+            continue
+        hits = (await client.memories.SearchMemories(request, metadata=client.auth)).hits
+        promoted = {m: e for m, e in ledger.memories_of(scope).items() if e.closed}
+        assert {h.memory.memory_id for h in hits} <= set(promoted), (scope, mode)
+        if mode == pb.SEARCH_MODE_RECENCY:
+            assert {h.memory.memory_id for h in hits} == set(promoted), scope
+        for h in hits:
+            assert markers_in([h.memory.text]) == {promoted[h.memory.memory_id].marker}
+    for agent_id, user_id in world.scopes():
+        if ledger.agent(caller.tenant_id, agent_id) is None:
+            continue
+        listed = await listed_memories(client, agent_id, user_id)
+        expected = ledger.memories_of((caller.tenant_id, agent_id, user_id))
+        assert {m.memory_id for m in listed} == set(expected), (agent_id, user_id)
+        assert all(markers_in([m.text]) == {expected[m.memory_id].marker} for m in listed)
+
+
 Probe = Callable[[Caller, World, Ledger], Awaitable[None]]
 READ_PROBES: tuple[Probe, ...] = (
     probe_episodes_by_id,
@@ -456,6 +536,7 @@ READ_PROBES: tuple[Probe, ...] = (
     probe_agents,
     probe_searches,
     probe_model_calls,
+    probe_memories,
 )
 
 

@@ -20,10 +20,11 @@ from episodic.v1 import (
     memory_pb2,
     memory_service_pb2,
 )
+from episodic_client import AsyncEpisodicClient, memory_input
 from tests.conftest import unique
 from tests.e2e.context_helpers import build, create_agent
 from tests.e2e.helpers import Client, assert_serving, expect_code, expect_invalid, user_message
-from tests.server_harness import KEY_A, KEY_B, RunningServer, bearer
+from tests.server_harness import KEY_A, KEY_B, RunningServer, bearer, running_server, settings_for
 
 pb = memory_service_pb2
 FACT, PREFERENCE, EVENT = (
@@ -366,3 +367,38 @@ async def test_bad_memory_input_names_the_field_and_writes_nothing(client: Clien
     await expect_invalid(update_session(client, fresh, {"big": "x" * 70_000}), "data")
     await expect_invalid(update_session(client, fresh, {"a": 1}, ttl=duration_pb2.Duration(seconds=0)), "ttl")
     assert unique("x")
+
+
+async def test_the_python_client_creates_searches_and_forwards_tool_calls(server: RunningServer) -> None:
+    async with AsyncEpisodicClient(server.address, api_key=KEY_A, timeout=30.0) as typed:
+        agent = unique("agent")
+        await typed.create_agent(agent, model="gpt-4")
+        made = await typed.create_memories(
+            [memory_input("Kim collects vinyl records", "preference", entities=["Kim"])],
+            agent_id=agent,
+            user_id="kim",
+        )
+        assert made.results[0].memory.memory_id.startswith("mem_")
+        hits = (await typed.search_memories(agent, "kim", "vinyl records", mode="semantic")).hits
+        assert hits[0].memory.text == "Kim collects vinyl records"
+        episode = (await typed.open_episode(agent, "kim")).episode.episode_id
+        tools = [json_format.MessageToDict(t.definition) for t in await typed.get_memory_tools()]
+        assert {t["function"]["name"] for t in tools} == {"add_memory", "search_memory"}
+        result = await typed.call_memory_tool(episode, "search_memory", json.dumps({"query": "vinyl"}))
+        assert json.loads(result)["memories"][0]["text"] == "Kim collects vinyl records"
+        data = (await typed.update_session_data(episode, {"mood": "curious"})).session_data
+        assert data.etag and (await typed.get_session_data(episode)).session_data.etag == data.etag
+
+
+async def test_memories_are_found_again_after_a_restart_from_sql_alone(database_url: str) -> None:
+    """The memory index lives in RAM: a new process rebuilds it from the rows (the rule that
+    makes a crash between the SQL commit and the index update harmless)."""
+    settings = settings_for(database_url)
+    async with running_server(settings) as first, first.channel() as channel:
+        client = Client.of(channel, KEY_A)
+        agent = await client.create_agent()
+        (made,) = await create(client, memory("Noor keeps bees on her roof"), agent_id=agent, user_id="noor")
+    async with running_server(settings) as second, second.channel() as channel:
+        client = Client.of(channel, KEY_A)
+        hits = await search(client, agent, "noor", "bees roof", mode=episode_service_pb2.SEARCH_MODE_SEMANTIC)
+        assert [h.memory.memory_id for h in hits] == [made.memory.memory_id]

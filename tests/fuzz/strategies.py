@@ -16,6 +16,7 @@ import bisect
 import dataclasses
 import functools
 import itertools
+import json
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -30,7 +31,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from episodic.v1 import agent_pb2, context_service_pb2, episode_pb2
+from episodic.v1 import agent_pb2, context_service_pb2, episode_pb2, memory_pb2, memory_service_pb2
 
 T = TypeVar("T")
 F = FieldDescriptor
@@ -602,9 +603,47 @@ def plausible_context_requests(scope: Scope) -> SearchStrategy[Message]:
     return weighted((3, appending), (1, st.builds(context_service_pb2.BuildContextRequest, **common)))
 
 
+_LABELS = st.lists(st.sampled_from(("travel", "food", "Lisbon", "Mary", "work")), max_size=3)
+_KINDS = st.sampled_from(
+    (memory_pb2.MEMORY_KIND_FACT, memory_pb2.MEMORY_KIND_PREFERENCE, memory_pb2.MEMORY_KIND_EVENT)
+)
+
+
+@cached
+def plausible_memory_inputs(scope: Scope) -> SearchStrategy[Message]:
+    """A memory as a client or its model writes one: a short statement of a known kind."""
+    return st.builds(
+        memory_service_pb2.MemoryInput,
+        memory_id=weighted((3, st.just("")), (1, plausible_strings("memory_id", scope.world))),
+        text=plausible_texts().filter(lambda t: len(t) <= 2000),
+        kind=weighted((9, _KINDS), (1, hostile_enums(memory_pb2.MemoryKind.DESCRIPTOR))),
+        topics=_LABELS,
+        entities=_LABELS,
+    )
+
+
+@cached
+def plausible_tool_calls(scope: Scope) -> SearchStrategy[Message]:
+    """A model's memory tool call, forwarded as the model wrote it (sometimes badly)."""
+    add = st.fixed_dictionaries(
+        {"text": plausible_texts(), "kind": st.sampled_from(("fact", "preference", "event", "opinion"))},
+        optional={"long_term": st.booleans(), "topics": _LABELS},
+    )
+    search = st.fixed_dictionaries({"query": plausible_texts()}, optional={"top_k": st.integers(-1, 50)})
+    arguments = weighted((4, st.one_of(add, search).map(json.dumps)), (1, small_hostile_texts()))
+    return st.builds(
+        memory_service_pb2.CallMemoryToolRequest,
+        episode_id=_known_ids(scope.world, "episode_id"),
+        name=st.sampled_from(("add_memory", "search_memory", "add_memory", "forget_everything")),
+        arguments=arguments,
+    )
+
+
 PLAUSIBLE_MESSAGES: dict[str, Callable[[Scope], SearchStrategy[Message]]] = {
     episode_pb2.MessageInput.DESCRIPTOR.full_name: plausible_message_inputs,
     context_service_pb2.BuildContextRequest.DESCRIPTOR.full_name: plausible_context_requests,
+    memory_service_pb2.MemoryInput.DESCRIPTOR.full_name: plausible_memory_inputs,
+    memory_service_pb2.CallMemoryToolRequest.DESCRIPTOR.full_name: plausible_tool_calls,
 }
 
 # --- any message, from its descriptor ---------------------------------------------------

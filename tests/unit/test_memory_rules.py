@@ -26,6 +26,7 @@ from episodic.domain.memory_rules import (
     merge_patch,
     merged_session,
 )
+from episodic.domain.model import JsonValue
 from episodic.errors import Aborted, InvalidArgument
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
@@ -119,8 +120,8 @@ def test_an_update_changes_only_the_masked_fields_and_refuses_immutable_and_unkn
 
 
 def test_session_data_merges_as_a_json_merge_patch() -> None:
-    stored = {"plan": "pro", "cart": {"items": 2, "coupon": "X"}, "gone": 1}
-    patch = {"cart": {"coupon": None, "total": 9}, "gone": None, "new": [1, 2]}
+    stored: JsonValue = {"plan": "pro", "cart": {"items": 2, "coupon": "X"}, "gone": 1}
+    patch: JsonValue = {"cart": {"coupon": None, "total": 9}, "gone": None, "new": [1, 2]}
     assert merge_patch(stored, patch) == {"plan": "pro", "cart": {"items": 2, "total": 9}, "new": [1, 2]}
 
 

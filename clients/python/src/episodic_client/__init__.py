@@ -17,6 +17,7 @@ from episodic_client.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from episodic_client.memory_requests import memory_input
 from episodic_client.requests import message_input, tool_call, tool_result
 from episodic_client.sync_client import EpisodicClient
 from episodic_client.v1.agent_pb2 import Agent, MemoryConfig
@@ -47,6 +48,7 @@ __all__ = [
     "ToolResult",
     "UnauthenticatedError",
     "UnavailableError",
+    "memory_input",
     "message_input",
     "tool_call",
     "tool_result",

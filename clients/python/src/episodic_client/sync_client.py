@@ -10,11 +10,12 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import grpc
 from google.protobuf.message import Message as ProtoMessage
 
+from episodic_client import memory_requests as mq
 from episodic_client import requests as rq
 from episodic_client.context import BuiltContext, join_frames
 from episodic_client.errors import from_rpc_error
@@ -28,11 +29,14 @@ from episodic_client.v1 import (
     diagnostics_service_pb2,
     episode_pb2,
     episode_service_pb2,
+    memory_pb2,
+    memory_service_pb2,
 )
 from episodic_client.v1.agent_service_pb2_grpc import AgentServiceStub
 from episodic_client.v1.context_service_pb2_grpc import ContextServiceStub
 from episodic_client.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
 from episodic_client.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic_client.v1.memory_service_pb2_grpc import MemoryServiceStub
 from episodic_client.values import CloseReasonLike, JsonObject, RoleLike, SearchModeLike, StateLike
 
 Req = TypeVar("Req", bound=ProtoMessage)
@@ -62,6 +66,7 @@ class EpisodicClient:
         self._episodes = EpisodeServiceStub(self._channel)
         self._context = ContextServiceStub(self._channel)
         self._diagnostics = DiagnosticsServiceStub(self._channel)
+        self._memories = MemoryServiceStub(self._channel)
 
     def __enter__(self) -> Self:
         return self
@@ -326,6 +331,73 @@ class EpisodicClient:
             assistant_message_seq=assistant_message_seq,
         )
         return self._call(self._context.RecordModelReply, request)
+
+    # --- memories -----------------------------------------------------------------------
+
+    def create_memories(
+        self,
+        memories: Sequence[memory_service_pb2.MemoryInput],
+        *,
+        agent_id: str = "",
+        user_id: str = "",
+        episode_id: str = "",
+        placement: str | int = 0,
+    ) -> memory_service_pb2.CreateMemoriesResponse:
+        """Build each memory with `episodic_client.memory_input(text, kind, ...)`."""
+        request = mq.create_memories(
+            memories, agent_id=agent_id, user_id=user_id, episode_id=episode_id, placement=placement
+        )
+        return self._call(self._memories.CreateMemories, request)
+
+    def get_memory(self, memory_id: str) -> memory_service_pb2.GetMemoryResponse:
+        request = memory_service_pb2.GetMemoryRequest(memory_id=memory_id)
+        return self._call(self._memories.GetMemory, request)
+
+    def list_memories(
+        self, agent_id: str, user_id: str, *, episode_id: str = "", page_size: int = 0, page_token: str = ""
+    ) -> memory_service_pb2.ListMemoriesResponse:
+        request = mq.list_memories(
+            agent_id, user_id, episode_id=episode_id, page_size=page_size, page_token=page_token
+        )
+        return self._call(self._memories.ListMemories, request)
+
+    def update_memory(
+        self, memory: memory_pb2.Memory, update_mask: Sequence[str]
+    ) -> memory_service_pb2.UpdateMemoryResponse:
+        return self._call(self._memories.UpdateMemory, mq.update_memory(memory, update_mask))
+
+    def delete_memory(self, memory_id: str) -> memory_service_pb2.DeleteMemoryResponse:
+        request = memory_service_pb2.DeleteMemoryRequest(memory_id=memory_id)
+        return self._call(self._memories.DeleteMemory, request)
+
+    def search_memories(
+        self, agent_id: str, user_id: str, query: str = "", **options: Any
+    ) -> memory_service_pb2.SearchMemoriesResponse:
+        """Options: mode, top_k, min_score, kinds, episode_id, include_superseded."""
+        request = mq.search_memories(agent_id, user_id, query, **options)
+        return self._call(self._memories.SearchMemories, request)
+
+    def get_session_data(self, episode_id: str) -> memory_service_pb2.GetSessionDataResponse:
+        request = memory_service_pb2.GetSessionDataRequest(episode_id=episode_id)
+        return self._call(self._memories.GetSessionData, request)
+
+    def update_session_data(
+        self, episode_id: str, data: JsonObject, *, etag: str = "", ttl: timedelta | None = None
+    ) -> memory_service_pb2.UpdateSessionDataResponse:
+        request = mq.update_session_data(episode_id, data, etag=etag, ttl=ttl)
+        return self._call(self._memories.UpdateSessionData, request)
+
+    def get_memory_tools(self) -> list[memory_service_pb2.MemoryTool]:
+        """add_memory and search_memory; `MessageToDict(tool.definition)` is the OpenAI tool."""
+        reply = self._call(self._memories.GetMemoryTools, memory_service_pb2.GetMemoryToolsRequest())
+        return list(reply.tools)
+
+    def call_memory_tool(self, episode_id: str, name: str, arguments: str) -> str:
+        """Runs one tool call of the model (arguments as it wrote them); returns the JSON result."""
+        request = memory_service_pb2.CallMemoryToolRequest(
+            episode_id=episode_id, name=name, arguments=arguments
+        )
+        return self._call(self._memories.CallMemoryTool, request).result
 
     # --- diagnostics --------------------------------------------------------------------
 
