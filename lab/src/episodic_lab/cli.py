@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from episodic_lab.bench.options import add_flags as add_bench_flags
 from episodic_lab.bench_context.options import add_flags as add_bench_context_flags
 from episodic_lab.bench_index import add_flags as add_bench_index_flags
+from episodic_lab.bench_memories import add_flags as add_bench_memories_flags
 from episodic_lab.bench_recall.options import add_flags as add_bench_recall_flags
 from episodic_lab.evals.extraction import add_flags as add_eval_extraction_flags
 from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
@@ -43,6 +44,8 @@ TOOLS = (
          "episodic_lab.evals.pii:run_eval_pii"),
     Tool("bench-index", "the FAISS index alone: build and search times, RSS, by size", add_bench_index_flags,
          "episodic_lab.bench_index:run_bench_index"),
+    Tool("bench-memories", "measure SearchMemories at 100k memories (spread, one scope) against Echo",
+         add_bench_memories_flags, "episodic_lab.bench_memories:run_bench_memories"),
     Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo",
          add_eval_extraction_flags, "episodic_lab.evals.extraction:run_eval_extraction"),
 )  # fmt: skip
