@@ -2,7 +2,9 @@
 and with digests in flight, is killed with SIGKILL and restarted on the same database.
 Every acknowledged message is there exactly once with its seq and content, seqs are dense,
 and once every digest has settled the index rebuilt at start holds exactly what SQL holds.
-Calls in flight at the kill may or may not have been stored; nothing else may appear."""
+Calls in flight at the kill may or may not have been stored; nothing else may appear.
+Memories acknowledged before the load are all there after the restart, promoted (some
+promotions were in flight at the kill), and found in the memory index rebuilt from SQL."""
 
 from __future__ import annotations
 
@@ -23,7 +25,13 @@ from sqlalchemy import update
 from episodic.domain.recall import DigestState
 from episodic.store import schema
 from episodic.store.database import open_database
-from episodic.v1 import diagnostics_service_pb2, episode_pb2, episode_service_pb2
+from episodic.v1 import (
+    diagnostics_service_pb2,
+    episode_pb2,
+    episode_service_pb2,
+    memory_pb2,
+    memory_service_pb2,
+)
 from tests.e2e.helpers import Client, assert_serving, clean_environment, user_message
 
 EPISODES = 8
@@ -271,6 +279,51 @@ class FirstLife:
     agent_id: str
     episode_ids: list[str]
     load: Load
+    memories: dict[str, tuple[str, str]]  # acknowledged memory id -> (user, text)
+
+
+async def remember(client: Client, agent_id: str, episode_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """A PENDING memory in every episode (promoted when its digest is made, some of them at
+    the kill) and a long-term one per user; returns the acknowledged ones."""
+    requests = [
+        (f"user-{i % 3}", episode_id, f"Note {i}: the user cares about {TOPICS[i % len(TOPICS)]}")
+        for i, episode_id in enumerate(episode_ids)
+    ]
+    requests += [
+        (f"user-{u}", "", f"Long-term: user {u} plays the {('cello', 'oboe', 'harp')[u]}") for u in range(3)
+    ]
+    made: dict[str, tuple[str, str]] = {}
+    for user, episode_id, text in requests:
+        scope = ("", "") if episode_id else (agent_id, user)  # lazy in the episode, or eager
+        request = memory_service_pb2.CreateMemoriesRequest(
+            agent_id=scope[0], user_id=scope[1], episode_id=episode_id, memories=[_memory(text)]
+        )
+        reply = await client.memories.CreateMemories(request, timeout=CALL_TIMEOUT_SECONDS)
+        made |= {r.memory.memory_id: (user, r.memory.text) for r in reply.results}
+    assert len(made) == len(requests), "a memory merged into another: make the texts differ more"
+    return made
+
+
+def _memory(text: str) -> memory_service_pb2.MemoryInput:
+    return memory_service_pb2.MemoryInput(text=text, kind=memory_pb2.MEMORY_KIND_FACT)
+
+
+async def check_memories(client: Client, agent_id: str, memories: dict[str, tuple[str, str]]) -> None:
+    """Every acknowledged memory is there and promoted, and the rebuilt memory index finds it
+    by its own text."""
+    for memory_id, (user, text) in memories.items():
+        request = memory_service_pb2.GetMemoryRequest(memory_id=memory_id)
+        got = (await client.memories.GetMemory(request, timeout=CALL_TIMEOUT_SECONDS)).memory
+        assert (got.text, got.state) == (text, memory_pb2.MEMORY_STATE_PROMOTED), memory_id
+        search = memory_service_pb2.SearchMemoriesRequest(
+            agent_id=agent_id,
+            user_id=user,
+            query=text,
+            top_k=1,
+            mode=episode_service_pb2.SEARCH_MODE_SEMANTIC,
+        )
+        hits = (await client.memories.SearchMemories(search, timeout=CALL_TIMEOUT_SECONDS)).hits
+        assert [h.memory.memory_id for h in hits] == [memory_id], f"{memory_id} is not in the rebuilt index"
 
 
 async def load_and_kill_a_server(database_url: str, log_path: Path) -> FirstLife:
@@ -278,10 +331,11 @@ async def load_and_kill_a_server(database_url: str, log_path: Path) -> FirstLife
         client = Client.of(channel, None)  # --insecure-dev: the dev tenant
         agent_id = await client.create_agent()
         episode_ids = [await client.open_episode(agent_id, user_id=f"user-{i % 3}") for i in range(EPISODES)]
+        memories = await remember(client, agent_id, episode_ids)
         load = Load(open_episodes=list(episode_ids))
         await load_then_kill(client, server, load)
     assert set(load.refused_before_kill) <= {grpc.StatusCode.FAILED_PRECONDITION}, load.refused_before_kill
-    return FirstLife(agent_id, episode_ids, load)
+    return FirstLife(agent_id, episode_ids, load, memories)
 
 
 async def test_a_server_killed_under_load_loses_no_acknowledged_message_and_rebuilds_its_index(
@@ -296,6 +350,7 @@ async def test_a_server_killed_under_load_loses_no_acknowledged_message_and_rebu
         stored = await check_every_log(client, life.load, life.episode_ids)
         settled = await settle_every_digest(client, life.episode_ids)
         ours, tenant = await check_index(client, life.agent_id), await check_index(client)
+        await check_memories(client, life.agent_id, life.memories)
 
     ready = episode_pb2.DIGEST_STATE_READY
     unsettled = {e.episode_id: e.digest.state for e in settled if e.digest.state != ready}

@@ -46,12 +46,13 @@ def run_eval_context(args: argparse.Namespace) -> int:
     if args.limit:
         questions = questions[: args.limit]
     settings = {"on": (True,), "off": (False,), "compare": (False, True)}[args.known_facts]
-    reports = asyncio.run(_evaluate(sessions, questions, args.embedder, settings))
+    recall = agent_pb2.RECALL_MODE_NONE if args.recall == "none" else agent_pb2.RECALL_MODE_HYBRID
+    reports = asyncio.run(_evaluate(sessions, questions, args.embedder, settings, recall))
     for facts, report in reports.items():
         print(
             f"what the model sees: {len(questions)} questions, BuildContext on an empty probe episode "
             f"(HYBRID, top {RECALL_TOP_K}, {BUDGET_TOKENS}-token budget, --embedder {args.embedder}, "
-            f"known facts {'on' if facts else 'off'})"
+            f"known facts {'on' if facts else 'off'}, recall {args.recall})"
         )
         print(report.table())
     if len(reports) == 2:
@@ -94,7 +95,11 @@ def facts_difference(off: ContextReport, on: ContextReport) -> str:
 
 
 async def _evaluate(
-    sessions: list[Session], questions: list[Question], embedder: str, settings: Sequence[bool]
+    sessions: list[Session],
+    questions: list[Question],
+    embedder: str,
+    settings: Sequence[bool],
+    recall: agent_pb2.RecallMode.ValueType,
 ) -> dict[bool, ContextReport]:
     raw = RawText(sessions)
     reports = {facts: ContextReport() for facts in settings}
@@ -103,6 +108,7 @@ async def _evaluate(
             memory = agent_pb2.MemoryConfig()
             memory.CopyFrom(MEMORY)
             memory.known_facts = facts
+            memory.recall_mode = recall
             for q in questions:
                 report.add(await _ask(client, q, raw, memory))
     return reports

@@ -40,6 +40,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     sees.add_argument("--floor-covered", type=float, default=0.5, help="floor of the covered share (overall)")
     sees.add_argument(
+        "--recall",
+        choices=("hybrid", "none"),
+        default="hybrid",
+        help="past-conversation recall (none: what known facts alone bring)",
+    )
+    sees.add_argument(
         "--known-facts",
         choices=("on", "off", "compare"),
         default="on",
