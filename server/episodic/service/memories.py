@@ -51,7 +51,7 @@ from episodic.domain.ports import (
     MemoryWrite,
     VectorIndex,
 )
-from episodic.domain.recall import Digest, Scope, Vector
+from episodic.domain.recall import Digest, Hit, Scope, Vector
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
 from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from episodic.service.privacy import PiiGuard, redact_text
@@ -224,7 +224,7 @@ class MemoryService:
         frames = await self.store.same_frame(
             scope, [frame_key(m.kind.value, m.text, m.entities) for m, _ in new]
         )
-        near = {m.memory_id: self.index.search(scope, v, NEIGHBOURS) for m, v in new}
+        near = await asyncio.to_thread(self._nearest, scope, new)
         ids = {h.episode_id for hits in near.values() for h in hits}
         rows = await self.store.among(scope, list(ids), MemoryFilter(), self.clock()) if ids else {}
         shared = {m.memory_id: m for m in [*texts, *frames]}
@@ -236,6 +236,10 @@ class MemoryService:
                     pool[hit.episode_id] = Candidate(rows[hit.episode_id], hit.score)
             found[memory.memory_id] = list(pool.values())
         return found
+
+    def _nearest(self, scope: Scope, new: list[tuple[Memory, Vector]]) -> dict[str, list[Hit]]:
+        """Off the event loop: at 100k memories in a scope one search is ~9 ms."""
+        return {m.memory_id: self.index.search(scope, v, NEIGHBOURS) for m, v in new}
 
     def _merge_or_insert(
         self, plan: _Plan, memory: Memory, vector: Vector, pool: list[Candidate], *, supersede: bool

@@ -89,7 +89,8 @@ class MemorySearch:
         semantic = [h for h in semantic if h.episode_id in rows]
         if mode is SearchMode.SEMANTIC:
             return [MemoryHit(rows[h.episode_id], h.score, (Signal.SEMANTIC,)) for h in semantic[:top_k]]
-        words = word_matches(q.query, {h.episode_id: rows[h.episode_id].text for h in semantic})
+        pool = semantic[: max(POOL, top_k * 4)]  # word matching stays bounded when filters widen the read
+        words = word_matches(q.query, {h.episode_id: rows[h.episode_id].text for h in pool})
         fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: words})
         return [MemoryHit(rows[h.episode_id], h.score, s) for h, s in fused[:top_k]]
 
