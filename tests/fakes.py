@@ -887,6 +887,8 @@ class FakeMemoryStore:
         self._clock = clock
 
     async def write(self, change: MemoryWrite) -> None:
+        if change.episode is not None and change.episode not in self._t.episodes:
+            raise NotFound("episode", change.episode[1])
         rows = dict(self._t.memories)
         for m, v in change.insert:
             if (m.tenant_id, m.memory_id) in rows:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from google.protobuf import struct_pb2
 
-from episodic.v1 import agent_pb2, episode_pb2, episode_service_pb2
+from episodic.v1 import agent_pb2, episode_pb2, episode_service_pb2, memory_pb2, memory_service_pb2
 from tests.e2e.context_helpers import build, create_agent, get_call
 from tests.e2e.helpers import Client
 from tests.server_harness import KEY_A, KEY_B, TENANT_B, running_server, settings_for
@@ -90,3 +90,37 @@ async def test_an_agents_policy_overrides_its_tenants(redacting: tuple[Client, C
     redacted = await bob.open_episode(strict)
     await bob.add(redacted, said())
     assert not leaks((await bob.log_of(redacted))[0].content)
+
+
+async def test_memories_and_session_data_keep_only_placeholders(redacting: tuple[Client, Client]) -> None:
+    """Client memories (text, topics, entities), extracted ones, and session data values are
+    redacted before they are stored or embedded; tenant B, set to off, keeps them."""
+    alice, bob = redacting
+    episode_id = await alice.open_episode()
+    await alice.add(episode_id, said("My email is mary.k@example.com and I love sailing."))
+    written = memory_service_pb2.MemoryInput(
+        text=SAID, kind=memory_pb2.MEMORY_KIND_FACT, topics=[EMAIL], entities=[PHONE]
+    )
+    create = memory_service_pb2.CreateMemoriesRequest(episode_id=episode_id, memories=[written])
+    await alice.memories.CreateMemories(create, metadata=alice.auth)
+    data = struct_pb2.Struct()
+    data.update({"contact": {"card": CARD}})
+    update = memory_service_pb2.UpdateSessionDataRequest(episode_id=episode_id, data=data)
+    stored = (await alice.memories.UpdateSessionData(update, metadata=alice.auth)).session_data
+    assert not leaks(str(stored)) and "[CARD]" in str(stored)
+    close = episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
+    await alice.episodes.CloseEpisode(close, metadata=alice.auth, timeout=30)
+    listing = memory_service_pb2.ListMemoriesRequest(
+        agent_id=await _agent_of(alice, episode_id), user_id="mary"
+    )
+    memories = (await alice.memories.ListMemories(listing, metadata=alice.auth)).memories
+    assert len(memories) >= 2 and not leaks(str(memories)), leaks(str(memories))
+
+    kept = await bob.open_episode()
+    create = memory_service_pb2.CreateMemoriesRequest(episode_id=kept, memories=[written])
+    made = (await bob.memories.CreateMemories(create, metadata=bob.auth)).results[0].memory
+    assert made.text == SAID
+
+
+async def _agent_of(client: Client, episode_id: str) -> str:
+    return (await client.get_episode(episode_id)).agent_id

@@ -142,6 +142,20 @@ async def test_a_write_is_all_or_nothing(db: Db, scope: Scope) -> None:
     assert (await store.get(scope.tenant_id, "m1")) == memory(scope, "m1", "Has a cat")
 
 
+async def test_a_write_for_an_episode_that_is_gone_writes_nothing(db: Db, scope: Scope) -> None:
+    """A promotion (or pending memories) racing the erasure of their episode."""
+    store = db.memories()
+    await db.add_agent(scope.tenant_id, scope.agent_id)
+    await db.add_episode(scope, "ep-live")
+    await store.write(
+        MemoryWrite(insert=[(memory(scope, "kept", "Kept"), None)], episode=(scope.tenant_id, "ep-live"))
+    )
+    gone = MemoryWrite(insert=[(memory(scope, "lost", "Lost"), None)], episode=(scope.tenant_id, "ep-erased"))
+    with pytest.raises(NotFound):
+        await store.write(gone)
+    assert ids(await store.page(scope, MemoryFilter(), NOW, None, 10)) == ["kept"]
+
+
 async def test_the_text_and_frame_keys_follow_replaced_text(db: Db, scope: Scope) -> None:
     store = db.memories()
     await insert(store, memory(scope, "m1", "Lives in Paris"))

@@ -14,6 +14,7 @@ from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.model import PiiPolicy
 from episodic.domain.ports import MemoryFilter
 from episodic.domain.recall import Scope, SearchMode
+from episodic.errors import NotFound
 from episodic.service.context import ContextRequest
 from episodic.service.memory_search import MemoryQuery
 from episodic.state.visibility import Visibility
@@ -148,3 +149,17 @@ async def test_known_facts_come_first_and_can_be_turned_off_per_request(uc: UseC
     off = ContextRequest(episode, user_message="is Mary vegetarian?", memory=AgentMemory(known_facts=False))
     call, _ = await uc.context.build(CALLER, off)
     assert not any("[Known Facts]" in m.content for m in call.messages) and call.report.memories == ()
+
+
+async def test_an_erasure_between_close_and_promotion_leaves_no_memory_behind(uc: UseCases) -> None:
+    episode = await uc.open()
+    await uc.memories.create(CALLER, CreateRequest([fact("Mary wants a quiet room")], episode_id=episode))
+    await uc.say(episode, "I live in Lisbon and I love surfing.", "Nice!")
+    await uc.close(episode)
+    digest = await uc.digest_store.get(TENANT, episode)
+    transcript = await uc.digest_store.transcript(digest)  # type: ignore[arg-type]
+    await uc.erasure.erase_user(CALLER, "mary")
+    with pytest.raises(NotFound):
+        await uc.memories.promote_closed(digest, transcript)  # type: ignore[arg-type]
+    assert await uc.memory_store.page(SCOPE, MemoryFilter(), uc.clock(), None, 10) == []
+    assert uc.memory_index.keys(SCOPE) == set()

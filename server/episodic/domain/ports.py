@@ -299,13 +299,16 @@ class MemoryWrite:
     insert: Sequence[tuple[Memory, Vector | None]] = ()
     replace: Sequence[tuple[Memory, Vector | None]] = ()  # vector None: keep the stored one
     delete: Sequence[tuple[str, str]] = ()  # (tenant_id, memory_id)
+    # (tenant_id, episode_id) this write belongs to (pending memories, a promotion): it applies
+    # only if the episode still exists, so an erasure in between leaves no memory behind
+    episode: tuple[str, str] | None = None
 
 
 class MemoryStore(Protocol):
     """Long-term memories and their stored vectors (the FAISS index is rebuilt from them)."""
 
     async def write(self, change: MemoryWrite) -> None:
-        """All of it in one transaction, or none of it."""
+        """All of it in one transaction, or none of it; NotFound when `change.episode` is gone."""
         ...
 
     async def get(self, tenant_id: str, memory_id: str) -> Memory | None:

@@ -75,10 +75,14 @@ class _Plan:
     replace: dict[str, tuple[Memory, Vector | None]] = field(default_factory=dict)
     results: list[Created] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)  # memory ids (of the plan's tenant)
+    episode: str = ""  # the episode the write belongs to (pending memories, a promotion)
 
     def write(self, tenant_id: str) -> MemoryWrite:
         removed = [(tenant_id, memory_id) for memory_id in self.delete]
-        return MemoryWrite(insert=self.insert, replace=list(self.replace.values()), delete=removed)
+        episode = (tenant_id, self.episode) if self.episode else None
+        return MemoryWrite(
+            insert=self.insert, replace=list(self.replace.values()), delete=removed, episode=episode
+        )
 
     def indexed(self) -> list[tuple[Memory, Vector]]:
         """Promoted memories whose vectors the index must hold after the write."""
@@ -193,7 +197,7 @@ class MemoryService:
                 "memories",
                 f"the episode holds {len(held)} pending memories; at most {MAX_PENDING_PER_EPISODE}",
             )
-        plan = _Plan()
+        plan = _Plan(episode=holder.episode_id)
         pool = [Candidate(m) for m, _ in held]
         for memory, vector in new:
             self._merge_or_insert(plan, memory, vector, pool, supersede=False)
@@ -310,6 +314,7 @@ class MemoryService:
             plan = await self._plan_promoted(scope, rows)
             held_ids = {m.memory_id for m, _ in held}
             _promote_in_place(plan, held_ids)
+            plan.episode = digest.episode_id  # erased meanwhile: nothing is written
             await self._commit(plan, digest.tenant_id)
         return len(plan.results)
 

@@ -27,6 +27,7 @@ from episodic.domain.ports import Clock, MemoryFilter, MemoryWrite
 from episodic.domain.recall import IndexedVector, Scope, Vector
 from episodic.store import schema as s
 from episodic.store.database import Database
+from episodic.store.session_data import lock_episode
 from episodic.store.writer import GroupCommitWriter
 
 M, A = s.memories, s.agents
@@ -58,6 +59,8 @@ class SqlMemoryStore:
 
     async def write(self, change: MemoryWrite) -> None:
         def op(conn: Connection) -> None:
+            if change.episode is not None:
+                lock_episode(conn, *change.episode)
             rows = [memory_values(m) | self._vector_values(v) for m, v in change.insert]
             if rows:
                 conn.execute(M.insert(), rows)

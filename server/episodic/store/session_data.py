@@ -39,7 +39,7 @@ class SqlSessionDataStore:
             key = (SD.c.tenant_id == tenant_id, SD.c.episode_id == episode_id)
             row = conn.execute(select(SD).where(*key).with_for_update()).mappings().first()
             if row is None:
-                _lock_episode(conn, tenant_id, episode_id)
+                lock_episode(conn, tenant_id, episode_id)
             now = self._clock()
             changed = change(_current(row, tenant_id, episode_id, now))
             values = _values(tenant_id, episode_id, changed, now)
@@ -52,7 +52,7 @@ class SqlSessionDataStore:
         return await self._writer.run(op)
 
 
-def _lock_episode(conn: Connection, tenant_id: str, episode_id: str) -> None:
+def lock_episode(conn: Connection, tenant_id: str, episode_id: str) -> None:
     """The first write of an episode's data: its episode must exist and may not be erased
     before this commits (FOR KEY SHARE on PostgreSQL; SQLite has one writer anyway)."""
     stmt = select(E.c.episode_id).where(E.c.tenant_id == tenant_id, E.c.episode_id == episode_id)
