@@ -87,7 +87,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def GetMemoryTools(
         self, request: pb.GetMemoryToolsRequest, context: Context
     ) -> pb.GetMemoryToolsResponse:
-        tools = [pb.MemoryTool(name=str(t["function"]["name"]), definition=c.struct_out(t)) for t in TOOLS]  # type: ignore[index,call-overload]
+        tools = [pb.MemoryTool(name=name, definition=c.struct_out(tool)) for name, tool in TOOLS.items()]
         return pb.GetMemoryToolsResponse(tools=tools)
 
     async def CallMemoryTool(

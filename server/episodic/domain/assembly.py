@@ -23,6 +23,7 @@ from episodic.domain.reducers import (
     REPLY_PRIMING,
     CountTokens,
     Turn,
+    fit_in_order,
     group_turns,
     newest_that_fit,
     rendered,
@@ -214,7 +215,7 @@ def recall_block(
     first: an episode the model does not see at all costs more than a detail of one it does."""
     room = allowance - count(RECALL_HEADER + "\n" + RECALL_FOOTER) - MESSAGE_OVERHEAD
     bare = [dataclasses.replace(s, excerpts=()) for s in snippets]
-    chosen = _greedy([_entry(s) for s in bare], room, count)
+    chosen = fit_in_order([_entry(s) for s in bare], room, count)
     detailed = [_entry(s) for s in _with_excerpts(snippets, bare, chosen, room, count)]
     message = rendered(Role.CONTEXT, _block(detailed, chosen), Section.PAST_CONVERSATIONS, count)
     if chosen and message.tokens <= allowance:
@@ -244,16 +245,6 @@ def _with_excerpts(
             left -= cost
         shown[i] = dataclasses.replace(bare[i], excerpts=tuple(kept))
     return shown
-
-
-def _greedy(entries: Sequence[str], allowance: int, count: CountTokens) -> list[int]:
-    chosen, used = [], 0
-    for i, entry in enumerate(entries):
-        cost = count(entry)
-        if used + cost <= allowance:
-            chosen.append(i)
-            used += cost
-    return chosen
 
 
 def _block(entries: Sequence[str], chosen: Sequence[int]) -> str:

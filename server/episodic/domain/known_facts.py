@@ -10,7 +10,7 @@ from datetime import datetime
 
 from episodic.domain.context import RecalledMemory, RenderedMessage, Section
 from episodic.domain.model import JsonValue, Role
-from episodic.domain.reducers import MESSAGE_OVERHEAD, CountTokens, rendered
+from episodic.domain.reducers import MESSAGE_OVERHEAD, CountTokens, fit_in_order, rendered
 
 FACTS_SHARE = 0.25  # known facts never take more than a quarter of the budget
 FACTS_HEADER = "[Known Facts]\nWhat you know about this user (from earlier conversations and this one):\n"
@@ -36,25 +36,15 @@ def facts_block(
     lines = [_line(f) for f in facts]
     values = [f"- {key}: {_value(value)}\n" for key, value in session]
     room = allowance - count(FACTS_HEADER + SESSION_HEADER) - MESSAGE_OVERHEAD
-    chosen = _fit(lines, room, count)
+    chosen = fit_in_order(lines, room, count)
     room -= sum(count(lines[i]) for i in chosen)
-    kept = _fit(values, room, count)
+    kept = fit_in_order(values, room, count)
     while chosen or kept:
         message = rendered(Role.CONTEXT, _text(lines, chosen, values, kept), Section.KNOWN_FACTS, count)
         if message.tokens <= allowance:
             return message, _found(facts, chosen), tuple(session[i][0] for i in kept)
         (kept if kept else chosen).pop()  # counts are not exactly additive
     return None, _found(facts, []), ()
-
-
-def _fit(lines: Sequence[str], room: int, count: CountTokens) -> list[int]:
-    chosen, used = [], 0
-    for i, line in enumerate(lines):
-        cost = count(line)
-        if used + cost <= room:
-            chosen.append(i)
-            used += cost
-    return chosen
 
 
 def _text(lines: Sequence[str], chosen: Sequence[int], values: Sequence[str], kept: Sequence[int]) -> str:

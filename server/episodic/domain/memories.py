@@ -13,10 +13,13 @@ import hashlib
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from episodic.domain.model import JsonObject
 from episodic.domain.recall import Scope, Signal
+
+# A memory's last_recalled_at is written at most this often.
+RECALL_MARK_EVERY = timedelta(minutes=1)
 
 
 class MemoryKind(enum.StrEnum):

@@ -175,3 +175,14 @@ def newest_that_fit(turns: Sequence[Turn], allowance: int) -> int:
 
 def tokens_of(turns: Sequence[Turn]) -> int:
     return sum(t.tokens for t in turns)
+
+
+def fit_in_order(entries: Sequence[str], allowance: int, count: CountTokens) -> list[int]:
+    """Indexes of the entries kept, in order, each if it still fits (a later, smaller one may)."""
+    chosen, used = [], 0
+    for i, entry in enumerate(entries):
+        cost = count(entry)
+        if used + cost <= allowance:
+            chosen.append(i)
+            used += cost
+    return chosen

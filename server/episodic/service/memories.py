@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from episodic.domain.access import require_agent, require_visible
 from episodic.domain.changes import MemoriesRemoved, MemoryVectors
@@ -420,8 +421,8 @@ def _scope(holder: Holder) -> Scope:
     return Scope(holder.tenant_id, holder.agent_id, holder.user_id)
 
 
-def _expired(memory: Memory, now: object) -> bool:
-    return memory.expires_at is not None and memory.expires_at <= now  # type: ignore[operator]
+def _expired(memory: Memory, now: datetime) -> bool:
+    return memory.expires_at is not None and memory.expires_at <= now
 
 
 def _position(last: Memory) -> dict[str, JsonScalar]:

@@ -11,23 +11,23 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Protocol
 
 from episodic.domain.access import require_agent
-from episodic.domain.memories import Memory, MemoryHit, MemoryState
+from episodic.domain.memories import RECALL_MARK_EVERY, Memory, MemoryHit, MemoryState
 from episodic.domain.memory_search import cosine_hits, merged_hits, word_matches
 from episodic.domain.model import Caller
 from episodic.domain.ports import AgentStore, Clock, Embedder, MemoryFilter, MemoryStore, VectorIndex
 from episodic.domain.recall import Hit, Scope, SearchMode, Signal, Vector, reciprocal_rank_fusion
 from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.service.known_agents import require_existing_agent
 from episodic.service.recall import QueryVectorSource, embed_query
 
 MAX_TOP_K = 100
 DEFAULT_TOP_K = 5
 POOL = 50  # HYBRID re-ranks at least this many semantic candidates by their words
 FILTERED_POOL = 2000  # with filters, this many nearest candidates are read before filtering
-TOUCH_EVERY = timedelta(minutes=1)  # last_recalled_at is written at most this often per memory
 
 
 class RecallMarker(Protocol):
@@ -62,7 +62,7 @@ class MemorySearch:
     async def search(self, caller: Caller, q: MemoryQuery) -> list[MemoryHit]:
         mode, top_k = self._check(q)
         require_agent(caller, q.agent_id)
-        await self._require_agent(caller.tenant_id, q.agent_id)
+        await require_existing_agent(self.agents, self.known_agents, caller.tenant_id, q.agent_id)
         return await self.ranked(Scope(caller.tenant_id, q.agent_id, q.user_id), q, mode, top_k)
 
     async def ranked(self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int) -> list[MemoryHit]:
@@ -123,21 +123,11 @@ class MemorySearch:
             return {}
         return await self.store.among(scope, ids, dataclasses.replace(where, episode_id="", state=None), now)
 
-    async def _require_agent(self, tenant_id: str, agent_id: str) -> None:
-        """NOT_FOUND for an unknown agent; agents are never deleted, so a known one is
-        remembered (a bounded set, cleared when full)."""
-        if (tenant_id, agent_id) in self.known_agents:
-            return
-        await self.agents.get_agent(tenant_id, agent_id)
-        if len(self.known_agents) > 100_000:
-            self.known_agents.clear()
-        self.known_agents.add((tenant_id, agent_id))
-
     async def _touch(self, tenant_id: str, memories: Sequence[Memory], now: datetime) -> None:
         due = [
             m.memory_id
             for m in memories
-            if m.last_recalled_at is None or now - m.last_recalled_at >= TOUCH_EVERY
+            if m.last_recalled_at is None or now - m.last_recalled_at >= RECALL_MARK_EVERY
         ]
         if not due:
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from episodic.domain.access import require_visible
 from episodic.domain.memories import MemoryKind, Placement
@@ -62,7 +62,7 @@ SEARCH_MEMORY: JsonObject = {
         },
     },
 }
-TOOLS = (ADD_MEMORY, SEARCH_MEMORY)
+TOOLS = {"add_memory": ADD_MEMORY, "search_memory": SEARCH_MEMORY}  # by the function name the model calls
 
 
 @dataclass(kw_only=True)
@@ -154,6 +154,4 @@ def _time(value: JsonValue) -> datetime | None:
         parsed = datetime.fromisoformat(str(value))
     except ValueError:
         raise InvalidArgument.of("arguments.event_time", "must be an ISO 8601 date or time") from None
-    from datetime import UTC  # noqa: PLC0415
-
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

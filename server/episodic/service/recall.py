@@ -27,6 +27,7 @@ from episodic.domain.recall import (
 )
 from episodic.domain.validation import Limits, Violations, check_id, check_text
 from episodic.domain.when import period_in
+from episodic.service.known_agents import require_existing_agent
 from episodic.service.passages import Passages
 from episodic.telemetry.tracing import (
     EPISODIC_SEARCH_MODE,
@@ -96,7 +97,7 @@ class RecallService:
         mode, top_k = self._check(request)
         require_agent(caller, request.agent_id)
         with self.tracing.span(SEARCH_MEMORY, self._span_attributes(request, mode)) as span:
-            await self._require_agent(caller.tenant_id, request.agent_id)
+            await require_existing_agent(self.agents, self.known_agents, caller.tenant_id, request.agent_id)
             scope = Scope(caller.tenant_id, request.agent_id, request.user_id)
             found = (
                 self._recent(scope, request, top_k)
@@ -118,17 +119,6 @@ class RecallService:
         if self.tracing.capture_content and r.query:
             attributes[GEN_AI_MEMORY_QUERY_TEXT] = r.query
         return attributes
-
-    async def _require_agent(self, tenant_id: str, agent_id: str) -> None:
-        """NOT_FOUND for an unknown agent. Agents are never deleted, so a positive answer
-        is remembered (a bounded set; cleared when it grows too large)."""
-        key = (tenant_id, agent_id)
-        if key in self.known_agents:
-            return
-        await self.agents.get_agent(tenant_id, agent_id)
-        if len(self.known_agents) > 100_000:
-            self.known_agents.clear()
-        self.known_agents.add(key)
 
     def _check(self, r: SearchRequest) -> tuple[SearchMode, int]:
         v = Violations()

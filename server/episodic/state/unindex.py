@@ -1,5 +1,5 @@
-"""Taking episodes' vectors out of the in-memory index (digest replaced, erasure,
-retention): an episode's vectors are keyed "<episode>#<chunk>" within its scope."""
+"""Taking vectors out of an in-memory index: an episode's (digest replaced, erasure,
+retention) are keyed "<episode>#<chunk>" within its scope; a memory's by its id."""
 
 from __future__ import annotations
 
@@ -17,6 +17,19 @@ def unindex_episodes(index: VectorIndex, episodes: Iterable[tuple[Scope, str]]) 
     removed = 0
     for scope, ids in by_scope.items():
         keys = [k for k in index.keys(scope) if episode_of(k) in ids]
+        index.remove(scope, keys)
+        removed += len(keys)
+    return removed
+
+
+def unindex_memories(index: VectorIndex, memories: Iterable[tuple[Scope, str]]) -> int:
+    """Removes these (scope, memory id) vectors that the index holds; returns how many."""
+    by_scope: dict[Scope, set[str]] = {}
+    for scope, memory_id in memories:
+        by_scope.setdefault(scope, set()).add(memory_id)
+    removed = 0
+    for scope, ids in by_scope.items():
+        keys = [k for k in ids if k in index.keys(scope)]
         index.remove(scope, keys)
         removed += len(keys)
     return removed

@@ -26,8 +26,8 @@ from episodic.domain.changes import (
     MemoryVectors,
 )
 from episodic.domain.ports import VectorIndex
-from episodic.domain.recall import IndexedVector, Scope
-from episodic.state.unindex import unindex_episodes
+from episodic.domain.recall import IndexedVector
+from episodic.state.unindex import unindex_episodes, unindex_memories
 
 T = TypeVar("T")
 
@@ -95,7 +95,7 @@ class Visibility:
             return 0
         if isinstance(change, MemoriesRemoved):
             assert self._memory_index is not None
-            return _unindex_memories(self._memory_index, change.memories)
+            return unindex_memories(self._memory_index, change.memories)
         if isinstance(change, EpisodeVectors):
             unindex_episodes(self._index, [(change.scope, change.episode_id)])  # a re-embedding's old ones
             self._index.add(change.scope, change.keys, change.vectors)
@@ -103,16 +103,3 @@ class Visibility:
         if isinstance(change, EpisodesRemoved):
             return unindex_episodes(self._index, change.episodes)
         return 0
-
-
-def _unindex_memories(index: VectorIndex, memories: Sequence[tuple[Scope, str]]) -> int:
-    by_scope: dict[Scope, list[str]] = {}
-    for scope, memory_id in memories:
-        by_scope.setdefault(scope, []).append(memory_id)
-    removed = 0
-    for scope, ids in by_scope.items():
-        present = index.keys(scope)
-        gone = [key for key in ids if key in present]
-        index.remove(scope, gone)
-        removed += len(gone)
-    return removed

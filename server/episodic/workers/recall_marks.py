@@ -9,13 +9,13 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
+from episodic.domain.memories import RECALL_MARK_EVERY
 from episodic.domain.ports import MemoryStore
 from episodic.workers.loops import cancel_and_wait, every
 
 log = logging.getLogger(__name__)
-MARK_EVERY = timedelta(minutes=1)  # a memory's last_recalled_at is written at most this often
 MAX_NOTED = 100_000  # beyond this, marks wait for the next flush rather than grow RAM
 
 
@@ -31,7 +31,7 @@ class RecallMarks:
         for memory_id in memory_ids:
             key = (tenant_id, memory_id)
             last = self._written.get(key)
-            if (last is None or at - last >= MARK_EVERY) and len(self._noted) < MAX_NOTED:
+            if (last is None or at - last >= RECALL_MARK_EVERY) and len(self._noted) < MAX_NOTED:
                 self._noted[key] = at
 
     def start(self) -> None:
@@ -54,6 +54,6 @@ class RecallMarks:
         for tenant_id, ids in by_tenant.items():
             await self.store.touch(tenant_id, ids, max(noted[(tenant_id, i)] for i in ids))
         newest = max(noted.values())
-        kept = {k: at for k, at in self._written.items() if newest - at < MARK_EVERY}
+        kept = {k: at for k, at in self._written.items() if newest - at < RECALL_MARK_EVERY}
         self._written = kept | noted
         return len(noted)
