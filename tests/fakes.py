@@ -24,6 +24,15 @@ from typing import ParamSpec, TypeVar
 from episodic.domain import episodes as episode_rules
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.digests import pending_digest
+from episodic.domain.drafts import (
+    DraftLimits,
+    DraftRow,
+    Push,
+    Pushed,
+    episode_closed_error,
+    finalized_error,
+    plan_push,
+)
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import Audit, Erased
 from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
@@ -58,6 +67,7 @@ from episodic.domain.recall import (
 )
 from episodic.domain.reducers import TailReach
 from episodic.domain.retention import SoftDeleted
+from episodic.domain.watch import DraftChange, LiveRead
 from episodic.domain.working_set import WorkingSet
 from episodic.errors import AlreadyExists, InvalidArgument, NotFound
 from episodic.store.lexical import terms
@@ -713,20 +723,25 @@ class FakeEraser:
         erased = [(self._t.episodes[key].agent_id, key[1]) for key in mine]
         for key in mine:
             self._t.drop_episode(key)
-        memories = self._erase_memories(tenant_id, user_id, agent_id)
+        memories, memory_vectors = self._erase_memories(tenant_id, user_id, agent_id)
         counts["memories"] = len(memories)
         self._t.erasures.append((tenant_id, audit, counts))
-        return Erased(counts, erased, memories)
+        return Erased(counts, erased, memories, memory_vectors)
 
-    def _erase_memories(self, tenant_id: str, user_id: str, agent_id: str) -> list[tuple[Scope, str]]:
+    def _erase_memories(
+        self, tenant_id: str, user_id: str, agent_id: str
+    ) -> tuple[list[tuple[Scope, str]], int]:
         mine = [
-            (m.scope, m.memory_id)
-            for m in (stored.memory for stored in self._t.memories.values())
-            if m.tenant_id == tenant_id and m.user_id == user_id and (not agent_id or m.agent_id == agent_id)
+            stored
+            for stored in self._t.memories.values()
+            if (m := stored.memory).tenant_id == tenant_id
+            and m.user_id == user_id
+            and (not agent_id or m.agent_id == agent_id)
         ]
-        for scope, memory_id in mine:
-            del self._t.memories[(scope.tenant_id, memory_id)]
-        return mine
+        for stored in mine:
+            del self._t.memories[(stored.memory.tenant_id, stored.memory.memory_id)]
+        indexed = sum(1 for s in mine if s.vector is not None and s.memory.state is MemoryState.PROMOTED)
+        return [(s.memory.scope, s.memory.memory_id) for s in mine], indexed
 
     async def scrub(self) -> bool:
         return self.scrubbed
@@ -1067,3 +1082,94 @@ class FakeSessionDataStore:
         if stored is None or (stored.expires_at is not None and stored.expires_at <= self._clock()):
             return SessionData(tenant_id, episode_id)
         return stored
+
+
+class FakeLeadership:
+    """Leadership decided by the test: `leading` lists the jobs this replica leads (None:
+    every job, as on SQLite). Each question is recorded."""
+
+    def __init__(self, leading: set[str] | None = None) -> None:
+        self.leading = leading
+        self.asked: list[str] = []
+
+    async def holds(self, job: str) -> bool:
+        self.asked.append(job)
+        return self.leading is None or job in self.leading
+
+
+@dataclass
+class StoredDraft:
+    text: str
+    updated_at: datetime
+
+
+class FakeDraftStore:
+    """The `DraftStore` port: pushes planned by the domain's `plan_push`; drafts kept here,
+    per episode. `reads` counts read_live calls (one per reader wake, whatever the number
+    of watchers)."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+        self.drafts: dict[EpisodeKey, dict[str, StoredDraft]] = {}
+        self.reads = 0
+
+    async def push(
+        self, tenant_id: str, episode_id: str, push: Push, now: datetime, limits: DraftLimits
+    ) -> Pushed:
+        episode = self._t.visible(tenant_id, episode_id)
+        if episode.state is not EpisodeState.OPEN:
+            raise episode_closed_error(episode_id)
+        done = await self.finalized(tenant_id, episode_id, push.draft_id)
+        if done is not None:
+            raise finalized_error(push.draft_id, done.seq)
+        held = self.drafts.setdefault((tenant_id, episode_id), {})
+        rows = [DraftRow(d, len(h.text), len(h.text.encode()), h.updated_at) for d, h in held.items()]
+        current = held.get(push.draft_id)
+        stored = current.text[push.offset : push.offset + len(push.text)] if current else ""
+        plan = plan_push(rows, push, stored, now, limits)
+        if plan.replaces is not None:
+            del held[plan.replaces]
+        if plan.writes:
+            held[push.draft_id] = StoredDraft((current.text if current else "") + plan.tail, now)
+        return Pushed(plan.length, plan.writes)
+
+    async def text_of(self, tenant_id: str, episode_id: str, draft_id: str) -> str | None:
+        held = self.drafts.get((tenant_id, episode_id), {}).get(draft_id)
+        return None if held is None else held.text
+
+    async def finalized(self, tenant_id: str, episode_id: str, draft_id: str) -> Message | None:
+        log = self._t.messages.get((tenant_id, episode_id), [])
+        return next((m for m in log if m.client_message_id == draft_id), None)
+
+    async def remove(self, tenant_id: str, episode_id: str, draft_id: str) -> None:
+        self.drafts.get((tenant_id, episode_id), {}).pop(draft_id, None)
+
+    async def discard_all(self, tenant_id: str, episode_id: str) -> None:
+        self.drafts.pop((tenant_id, episode_id), None)
+
+    async def read_live(
+        self, tenant_id: str, episode_id: str, after_seq: int, known: dict[str, int], limit: int
+    ) -> LiveRead:
+        self.reads += 1
+        key = (tenant_id, episode_id)
+        episode = self._t.visible(tenant_id, episode_id)
+        digest = self._t.digests.get(key)
+        episode = episode if digest is None else dataclasses.replace(episode, digest=digest)
+        drafts: dict[str, DraftChange] = {}
+        if episode.state is EpisodeState.OPEN:
+            drafts = {d: _draft_change(h.text, known.get(d)) for d, h in self.drafts.get(key, {}).items()}
+        newer = [m for m in self._t.messages.get(key, []) if m.seq > after_seq]
+        return LiveRead(episode, drafts, newer[:limit], complete=len(newer) <= limit)
+
+    async def messages_after(
+        self, tenant_id: str, episode_id: str, after_seq: int, through_seq: int, limit: int
+    ) -> list[Message]:
+        log = self._t.messages.get((tenant_id, episode_id), [])
+        return [m for m in log if after_seq < m.seq <= through_seq][:limit]
+
+
+def _draft_change(text: str, known: int | None) -> DraftChange:
+    if known == len(text):
+        return DraftChange(len(text))
+    start = known if known is not None and known < len(text) else 0
+    return DraftChange(len(text), start, text[start:])

@@ -6,6 +6,7 @@ door for running the product in-process (tests, the lab)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -36,23 +37,33 @@ from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
+from episodic.service.watch import LiveEpisodes, WatchService
 from episodic.state.fixed_facts import FixedFactsCache
+from episodic.state.health import Health
+from episodic.state.index_cache import IndexCache, ResidentScopes, WholeIndex
 from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
 from episodic.state.spoken_cache import SpokenCache
 from episodic.state.visibility import Visibility
+from episodic.state.watch_hub import WatchHub
 from episodic.state.working_set import WorkingSetCache
 from episodic.store.agents import SqlAgentStore
+from episodic.store.cluster_clock import DatabaseClock
 from episodic.store.context import SqlContextStore
 from episodic.store.database import Database, open_database
 from episodic.store.digests import SqlDigestStore
+from episodic.store.drafts import SqlDraftStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.erasure import SqlEraser
 from episodic.store.faults import sqlite_path_problem, startup_failure
+from episodic.store.feed import SqlChangeFeed
+from episodic.store.leadership import PgLeadership
 from episodic.store.memories import SqlMemoryStore
 from episodic.store.migrate import current_revision, head_revision, is_new_sqlite, upgrade_to_head
 from episodic.store.retention import SqlRetention
 from episodic.store.session_data import SqlSessionDataStore
+from episodic.store.signals import LocalSignals, PgSignals
+from episodic.store.vector_sources import SqlDigestVectors, SqlMemoryVectors
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize import make_summarizer
 from episodic.summarize.extractive import ExtractiveSummarizer
@@ -65,6 +76,8 @@ from episodic.telemetry.tracing import Tracing
 from episodic.tokens import TiktokenCounter, verify_assets
 from episodic.workers.compactor import BackgroundCompactor
 from episodic.workers.digester import Digester
+from episodic.workers.feed import FeedPruner, FeedTail
+from episodic.workers.loops import SoleReplica
 from episodic.workers.reaper import IdleReaper
 from episodic.workers.recall_marks import RecallMarks
 from episodic.workers.retention import RetentionJob
@@ -88,6 +101,10 @@ class Adapters:
     sessions: SqlSessionDataStore
     memory_index: VectorIndex  # promoted memories, per scope, keyed by memory id
     extractor: MemoryExtractor
+    leadership: PgLeadership | SoleReplica  # who runs the once-per-cluster jobs
+    signals: PgSignals | LocalSignals  # wake-ups between replicas (LISTEN/NOTIFY)
+    feed: SqlChangeFeed  # what this replica commits, for the others
+    drafts: SqlDraftStore  # assistant replies in progress, and what watchers read
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +112,16 @@ class State:
     """What the process holds in RAM, kept in step with SQL by `visibility`, its one owner."""
 
     visibility: Visibility
+    index: IndexCache  # episodes' digests, per scope, loaded from SQL on first use
+    memory_index: IndexCache  # promoted memories, likewise
+    health: Health  # SERVING while the database answers and the feed is readable
+    tail: FeedTail  # what other replicas commit, applied through `visibility`
     working_sets: WorkingSetCache
     versions: ScopeVersions
     fixed_facts: FixedFactsCache
     spoken: SpokenCache
     pii: PiiGuard
+    watch: WatchHub  # live watchers of episodes and their readers
 
 
 WORKER_STOP_SECONDS = 10.0
@@ -112,15 +134,18 @@ class Workers:
     retention: RetentionJob
     compactor: BackgroundCompactor | None
     marks: RecallMarks
+    pruner: FeedPruner
 
     def start(self) -> None:
         self.digester.start()
         self.reaper.start()
         self.retention.start()
         self.marks.start()
+        self.pruner.start()
 
     async def stop(self) -> None:
         """Each loop is cancelled and awaited for a bounded time (see `within`)."""
+        await within(WORKER_STOP_SECONDS, self.pruner.stop(), "stop feed pruner")
         await within(WORKER_STOP_SECONDS, self.retention.stop(), "stop retention")
         if self.compactor is not None:
             await within(WORKER_STOP_SECONDS, self.compactor.stop(), "stop compactor")
@@ -245,6 +270,7 @@ def build_adapters(
         embedder, summarizer = build_embedder(settings), build_summarizer(settings)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    signals = LocalSignals() if database.is_sqlite else PgSignals(database.url)
     return Adapters(
         database=database,
         writer=writer,
@@ -262,23 +288,65 @@ def build_adapters(
         sessions=SqlSessionDataStore(database, writer, utc_now),
         memory_index=FaissVectorIndex(embedder.dimension),
         extractor=build_extractor(settings),
+        leadership=SoleReplica() if database.is_sqlite else PgLeadership(database.url),
+        signals=signals,
+        feed=SqlChangeFeed(database, writer, origin=uuid.uuid4().hex, signals=signals),
+        drafts=SqlDraftStore(database, writer),
     )
 
 
-def build_state(settings: Settings, adapters: Adapters) -> State:
+# Of the index cache's bytes, memories get this share (they are fewer and shorter-lived).
+MEMORY_CACHE_SHARE = 0.25
+
+
+def build_indexes(
+    settings: Settings, adapters: Adapters, lock: asyncio.Lock, whole: bool
+) -> tuple[IndexCache, IndexCache]:
+    """Per-scope caches of SQL (or, for tools holding a pre-built index, whole indexes)."""
+    if whole:
+        return WholeIndex(adapters.index), WholeIndex(adapters.memory_index)
+    model, dim = indexed_with(adapters.embedder.model_id), adapters.embedder.dimension
+    memory_bytes = max(1, int(settings.index_cache_bytes * MEMORY_CACHE_SHARE))
+    episodes = ResidentScopes(
+        adapters.index, SqlDigestVectors(adapters.database, model), dimension=dim,
+        max_bytes=max(1, settings.index_cache_bytes - memory_bytes), lock=lock,
+    )  # fmt: skip
+    memories = ResidentScopes(
+        adapters.memory_index, SqlMemoryVectors(adapters.database, model), dimension=dim,
+        max_bytes=memory_bytes, lock=lock,
+    )  # fmt: skip
+    return episodes, memories
+
+
+def build_state(settings: Settings, adapters: Adapters, *, whole_index: bool = False) -> State:
     """Every cache derived from SQL watches the change owner, so a change announced there
     reaches all of them."""
     default, tenants = settings.pii_policies()
+    lock = asyncio.Lock()  # the owner's, shared with the index caches' last load try
+    index, memory_index = build_indexes(settings, adapters, lock, whole_index)
+    health = Health()
+    adapters.database.health.listen(health.part("database"))
+    visibility = Visibility(index=index, memory_index=memory_index, feed=adapters.feed, lock=lock)
+    tail = FeedTail(
+        feed=adapters.feed, owner=visibility, signals=adapters.signals, healthy=health.part("feed"),
+        poll_seconds=settings.feed_poll_seconds,
+    )  # fmt: skip
     state = State(
-        visibility=Visibility(index=adapters.index, memory_index=adapters.memory_index),
+        visibility=visibility,
+        tail=tail,
+        index=index,
+        memory_index=memory_index,
+        health=health,
         working_sets=WorkingSetCache(settings.working_set_max_bytes),
         versions=ScopeVersions(),
         fixed_facts=FixedFactsCache(),
         spoken=SpokenCache(),
         pii=PiiGuard(agents=adapters.agents, default=default, tenants=tenants),
+        watch=WatchHub(adapters.drafts, adapters.signals, settings.watch_limits),  # subscribes: before start
     )
     for watcher in (state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii):
         state.visibility.watch(watcher)
+    state.visibility.watch(state.watch)  # removed episodes end their watches at once
     return state
 
 
@@ -297,7 +365,7 @@ def build_memory_service(
 ) -> MemoryService:
     a = adapters
     return MemoryService(
-        store=a.memories, episodes=a.episodes, agents=a.agents, embedder=a.embedder, index=a.memory_index,
+        store=a.memories, episodes=a.episodes, agents=a.agents, embedder=a.embedder, index=state.memory_index,
         changes=state.visibility, pii=state.pii, extractor=a.extractor, limits=settings.limits,
         clock=utc_now, new_id=new_call_id, pool=None if settings.extractor == "openai" else pool,
     )  # fmt: skip
@@ -345,17 +413,17 @@ def build_services(
     a, limits = adapters, settings.limits
     queries = QueryVectors(a.embedder)
     memory_search = MemorySearch(
-        store=a.memories, agents=a.agents, embedder=a.embedder, index=a.memory_index, limits=limits,
+        store=a.memories, agents=a.agents, embedder=a.embedder, index=state.memory_index, limits=limits,
         clock=utc_now, marks=marks, queries=queries,
     )  # fmt: skip
     episodes = EpisodeService(
         episodes=a.episodes, agents=a.agents, tokens=a.tokens, limits=limits, clock=utc_now,
         new_id=new_episode_id, changes=state.visibility, digests=digester, pii=state.pii,
-        fixed_facts=state.fixed_facts, tracing=tracing,
+        fixed_facts=state.fixed_facts, tracing=tracing, live=LiveEpisodes(state.watch, a.drafts),
     )  # fmt: skip
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
-        digests=a.digests, agents=a.agents, embedder=a.embedder, index=a.index, limits=limits,
+        digests=a.digests, agents=a.agents, embedder=a.embedder, index=state.index, limits=limits,
         clock=utc_now, passages=passages, tracing=tracing, queries=queries,
     )  # fmt: skip
     context = ContextService(
@@ -378,13 +446,24 @@ def build_services(
             clock=utc_now,
             new_id=new_call_id,
         ),
-        index_checker=IndexChecker(store=a.digests, index=a.index, model=indexed_with(a.embedder.model_id)),
+        index_checker=IndexChecker(
+            store=a.digests, index=state.index, model=indexed_with(a.embedder.model_id)
+        ),
         memories=memories,
         memory_search=memory_search,
         sessions=SessionDataService(
             store=a.sessions, episodes=a.episodes, pii=state.pii, limits=limits, clock=utc_now
         ),
         memory_tools=MemoryTools(memories=memories, search=memory_search, episodes=a.episodes),
+        watch=WatchService(
+            episodes=episodes,
+            drafts=a.drafts,
+            hub=state.watch,
+            limits=limits,
+            watch_limits=settings.watch_limits,
+            draft_limits=settings.draft_limits,
+            clock=utc_now,
+        ),
     )
 
 
@@ -403,6 +482,8 @@ def build_workers(
         clock=utc_now,
         on_closed=digester.wake,
         interval_seconds=settings.idle_sweep_seconds,
+        leadership=adapters.leadership,
+        cluster_now=DatabaseClock(adapters.database, utc_now).now,
     )
     retention = RetentionJob(
         store=SqlRetention(adapters.database, adapters.writer, settings.retention_caps()),
@@ -411,8 +492,14 @@ def build_workers(
         grace=timedelta(days=settings.retention_grace_days),
         interval_seconds=settings.retention_sweep_seconds,
         expire_memories=services.memories.remove_expired,
+        leadership=adapters.leadership,
     )
-    return Workers(digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks)
+    pruner = FeedPruner(
+        feed=adapters.feed, retention_seconds=settings.feed_retention_seconds, leadership=adapters.leadership
+    )
+    return Workers(
+        digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks, pruner=pruner
+    )
 
 
 def load_tracing(settings: Settings) -> Tracing:
@@ -472,12 +559,15 @@ async def open_app(
 async def _wired(
     settings: Settings, database: Database, writer: GroupCommitWriter, tracing: Tracing, replace: Replacements
 ) -> AsyncIterator[tuple[Adapters, State, Services, Workers]]:
-    """Everything above the database, with the index loaded from SQL; the background workers
-    run beside the RPCs until the block ends."""
+    """Everything above the database; the change feed's tail and the background workers run
+    beside the RPCs until the block ends. Nothing is loaded into the indexes here: each
+    scope loads on first use."""
     adapters = build_adapters(settings, database, writer, replace.index)
-    state = build_state(settings, adapters)
-    if replace.index is None and replace.load_index:
-        await load_index(adapters, state)
+    state = build_state(settings, adapters, whole_index=replace.index is not None)
+    await note_stale_vectors(adapters)
+    state.tail.listen()
+    await adapters.signals.start()
+    await state.tail.start()
     pool = new_summary_pool()
     memories = build_memory_service(settings, adapters, state, pool)
     digester = build_digester(settings, adapters, state, pool, memories)
@@ -493,16 +583,16 @@ async def _wired(
     try:
         yield adapters, state, services, workers
     finally:
+        await within(WORKER_STOP_SECONDS, state.watch.close(), "end live watches")
         await workers.stop()
+        await within(WORKER_STOP_SECONDS, state.tail.stop(), "stop the change feed tail")
+        await within(WORKER_STOP_SECONDS, adapters.signals.stop(), "close the signal connection")
+        await within(WORKER_STOP_SECONDS, adapters.leadership.close(), "release leadership")
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-async def load_index(adapters: Adapters, state: State) -> None:
+async def note_stale_vectors(adapters: Adapters) -> None:
     model = indexed_with(adapters.embedder.model_id)
-    loaded = await state.visibility.load(adapters.digests.vectors(model))
-    log.info("vector index loaded from SQL", extra={"vectors": loaded, "model": model})
-    memories = await state.visibility.load(adapters.memories.vectors(model), memories=True)
-    log.info("memory index loaded from SQL", extra={"vectors": memories, "model": model})
     stale = await adapters.digests.count_stale(model)
     if stale:
         log.warning("model or index recipe changed: re-embedding in the background", extra={"digests": stale})
@@ -519,7 +609,7 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
         app.access_log,
         [server_interceptor(app.tracing)],  # outermost: calls refused inside are traced too
         app.tls,
-        app.database.health,
+        app.state.health,
     )
     await grpc_server.server.start()
     await grpc_server.set_serving(True)
@@ -527,6 +617,8 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
         yield grpc_server
     finally:
         await grpc_server.set_serving(False)
+        # watches never finish on their own: end them now (UNAVAILABLE: watch another replica)
+        await within(WORKER_STOP_SECONDS, app.state.watch.close(), "end live watches")
         grace = app.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
         # gRPC cancels what is still running after the grace; a handler that then does not
         # finish must not hold the process

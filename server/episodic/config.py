@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from episodic.domain.drafts import DraftLimits
 from episodic.domain.model import PiiPolicy
 from episodic.domain.validation import Limits
+from episodic.domain.watch import WatchLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,21 @@ OPTIONS: tuple[Option, ...] = (
         "RAM for the working sets of active conversations (latest summary + verbatim tail each); least recently used ones are evicted and rebuilt from SQL on their next turn.",
     ),
     Option(
+        "index_cache_bytes",
+        "EPISODIC_INDEX_CACHE_BYTES",
+        "RAM for vectors: each scope (tenant, agent, user) is loaded from SQL on its first search and the least recently used are dropped beyond this (three quarters for episodes' digests, one quarter for memories). Start-up loads nothing.",
+    ),
+    Option(
+        "feed_poll_seconds",
+        "EPISODIC_FEED_POLL_SECONDS",
+        "How often a replica reads the change feed when no notification woke it (PostgreSQL LISTEN/NOTIFY wakes it at once; the poll is the safety net for a lost notification).",
+    ),
+    Option(
+        "feed_retention_seconds",
+        "EPISODIC_FEED_RETENTION_SECONDS",
+        "How long change feed rows are kept; a replica cut off for longer reloads every scope on next use.",
+    ),
+    Option(
         "retention_grace_days",
         "EPISODIC_RETENTION_GRACE_DAYS",
         "How long a soft-deleted episode (past its agent's retention_days) waits before it is purged for good.",
@@ -190,6 +207,31 @@ OPTIONS: tuple[Option, ...] = (
         "Most RPCs in flight over all connections; more are refused at once with RESOURCE_EXHAUSTED. Caps the responses all clients that stop reading can hold together.",
     ),
     Option(
+        "max_watchers",
+        "EPISODIC_MAX_WATCHERS",
+        "Most WatchEpisode streams this server serves at once; more are refused with RESOURCE_EXHAUSTED. Each holds one of max_concurrent_rpcs' slots for as long as it lasts: keep it well below that.",
+    ),
+    Option(
+        "max_watchers_per_episode",
+        "EPISODIC_MAX_WATCHERS_PER_EPISODE",
+        "Most WatchEpisode streams of one episode on this server; more are refused with RESOURCE_EXHAUSTED.",
+    ),
+    Option(
+        "watch_buffer_events",
+        "EPISODIC_WATCH_BUFFER_EVENTS",
+        "Events one watcher may have waiting to be sent; a watcher further behind (or past watch_buffer_bytes) is cut with RESOURCE_EXHAUSTED and watches again from its last seq.",
+    ),
+    Option(
+        "watch_buffer_bytes",
+        "EPISODIC_WATCH_BUFFER_BYTES",
+        "About how many bytes of text one watcher may have waiting to be sent (see watch_buffer_events).",
+    ),
+    Option(
+        "max_drafts_per_episode",
+        "EPISODIC_MAX_DRAFTS_PER_EPISODE",
+        "Assistant replies in progress (PushAssistantDelta drafts) one episode may have; at the limit a new one replaces only a draft nobody pushed to for 10 minutes.",
+    ),
+    Option(
         "max_connection_age_seconds",
         "EPISODIC_MAX_CONNECTION_AGE_SECONDS",
         "After this long a connection is asked to reconnect (HTTP/2 GOAWAY; gRPC clients do so transparently).",
@@ -247,6 +289,9 @@ class Settings:
     db_pool_size: int = 8
     db_writers: int = 1
     working_set_max_bytes: int = 256 * 1024 * 1024
+    index_cache_bytes: int = 1024 * 1024 * 1024
+    feed_poll_seconds: float = 0.5
+    feed_retention_seconds: float = 600.0
     retention_grace_days: float = 7.0
     retention_sweep_seconds: float = 3600.0
     retention_tenant_days: str = ""
@@ -265,6 +310,11 @@ class Settings:
     idle_sweep_seconds: float = 30.0
     max_concurrent_streams: int = 1000
     max_concurrent_rpcs: int = 500
+    max_watchers: int = 250
+    max_watchers_per_episode: int = 100
+    watch_buffer_events: int = 1024
+    watch_buffer_bytes: int = 4 * 1024 * 1024
+    max_drafts_per_episode: int = 4
     max_connection_age_seconds: float = 600.0
     max_connection_age_grace_seconds: float = 60.0
     access_log: bool = True
@@ -279,6 +329,20 @@ class Settings:
             max_batch_messages=self.max_batch_messages,
             max_json_bytes=self.max_json_bytes,
         )
+
+    @property
+    def watch_limits(self) -> WatchLimits:
+        return WatchLimits(
+            per_episode=self.max_watchers_per_episode,
+            per_process=self.max_watchers,
+            buffer_events=self.watch_buffer_events,
+            buffer_bytes=self.watch_buffer_bytes,
+            replay=self.limits.max_page_size,
+        )
+
+    @property
+    def draft_limits(self) -> DraftLimits:
+        return DraftLimits(max_bytes=self.max_content_bytes, per_episode=self.max_drafts_per_episode)
 
     def retention_caps(self) -> dict[str, int]:
         """Tenant -> the most days its closed episodes may be kept."""
@@ -423,9 +487,18 @@ def _check(settings: Settings) -> None:
         "db_writers",
         "max_concurrent_streams",
         "max_concurrent_rpcs",
+        "index_cache_bytes",
+        "max_watchers",
+        "max_watchers_per_episode",
+        "watch_buffer_events",
+        "watch_buffer_bytes",
+        "max_drafts_per_episode",
     ):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name}: must be at least 1")
+    for name in ("feed_poll_seconds", "feed_retention_seconds"):
+        if not getattr(settings, name) >= 0.01:
+            raise ConfigError(f"{name}: must be at least 0.01")
     _check_connection_age(settings)
     _check_tls(settings)
 

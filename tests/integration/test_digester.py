@@ -7,13 +7,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import update
 
 from episodic.domain import digests as rules
 from episodic.domain.model import CloseReason, EpisodeState, NewMessage, Role
 from episodic.domain.recall import DigestState, Scope
 from episodic.embed import make_embedder
 from episodic.index import FaissVectorIndex
+from episodic.state.index_cache import WholeIndex
 from episodic.state.visibility import Visibility
+from episodic.store import schema
 from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.summarize import make_summarizer
@@ -55,7 +58,7 @@ def digester_for(
         store=SqlDigestStore(stack.database, stack.writer),
         summarizer=make_summarizer("extractive"),
         embedder=embedder,  # type: ignore[arg-type]
-        changes=Visibility(index=index if index is not None else FaissVectorIndex(256)),
+        changes=Visibility(index=WholeIndex(index if index is not None else FaissVectorIndex(256))),
         clock=lambda: now,
     )
 
@@ -77,6 +80,7 @@ async def test_a_failing_digest_is_retried_with_back_off_and_shows_failed(stack:
     embedder = FlakyEmbedder(failures=3, marker=marker)
     states = []
     for attempt in range(4):
+        await back_off_elapsed(stack, episode_id)
         digester = digester_for(stack, embedder, now + timedelta(minutes=15 * attempt))
         await digester.run_once()
         digest = await digester.store.get(stack.caller.tenant_id, episode_id)
@@ -90,6 +94,15 @@ async def test_a_failing_digest_is_retried_with_back_off_and_shows_failed(stack:
     ]
 
 
+async def back_off_elapsed(stack: Stack, episode_id: str) -> None:
+    """Makes the digest due: on PostgreSQL due times count on the database's clock (so
+    replicas' clocks cannot disagree about them), which a test cannot move forward."""
+    d = schema.digests
+    stmt = update(d).where(d.c.tenant_id == stack.caller.tenant_id, d.c.episode_id == episode_id)
+    past = stmt.values(next_attempt_at=datetime.now(UTC) - timedelta(seconds=1))
+    await stack.writer.run(lambda conn: conn.execute(past))
+
+
 async def test_pending_digests_survive_a_restart_and_the_index_is_rebuilt_from_sql(stack: Stack) -> None:
     episode_id, scope = await closed_episode(stack)
     now = datetime.now(UTC) + timedelta(seconds=1)
@@ -97,7 +110,7 @@ async def test_pending_digests_survive_a_restart_and_the_index_is_rebuilt_from_s
     first = digester_for(stack, make_embedder("hashing"), now, index)  # a "process" that digests, then dies
     assert await first.run_once() >= 1
     restarted = FaissVectorIndex(256)
-    loaded = await Visibility(index=restarted).load(first.store.vectors("hashing-256"))
+    loaded = await Visibility(index=WholeIndex(restarted)).load(first.store.vectors("hashing-256"))
     assert loaded >= 1 and restarted.keys(scope) == index.keys(scope)
     assert {k.rpartition("#")[0] for k in restarted.keys(scope)} == {episode_id}
 

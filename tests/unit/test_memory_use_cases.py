@@ -17,6 +17,7 @@ from episodic.domain.recall import Scope, SearchMode
 from episodic.errors import NotFound
 from episodic.service.context import ContextRequest
 from episodic.service.memory_search import MemoryQuery
+from episodic.state.index_cache import WholeIndex
 from episodic.state.visibility import Visibility
 from tests.fakes import FakeVectorIndex
 from tests.unit.use_cases import CALLER, TENANT, UseCases, use_cases
@@ -73,7 +74,7 @@ async def test_the_memory_index_is_rebuilt_from_storage_after_a_crash_between_sq
 ) -> None:
     made = await uc.memories.create(CALLER, CreateRequest([fact("Mary plays the cello")], "helper", "mary"))
     restarted = FakeVectorIndex()
-    await Visibility(index=FakeVectorIndex(), memory_index=restarted).load(
+    await Visibility(index=WholeIndex(FakeVectorIndex()), memory_index=WholeIndex(restarted)).load(
         uc.memory_store.vectors(uc.embedder.model_id), memories=True
     )
     assert restarted.keys(SCOPE) == {made[0].memory.memory_id}

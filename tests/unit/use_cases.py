@@ -29,6 +29,7 @@ from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
 from episodic.state.spoken_cache import SpokenCache
+from episodic.state.index_cache import WholeIndex
 from episodic.state.visibility import Visibility
 from episodic.state.working_set import WorkingSetCache
 from episodic.summarize.memories import ExtractiveMemoryExtractor
@@ -153,7 +154,8 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     eraser = FakeEraser(tables)
 
     memory_index, memory_store = FakeVectorIndex(), FakeMemoryStore(tables, embedder.model_id, clock)
-    visibility = Visibility(index=index, memory_index=memory_index)
+    cached, cached_memories = WholeIndex(index), WholeIndex(memory_index)
+    visibility = Visibility(index=cached, memory_index=cached_memories)
     working_sets = WorkingSetCache(s.working_set_max_bytes)
     versions = ScopeVersions()
     fixed_facts = FixedFactsCache()
@@ -163,13 +165,13 @@ def use_cases(settings: Settings | None = None) -> UseCases:
         visibility.watch(watcher)
 
     memories = MemoryService(
-        store=memory_store, episodes=episode_store, agents=agent_store, embedder=embedder, index=memory_index,
+        store=memory_store, episodes=episode_store, agents=agent_store, embedder=embedder, index=cached_memories,
         changes=visibility, pii=pii, extractor=ExtractiveMemoryExtractor(), limits=limits, clock=clock,
         new_id=CountingIds(), pool=pool,
     )  # fmt: skip
     queries = QueryVectors(embedder)
     memory_search = MemorySearch(
-        store=memory_store, agents=agent_store, embedder=embedder, index=memory_index, limits=limits,
+        store=memory_store, agents=agent_store, embedder=embedder, index=cached_memories, limits=limits,
         clock=clock, queries=queries,
     )  # fmt: skip
     sessions = FakeSessionDataStore(tables, clock)
@@ -184,7 +186,7 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     )  # fmt: skip
     passages = Passages(messages=context_store, cache=spoken_cache)
     recall = RecallService(
-        digests=digest_store, agents=agent_store, embedder=embedder, index=index, limits=limits,
+        digests=digest_store, agents=agent_store, embedder=embedder, index=cached, limits=limits,
         clock=clock, passages=passages, queries=queries,
     )  # fmt: skip
     context = ContextService(
@@ -202,7 +204,7 @@ def use_cases(settings: Settings | None = None) -> UseCases:
         agents=AgentService(store=agent_store, tokens=tokens, limits=limits, clock=clock, changes=visibility),
         recall=recall, context=context,
         erasure=EraseService(eraser=eraser, changes=visibility, clock=clock, new_id=CountingIds()),
-        index_checker=IndexChecker(store=digest_store, index=index, model=embedder.model_id),
+        index_checker=IndexChecker(store=digest_store, index=cached, model=embedder.model_id),
         retention=RetentionJob(
             store=FakeRetentionStore(tables, s.retention_caps), changes=visibility, clock=clock,
             grace=s.retention_grace, expire_memories=memories.remove_expired,

@@ -5,7 +5,7 @@ can arrive the same way (the change feed)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -63,7 +63,33 @@ class MemoriesRemoved:
     memories: Sequence[tuple[Scope, str]]
 
 
-Change = EpisodeVectors | EpisodesRemoved | ScopeChanged | AgentChanged | MemoryVectors | MemoriesRemoved
+@dataclass(frozen=True, slots=True)
+class UserErased:
+    """A user's erasure committed (the precise removals travel beside it). The change feed
+    writes this instead of them, so no feed row names the user after the erasure."""
+
+    tenant_id: str
+    user_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class CachesStale:
+    """Whatever this process holds of a tenant (None: of every tenant) may be stale: another
+    replica erased a user, or this replica's feed position was pruned before it read it."""
+
+    tenant_id: str | None
+
+
+Change = (
+    EpisodeVectors
+    | EpisodesRemoved
+    | ScopeChanged
+    | AgentChanged
+    | MemoryVectors
+    | MemoriesRemoved
+    | UserErased
+    | CachesStale
+)
 T = TypeVar("T")
 
 
@@ -82,6 +108,15 @@ def scopes_of(change: Change) -> list[Scope]:
     if isinstance(change, EpisodesRemoved):
         return list(dict.fromkeys(scope for scope, _ in change.episodes))
     return []
+
+
+def stale_keys(change: Change, held: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Which of a cache's (tenant, episode-or-agent) keys a change makes stale: the removed
+    episodes, or every key of a tenant whose caches went stale (an AgentChanged is left to
+    the one cache keyed by agent)."""
+    if isinstance(change, CachesStale):
+        return [key for key in held if change.tenant_id is None or key[0] == change.tenant_id]
+    return episodes_of(change)
 
 
 def episodes_of(change: Change) -> list[tuple[str, str]]:

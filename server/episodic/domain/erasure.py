@@ -36,6 +36,12 @@ class Erased:
     counts: dict[str, int]
     episodes: list[tuple[str, str]] = field(default_factory=list)
     memories: list[tuple[Scope, str]] = field(default_factory=list)
+    memory_vectors: int = 0  # of those memories, how many were in the memory index
+
+    @property
+    def vectors(self) -> int:
+        """Vectors the erasure took out of every replica's indexes (their source in SQL)."""
+        return self.counts.get("digest_vectors", 0) + self.memory_vectors
 
 
 @dataclass(frozen=True, slots=True)

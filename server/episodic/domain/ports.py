@@ -4,12 +4,14 @@ fakes for tests live in tests/fakes.py."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from episodic.domain.changes import Change, Committed
 from episodic.domain.context import ModelCall, ModelReply, Summary
+from episodic.domain.drafts import DraftLimits, Push, Pushed
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import Audit, Erased
 from episodic.domain.log import PreparedMessage
@@ -17,6 +19,7 @@ from episodic.domain.memories import ExtractedMemory, Memory, MemoryKind, Memory
 from episodic.domain.model import Agent, CloseReason, Episode, EpisodeState, Message
 from episodic.domain.recall import Digest, DigestText, Hit, IndexedVector, Scope, Vector
 from episodic.domain.retention import SoftDeleted
+from episodic.domain.watch import LiveRead
 
 if TYPE_CHECKING:  # the working set module imports this one
     from episodic.domain.working_set import WorkingSet
@@ -87,6 +90,87 @@ class VectorIndex(Protocol):
     def keys(self, scope: Scope) -> set[str]: ...
 
     def scopes(self) -> list[Scope]: ...
+
+
+class ScopeVectorSource(Protocol):
+    """SQL's vectors of one index (digests' or memories'), of the current embedding model:
+    what a scope's cache is loaded and refreshed from."""
+
+    async def scope_vectors(self, scope: Scope) -> tuple[list[str], list[Vector]]:
+        """(keys, vectors) of the whole scope."""
+        ...
+
+    async def item_vectors(self, scope: Scope, items: Sequence[str]) -> tuple[list[str], list[Vector]]:
+        """(keys, vectors) of some episodes (digests: every chunk) or memories of the scope."""
+        ...
+
+
+class ScopeIndex(Protocol):
+    """A `VectorIndex` whose scopes are loaded from SQL on first use (state/index_cache.py)."""
+
+    async def ensure(self, scope: Scope) -> None:
+        """Makes the scope searchable; call before `search`."""
+        ...
+
+    def search(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]: ...
+
+    async def nearest(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
+        """`ensure` + `search` off the event loop."""
+        ...
+
+    def keys(self, scope: Scope) -> set[str]: ...
+
+    def resident(self) -> list[Scope]:
+        """The scopes held now."""
+        ...
+
+
+class ChangeRecording(Protocol):
+    """One write's changes, as its transaction computed and recorded them."""
+
+    ran: bool  # False when the write ran no recorded operation (fakes, tools)
+    result: object
+    changes: list[Change]
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEntry:
+    """One row of the change feed: `change` None means this release cannot read it
+    (`refused` says why)."""
+
+    seq: int
+    origin: str
+    change: Change | None
+    refused: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPage:
+    pruned_through: int  # every row up to here is gone
+    entries: list[FeedEntry]
+
+
+class ChangeLog(Protocol):
+    """The change feed as the tail and the pruner read it."""
+
+    origin: str  # this process: what it wrote, it has applied already
+
+    async def head(self) -> int: ...
+
+    async def after(self, seq: int, limit: int) -> FeedPage: ...
+
+    async def prune(self, through: int) -> int: ...
+
+
+class ChangeFeed(Protocol):
+    """Where committed changes are written for the other replicas (store/feed.py)."""
+
+    def recording(
+        self, changes_of: Callable[[Any], Iterable[Change]]
+    ) -> AbstractContextManager[ChangeRecording]:
+        """Within the block, the one write operation also records `changes_of(its result)`
+        in its own transaction."""
+        ...
 
 
 class TokenCounter(Protocol):
@@ -222,18 +306,28 @@ class ContextStore(SpokenMessages, Protocol):
 
 
 class ChangeOwner(Protocol):
-    """The one owner of what recall and BuildContext can see (the vector index and every
-    cache derived from SQL): every write that changes it announces the change here."""
+    """The one owner of what recall and BuildContext can see (the vector indexes and every
+    cache derived from SQL): every write that changes it commits through here, and what
+    other replicas committed arrives here from the change feed."""
 
     async def commit(
-        self, write: Callable[[], Awaitable[T]], changes: Callable[[T], Iterable[Change]]
+        self,
+        write: Callable[[], Awaitable[T]],
+        changes: Callable[[T], Iterable[Change]],
+        *,
+        exclusive: bool = True,
     ) -> Committed[T]:
-        """Runs an SQL write that touches the index, then applies its changes, atomically
-        with respect to every other index writer."""
+        """Runs an SQL write that records `changes(result)` in the change feed in its own
+        transaction, then applies them here; `exclusive`: atomically with respect to every
+        other index writer (writes that touch an index)."""
         ...
 
-    def apply(self, change: Change) -> int:
-        """A change already committed (here, or by another replica); returns vectors removed."""
+    async def apply_foreign(self, changes: Sequence[Change]) -> None:
+        """Changes other replicas committed, in feed order."""
+        ...
+
+    def resync(self) -> None:
+        """Everything held may be stale: reload on next use."""
         ...
 
 
@@ -372,4 +466,66 @@ class SessionDataStore(Protocol):
     ) -> SessionData:
         """Reads the row for update, applies `change` (which may raise), writes the result,
         in one transaction."""
+        ...
+
+
+class Signals(Protocol):
+    """Wake-ups between replicas (PostgreSQL LISTEN/NOTIFY; in-process on SQLite): a hint
+    that something changed, never the change itself, so a lost one costs latency, never
+    correctness (whoever listens also polls)."""
+
+    def subscribe(self, channel: str, callback: Callable[[str], None]) -> None:
+        """`callback(payload)` runs on the event loop for every notification on `channel`,
+        this process's own included."""
+        ...
+
+    def notify(self, channel: str, payload: str) -> None:
+        """Fire and forget, after the change committed; payload at most 7,000 bytes and
+        never user content."""
+        ...
+
+
+class Leadership(Protocol):
+    """Who runs a once-per-cluster job (idle reaper, retention, feed pruning): one replica
+    at a time, taken over by another when it dies. Decided by the database, never by wall
+    clocks, so replicas whose clocks disagree cannot both lead."""
+
+    async def holds(self, job: str) -> bool:
+        """True when this replica holds (or has just taken) the cluster-wide lock for `job`;
+        False while another replica holds it or the database is out of reach."""
+        ...
+
+
+class DraftStore(Protocol):
+    """Assistant replies in progress (drafts: never the log), and the reads that watch an
+    episode live. Offsets and lengths count Unicode code points."""
+
+    async def push(
+        self, tenant_id: str, episode_id: str, push: Push, now: datetime, limits: DraftLimits
+    ) -> Pushed:
+        """Plans the push (domain/drafts.py) under the episode's lock and writes it. NotFound
+        for a missing episode; FailedPrecondition when it is closed or the draft finalized."""
+        ...
+
+    async def text_of(self, tenant_id: str, episode_id: str, draft_id: str) -> str | None: ...
+
+    async def finalized(self, tenant_id: str, episode_id: str, draft_id: str) -> Message | None:
+        """The message of the log whose client_message_id is the draft id, if any."""
+        ...
+
+    async def remove(self, tenant_id: str, episode_id: str, draft_id: str) -> None: ...
+
+    async def discard_all(self, tenant_id: str, episode_id: str) -> None: ...
+
+    async def read_live(
+        self, tenant_id: str, episode_id: str, after_seq: int, known: dict[str, int], limit: int
+    ) -> LiveRead:
+        """One read, in LiveRead's order; a draft's text only from the length in `known`
+        (all of it when unknown or shorter). NotFound once the episode is gone."""
+        ...
+
+    async def messages_after(
+        self, tenant_id: str, episode_id: str, after_seq: int, through_seq: int, limit: int
+    ) -> list[Message]:
+        """Oldest first: the replay of a joining watcher, a page at a time."""
         ...

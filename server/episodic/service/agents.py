@@ -40,9 +40,12 @@ class AgentService:
         def change(agent: Agent) -> Agent:
             return update_agent(agent, draft, mask, self.tokens, self.limits, now)
 
-        updated = await self.store.update_agent(caller.tenant_id, draft.agent_id, change)
-        self.changes.apply(AgentChanged(caller.tenant_id, draft.agent_id))
-        return updated
+        committed = await self.changes.commit(
+            lambda: self.store.update_agent(caller.tenant_id, draft.agent_id, change),
+            lambda _: [AgentChanged(caller.tenant_id, draft.agent_id)],
+            exclusive=False,
+        )
+        return committed.result
 
     async def list_agents(self, caller: Caller, page_size: int, page_token: str) -> Page[Agent]:
         v = Violations()

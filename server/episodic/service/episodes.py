@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from episodic.domain.access import may_use, require_agent, require_visible
 from episodic.domain.changes import ScopeChanged
@@ -73,6 +74,24 @@ class NoDigests:
         return None
 
 
+class LiveLog(Protocol):
+    """Who watches episodes live (service/watch.py), told after each commit."""
+
+    def appended(self, tenant_id: str, episode_id: str) -> None: ...
+
+    async def closed(self, tenant_id: str, episode_id: str) -> None: ...
+
+
+class NoWatchers:
+    """No live watching attached (tools that only need the log)."""
+
+    def appended(self, tenant_id: str, episode_id: str) -> None:
+        return None
+
+    async def closed(self, tenant_id: str, episode_id: str) -> None:
+        return None
+
+
 @dataclass(slots=True, kw_only=True)
 class EpisodeService:
     episodes: EpisodeStore
@@ -86,6 +105,7 @@ class EpisodeService:
     pii: PiiGuard
     fixed_facts: FixedFactsCache  # registered with the change owner, which drops removed episodes
     tracing: Tracing = field(default_factory=no_tracing)
+    live: LiveLog = field(default_factory=NoWatchers)
 
     async def open_episode(
         self,
@@ -174,9 +194,14 @@ class EpisodeService:
     ) -> Episode:
         """Closes without request checks: the entry point for server-side closers too."""
         when = ended or self.clock()
-        closed = await self.episodes.close_episode(tenant_id, episode_id, reason, note, when)
-        self.changes.apply(ScopeChanged(Scope(tenant_id, closed.agent_id, closed.user_id)))
+        committed = await self.changes.commit(
+            lambda: self.episodes.close_episode(tenant_id, episode_id, reason, note, when),
+            lambda closed: [ScopeChanged(Scope(tenant_id, closed.agent_id, closed.user_id))],
+            exclusive=False,  # touches no index: closes need not wait for one another
+        )
+        closed = committed.result
         self.digests.wake()
+        await self.live.closed(tenant_id, episode_id)
         return closed
 
     async def get_episode(self, caller: Caller, episode_id: str) -> Episode:
@@ -229,6 +254,8 @@ class EpisodeService:
                 for i, m in enumerate(messages)
             ]
             stored = await self.episodes.append(caller.tenant_id, episode_id, prepared)
+            if not all(replayed for _, replayed in stored):
+                self.live.appended(caller.tenant_id, episode_id)
             if len(stored) == 1:
                 span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored[0][0].seq}")
             return stored

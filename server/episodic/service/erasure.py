@@ -2,9 +2,9 @@
 
 The rows are deleted and the vectors removed as one change through the change owner, which
 orders it with every other index writer: a digest finishing during an erasure can neither
-leave vectors behind nor bring them back. Recall reads digests from SQL too, so other
-replicas' indexes (which keep erased vectors until they restart) never surface an erased
-episode.
+leave vectors behind nor bring them back. The change feed carries it to the other
+replicas as `UserErased` (no row of the feed names the user afterwards); recall reads
+digests from SQL too, so no replica surfaces an erased episode even before it hears.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from episodic.domain.access import require_agent, require_every_agent
-from episodic.domain.changes import EpisodesRemoved, MemoriesRemoved
+from episodic.domain.changes import EpisodesRemoved, MemoriesRemoved, UserErased
 from episodic.domain.erasure import Audit, Erased, Receipt, user_hash
 from episodic.domain.model import Caller
 from episodic.domain.ports import ChangeOwner, Clock, Eraser, IdFactory
@@ -40,12 +40,16 @@ class EraseService:
         audit = Audit(f"er_{self.new_id()}", user_hash(tenant, user_id), agent_id, self.clock())
         committed = await self.changes.commit(
             lambda: self.eraser.erase(tenant, user_id, agent_id, audit),
-            lambda erased: [_removed(tenant, user_id, erased), MemoriesRemoved(erased.memories)],
+            lambda erased: [
+                _removed(tenant, user_id, erased),
+                MemoriesRemoved(erased.memories),
+                UserErased(tenant, audit.user_hash),
+            ],
         )
         scrubbed = await self.eraser.scrub()
         counts = committed.result.counts
         return Receipt(
-            audit.erasure_id, audit.erased_at, audit.user_hash, counts, committed.vectors_removed, scrubbed
+            audit.erasure_id, audit.erased_at, audit.user_hash, counts, committed.result.vectors, scrubbed
         )
 
 

@@ -1,17 +1,17 @@
-"""CheckIndex: does the in-memory vector index hold exactly the vectors SQL holds? Compared
-key by key within one tenant, since SQL is the source of truth the index is rebuilt from
-and the digester writes SQL first, then the index."""
+"""CheckIndex: does this replica's vector index hold exactly the vectors SQL holds? Compared
+key by key within one tenant, since SQL is the source of truth the index is a cache of.
+Every scope of the tenant in SQL is made resident and compared right after (so a cache
+smaller than the tenant still checks each), then resident scopes SQL no longer has."""
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from episodic.domain.access import require_agent, require_every_agent
 from episodic.domain.model import Caller
-from episodic.domain.ports import StoredVectorKeys, VectorIndex
+from episodic.domain.ports import ScopeIndex, StoredVectorKeys
 from episodic.domain.recall import Scope
 from episodic.domain.validation import Violations, check_id
 
@@ -32,7 +32,7 @@ class IndexReport:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IndexChecker:
     store: StoredVectorKeys
-    index: VectorIndex
+    index: ScopeIndex
     model: str  # the index holds this embedding model's vectors only
 
     async def check(self, caller: Caller, agent_id: str = "") -> IndexReport:
@@ -46,12 +46,15 @@ class IndexChecker:
         else:
             require_every_agent(caller, "CheckIndex without agent_id")
         in_sql = set(await self.store.vector_keys(caller.tenant_id, self.model, agent_id))
-        in_index = await asyncio.to_thread(self._indexed_keys, caller.tenant_id, agent_id)
+        scopes = {scope for scope, _ in in_sql}
+        in_index: set[ScopedKey] = set()
+        for scope in sorted(scopes, key=_order):
+            await self.index.ensure(scope)
+            in_index.update((scope, key) for key in self.index.keys(scope))
+        for scope in self.index.resident():
+            if scope not in scopes and _within(scope, caller.tenant_id, agent_id):
+                in_index.update((scope, key) for key in self.index.keys(scope))
         return compare(in_sql, in_index)
-
-    def _indexed_keys(self, tenant_id: str, agent_id: str) -> set[ScopedKey]:
-        scopes = [s for s in self.index.scopes() if _within(s, tenant_id, agent_id)]
-        return {(scope, key) for scope in scopes for key in self.index.keys(scope)}
 
 
 def compare(in_sql: set[ScopedKey], in_index: set[ScopedKey]) -> IndexReport:
@@ -64,6 +67,10 @@ def compare(in_sql: set[ScopedKey], in_index: set[ScopedKey]) -> IndexReport:
         missing_keys=_sample(missing),
         orphaned_keys=_sample(orphaned),
     )
+
+
+def _order(scope: Scope) -> tuple[str, str, str]:
+    return scope.tenant_id, scope.agent_id, scope.user_id
 
 
 def _within(scope: Scope, tenant_id: str, agent_id: str) -> bool:

@@ -50,7 +50,7 @@ from episodic.domain.ports import (
     MemoryFilter,
     MemoryStore,
     MemoryWrite,
-    VectorIndex,
+    ScopeIndex,
 )
 from episodic.domain.recall import Digest, Hit, Scope, Vector
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
@@ -97,7 +97,7 @@ class MemoryService:
     episodes: EpisodeStore
     agents: AgentStore
     embedder: Embedder
-    index: VectorIndex  # promoted memories per scope (read here; written by the owner)
+    index: ScopeIndex  # promoted memories per scope (read here; written by the owner)
     changes: ChangeOwner
     pii: PiiGuard
     extractor: MemoryExtractor
@@ -229,6 +229,7 @@ class MemoryService:
         frames = await self.store.same_frame(
             scope, [frame_key(m.kind.value, m.text, m.entities) for m, _ in new]
         )
+        await self.index.ensure(scope)
         near = await asyncio.to_thread(self._nearest, scope, new)
         ids = {h.episode_id for hits in near.values() for h in hits}
         rows = await self.store.among(scope, list(ids), MemoryFilter(), self.clock()) if ids else {}

@@ -7,7 +7,6 @@ PENDING memories of a named open episode join with their stored vectors."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from episodic.domain.access import require_agent
 from episodic.domain.memories import RECALL_MARK_EVERY, Memory, MemoryHit, MemoryState
 from episodic.domain.memory_search import cosine_hits, merged_hits, word_matches
 from episodic.domain.model import Caller
-from episodic.domain.ports import AgentStore, Clock, Embedder, MemoryFilter, MemoryStore, VectorIndex
+from episodic.domain.ports import AgentStore, Clock, Embedder, MemoryFilter, MemoryStore, ScopeIndex
 from episodic.domain.recall import Hit, Scope, SearchMode, Signal, Vector, reciprocal_rank_fusion
 from episodic.domain.validation import Limits, Violations, check_id, check_text
 from episodic.service.known_agents import require_existing_agent
@@ -52,7 +51,7 @@ class MemorySearch:
     store: MemoryStore
     agents: AgentStore
     embedder: Embedder
-    index: VectorIndex  # promoted memories per scope
+    index: ScopeIndex  # promoted memories per scope
     limits: Limits
     clock: Clock
     marks: RecallMarker | None = None  # writes last_recalled_at behind the request; None: inline
@@ -82,7 +81,7 @@ class MemorySearch:
         wanted = (
             FILTERED_POOL if _filters(q.where) else max(top_k * 4, POOL if mode is SearchMode.HYBRID else 0)
         )
-        nearest = await asyncio.to_thread(self.index.search, scope, vector, wanted)
+        nearest = await self.index.nearest(scope, vector, wanted)
         pending = await self._pending(scope, q.where.episode_id, vector)
         semantic = [h for h in merged_hits(nearest, pending) if q.min_score is None or h.score >= q.min_score]
         rows = await self._rows(scope, q.where, [h.episode_id for h in semantic], now)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from episodic.domain.changes import AgentChanged, Change
+from episodic.domain.changes import AgentChanged, Change, stale_keys
 from episodic.domain.model import JsonValue, NewMessage, PiiPolicy, ToolCall, ToolResult
 from episodic.domain.pii import redact, redact_json
 from episodic.domain.ports import AgentStore
@@ -46,6 +46,8 @@ class PiiGuard:
         """An agent update takes effect at its next append, not POLICY_TTL_SECONDS later."""
         if isinstance(change, AgentChanged):
             self._remembered.pop((change.tenant_id, change.agent_id), None)
+        for key in stale_keys(change, list(self._remembered)):  # a tenant's, after an erasure elsewhere
+            self._remembered.pop(key, None)
 
 
 def redact_text(text: str) -> str:

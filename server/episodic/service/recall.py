@@ -12,7 +12,7 @@ from typing import Protocol
 from episodic.domain.access import require_agent
 from episodic.domain.excerpts import passage_scores, terms
 from episodic.domain.model import Caller
-from episodic.domain.ports import AgentStore, Clock, DigestStore, Embedder, VectorIndex
+from episodic.domain.ports import AgentStore, Clock, DigestStore, Embedder, ScopeIndex
 from episodic.domain.recall import (
     Digest,
     Hit,
@@ -85,7 +85,7 @@ class RecallService:
     digests: DigestStore
     agents: AgentStore
     embedder: Embedder
-    index: VectorIndex
+    index: ScopeIndex
     limits: Limits
     clock: Clock  # resolves "last week" and "in May" in HYBRID queries
     passages: Passages | None = None  # None: HYBRID fuses meaning and full text only
@@ -206,7 +206,7 @@ class RecallService:
 
     async def _semantic(self, scope: Scope, query: str, wanted: int) -> list[Hit]:
         vector = await embed_query(self.embedder, self.queries, query)
-        hits = await asyncio.to_thread(self.index.search, scope, vector, wanted * CHUNKS_PER_EPISODE)
+        hits = await self.index.nearest(scope, vector, wanted * CHUNKS_PER_EPISODE)
         return best_per_episode(hits)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from episodic.domain.changes import Change, episodes_of
+from episodic.domain.changes import Change, stale_keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,5 +35,5 @@ class FixedFactsCache:
             self._items.popitem(last=False)
 
     def changed(self, change: Change) -> None:
-        for key in episodes_of(change):
+        for key in stale_keys(change, list(self._items)):
             self._items.pop(key, None)

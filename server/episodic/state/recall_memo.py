@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from episodic.domain.changes import Change, scopes_of
+from episodic.domain.changes import CachesStale, Change, scopes_of
 from episodic.domain.recall import Scope, Snippet
 
 MAX_AGE_SECONDS = 2.0
@@ -35,6 +35,9 @@ class ScopeVersions:
         return self._epoch, self._versions.get(scope, 0)
 
     def changed(self, change: Change) -> None:
+        if isinstance(change, CachesStale):  # rare: cheaper to forget every scope than to sort them
+            self._versions.clear()
+            self._epoch += 1
         for scope in scopes_of(change):
             self.bump(scope)
 

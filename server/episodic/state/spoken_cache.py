@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from episodic.domain.changes import Change, episodes_of
+from episodic.domain.changes import Change, stale_keys
 from episodic.domain.excerpts import Spoken
 
 Key = tuple[str, str]  # (tenant, episode)
@@ -35,7 +35,7 @@ class SpokenCache:
             self._drop(next(iter(self._items)))
 
     def changed(self, change: Change) -> None:
-        for key in episodes_of(change):
+        for key in stale_keys(change, list(self._items)):
             self._drop(key)
 
     def _drop(self, key: Key) -> None:

@@ -1,32 +1,41 @@
-"""The one owner of what recall and BuildContext can see in this process: the vector index
-and every cache derived from SQL (working sets, remembered recall answers, episode facts,
-PII policies).
+"""The one owner of what recall and BuildContext can see in this process: the vector indexes
+(per-scope caches of SQL, state/index_cache.py) and every cache derived from SQL (working
+sets, remembered recall answers, episode facts, PII policies).
 
-Every write that changes what they show goes through here and only here:
-- `commit(write, changes)` for writes that touch the index (a digest ready, erasure,
-  retention): the SQL write and the index update run under one lock, so a digest landing
-  during an erasure can neither leave vectors behind nor bring them back;
-- `apply(change)` for a change already committed that needs no such ordering (a close, an
-  agent update), and for changes committed by another replica (the change feed's door).
-Caches register with `watch` and hear every change; the index is updated first.
+Every change to what they show goes through here and only here:
+- `commit(write, changes)`: this process's write. The SQL write records its changes in the
+  change feed in its own transaction (store/feed.py), then they are applied here. Writes
+  that touch an index run `exclusive`ly (under one lock with every other index writer), so
+  a digest landing during an erasure can neither leave vectors behind nor bring them back.
+- `apply_foreign(changes)`: what other replicas committed, read from the feed by the tail
+  (workers/feed.py), under the same lock. A resident scope they touched is refreshed from
+  SQL rather than patched, so whatever order writes land in, the cache converges on SQL.
+- `resync()`: this replica fell behind a pruned feed: everything is reloaded on next use.
+Caches register with `watch` and hear every change; the indexes are updated first.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Protocol, TypeVar
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from episodic.domain.changes import (
+    CachesStale,
     Change,
     Committed,
     EpisodesRemoved,
     EpisodeVectors,
     MemoriesRemoved,
     MemoryVectors,
+    UserErased,
 )
-from episodic.domain.ports import VectorIndex
-from episodic.domain.recall import IndexedVector
+from episodic.domain.erasure import user_hash
+from episodic.domain.ports import ChangeFeed
+from episodic.domain.recall import IndexedVector, Scope
+from episodic.state.index_cache import CachedIndex
 from episodic.state.unindex import unindex_episodes, unindex_memories
 
 T = TypeVar("T")
@@ -38,68 +47,163 @@ class Watcher(Protocol):
     def changed(self, change: Change) -> None: ...
 
 
+@dataclass(slots=True)
+class _Unrecorded:
+    """A write that ran no recorded operation (an in-memory fake, a tool without a feed)."""
+
+    ran: bool = False
+    result: object = None
+    changes: list[Change] = field(default_factory=list)
+
+
+class NoFeed:
+    """For processes and tests without a change feed."""
+
+    @contextlib.contextmanager
+    def recording(self, changes_of: Callable[[Any], Iterable[Change]]) -> Iterator[_Unrecorded]:
+        yield _Unrecorded()
+
+
 class Visibility:
     """Implements the `ChangeOwner` port (domain/ports.py)."""
 
     def __init__(
-        self, *, index: VectorIndex, memory_index: VectorIndex | None = None, watchers: Sequence[Watcher] = ()
+        self,
+        *,
+        index: CachedIndex,
+        memory_index: CachedIndex | None = None,
+        feed: ChangeFeed | None = None,
+        lock: asyncio.Lock | None = None,
+        watchers: Sequence[Watcher] = (),
     ) -> None:
         self._index = index
         self._memory_index = memory_index  # promoted memories, keyed by memory id
+        self._feed: ChangeFeed = feed if feed is not None else NoFeed()
         self._watchers = list(watchers)
-        self._lock = asyncio.Lock()
+        self._lock = lock if lock is not None else asyncio.Lock()
 
     def watch(self, watcher: Watcher) -> None:
         self._watchers.append(watcher)
 
     async def commit(
-        self, write: Callable[[], Awaitable[T]], changes: Callable[[T], Iterable[Change]]
+        self,
+        write: Callable[[], Awaitable[T]],
+        changes: Callable[[T], Iterable[Change]],
+        *,
+        exclusive: bool = True,
     ) -> Committed[T]:
-        """Runs the SQL write, then applies the changes it made, with no other index writer
-        in between. A write that raises changes nothing."""
-        async with self._lock:
-            result = await write()
-            removed = sum(self.apply(change) for change in changes(result))
+        """Runs the SQL write (recording its changes in the feed, in its transaction), then
+        applies them here; `exclusive`: with no other index writer in between. A write that
+        raises changes nothing."""
+        async with self._lock if exclusive else _unlocked():
+            with self._feed.recording(changes) as recording:
+                result = await write()
+            removed = sum(self.apply(change) for change in _made(recording, result, changes))
         return Committed(result, removed)
 
     def apply(self, change: Change) -> int:
-        """Applies a committed change to the index, then to every cache; returns how many
-        vectors it removed."""
+        """Applies this process's committed change to the indexes, then to every cache;
+        returns how many vectors it removed from resident scopes."""
         removed = self._apply_to_index(change)
-        for watcher in self._watchers:
-            watcher.changed(change)
+        self._tell_watchers(change)
         return removed
 
+    async def apply_foreign(self, changes: Sequence[Change]) -> None:
+        """Changes other replicas committed, in feed order: resident scopes they touched are
+        refreshed from SQL, then every cache hears them."""
+        async with self._lock:
+            for change in changes:
+                await self._refresh(change)
+                if isinstance(change, UserErased):  # the row cannot say what went: the tenant's caches
+                    change = CachesStale(change.tenant_id)
+                self._tell_watchers(change)
+
+    def resync(self) -> None:
+        """Every resident scope and cached answer may be stale (a pruned feed position)."""
+        for index in self._indexes():
+            index.evict(lambda _: True)
+        self._tell_watchers(CachesStale(None))
+
     async def load(self, batches: AsyncIterator[list[IndexedVector]], *, memories: bool = False) -> int:
-        """Fills the episode (or memory) index from SQL at start-up; returns how many
-        vectors it loaded."""
-        index = self._memory_index if memories and self._memory_index is not None else self._index
+        """Fills a whole index from SQL (tools and tests that hold every scope); returns how
+        many vectors it loaded."""
+        cache = self._memory_index if memories and self._memory_index is not None else self._index
         loaded = 0
         async with self._lock:
             async for batch in batches:
-                by_scope: dict[object, list[IndexedVector]] = {}
+                by_scope: dict[Scope, list[IndexedVector]] = {}
                 for item in batch:
                     by_scope.setdefault(item.scope, []).append(item)
-                for items in by_scope.values():
-                    index.add(items[0].scope, [v.key for v in items], [v.vector for v in items])
+                for scope, items in by_scope.items():
+                    cache.index.add(scope, [v.key for v in items], [v.vector for v in items])
+                    cache.resized(scope)
                 loaded += len(batch)
         return loaded
 
+    def _tell_watchers(self, change: Change) -> None:
+        for watcher in self._watchers:
+            watcher.changed(change)
+
+    def _indexes(self) -> list[CachedIndex]:
+        return [self._index] if self._memory_index is None else [self._index, self._memory_index]
+
     def _apply_to_index(self, change: Change) -> int:
-        if isinstance(change, MemoryVectors | MemoriesRemoved) and self._memory_index is None:
-            return 0  # a process without memories (some tools and tests)
-        if isinstance(change, MemoryVectors):
-            assert self._memory_index is not None
-            self._memory_index.remove(change.scope, change.keys)  # a re-embedding's old ones
-            self._memory_index.add(change.scope, change.keys, change.vectors)
-            return 0
-        if isinstance(change, MemoriesRemoved):
-            assert self._memory_index is not None
-            return unindex_memories(self._memory_index, change.memories)
-        if isinstance(change, EpisodeVectors):
-            unindex_episodes(self._index, [(change.scope, change.episode_id)])  # a re-embedding's old ones
-            self._index.add(change.scope, change.keys, change.vectors)
-            return 0
-        if isinstance(change, EpisodesRemoved):
-            return unindex_episodes(self._index, change.episodes)
+        memories = self._memory_index
+        if isinstance(change, MemoryVectors) and memories is not None and memories.touched(change.scope):
+            memories.index.remove(change.scope, change.keys)  # a re-embedding's old ones
+            memories.index.add(change.scope, change.keys, change.vectors)
+            memories.resized(change.scope)
+        elif isinstance(change, MemoriesRemoved) and memories is not None:
+            return _remove(memories, change.memories, unindex_memories)
+        elif isinstance(change, EpisodeVectors) and self._index.touched(change.scope):
+            unindex_episodes(self._index.index, [(change.scope, change.episode_id)])  # re-embedding
+            self._index.index.add(change.scope, change.keys, change.vectors)
+            self._index.resized(change.scope)
+        elif isinstance(change, EpisodesRemoved):
+            return _remove(self._index, change.episodes, unindex_episodes)
         return 0
+
+    async def _refresh(self, change: Change) -> None:
+        memories = self._memory_index
+        if isinstance(change, EpisodeVectors):
+            pair = [(change.scope, change.episode_id)]
+            await self._index.refresh(change.scope, [change.episode_id], lambda i: unindex_episodes(i, pair))
+        elif isinstance(change, MemoryVectors) and memories is not None:
+            pairs = [(change.scope, key) for key in change.keys]
+            await memories.refresh(change.scope, change.keys, lambda i: unindex_memories(i, pairs))
+        elif isinstance(change, UserErased):
+            for index in self._indexes():
+                index.evict(lambda s: s.tenant_id == change.tenant_id and _hash(s) == change.user_hash)
+        else:
+            self._apply_to_index(change)  # removals need no read; the rest touch no index
+
+
+def _remove(
+    cache: CachedIndex,
+    pairs: Sequence[tuple[Scope, str]],
+    unindex: Callable[[Any, Sequence[tuple[Scope, str]]], int],
+) -> int:
+    resident = [(scope, item) for scope, item in pairs if cache.touched(scope)]
+    removed = unindex(cache.index, resident)
+    for scope in {scope for scope, _ in resident}:
+        cache.resized(scope)
+    return removed
+
+
+def _hash(scope: Scope) -> str:
+    return user_hash(scope.tenant_id, scope.user_id)
+
+
+def _made(recording: Any, result: Any, changes: Callable[[Any], Iterable[Change]]) -> list[Change]:
+    """The changes the write's transaction recorded (computed once, inside it), or, for a
+    write that ran no recorded operation, computed now."""
+    if not recording.ran:
+        return list(changes(result))
+    if recording.result is not result:
+        raise RuntimeError("a recorded write must return its one operation's result")
+    return list(recording.changes)
+
+
+@contextlib.asynccontextmanager
+async def _unlocked() -> AsyncIterator[None]:
+    yield

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from contextlib import AbstractAsyncContextManager
 
-from episodic.domain.changes import Change, episodes_of
+from episodic.domain.changes import Change, stale_keys
 from episodic.domain.working_set import WorkingSet
 from episodic.state.keyed_locks import KeyedLocks
 
@@ -49,7 +49,7 @@ class WorkingSetCache:
 
     def changed(self, change: Change) -> None:
         """A removed episode's working set goes (its id may be opened again)."""
-        for key in episodes_of(change):
+        for key in stale_keys(change, list(self._items)):
             self.discard(key)
 
     def discard(self, key: Key) -> None:

@@ -8,9 +8,10 @@ import logging
 import sqlite3
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, func, select, text
+from sqlalchemy import Connection, Table, and_, delete, func, select, text
 
 from episodic.domain.erasure import Audit, Erased
+from episodic.domain.memories import MemoryState
 from episodic.domain.recall import Scope
 from episodic.store import schema as s
 from episodic.store.database import Database
@@ -29,7 +30,8 @@ OWNED: dict[str, Table] = {
     "model_calls": s.model_calls,
     "session_data": s.session_data,
 }
-_VACUUMED = ("episodes", *(t.name for t in OWNED.values()), MEM.name)
+# Drafts (replies in progress, not counted in a receipt) also go in the episode's cascade.
+_VACUUMED = ("episodes", *(t.name for t in OWNED.values()), MEM.name, s.drafts.name)
 
 
 class SqlEraser:
@@ -47,12 +49,12 @@ class SqlEraser:
             counts = {"episodes": len(erased)} | {
                 k: _count(conn, t, tenant_id, chosen) for k, t in OWNED.items()
             }
-            memories = _erase_memories(conn, tenant_id, user_id, agent_id)
+            memories, memory_vectors = _erase_memories(conn, tenant_id, user_id, agent_id)
             counts["memories"] = len(memories)
             conn.execute(delete(s.model_calls).where(*_owned(s.model_calls, tenant_id, chosen)))
             conn.execute(delete(E).where(*mine))
             conn.execute(s.erasures.insert().values(_audit_row(tenant_id, audit, counts)))
-            return Erased(counts, [(a, e) for a, e in erased], memories)
+            return Erased(counts, [(a, e) for a, e in erased], memories, memory_vectors)
 
         return await self._writer.run(op)
 
@@ -91,14 +93,18 @@ def _episodes_of(tenant_id: str, user_id: str, agent_id: str) -> list[Any]:
     return [*where, E.c.agent_id == agent_id] if agent_id else where
 
 
-def _erase_memories(conn: Connection, tenant_id: str, user_id: str, agent_id: str) -> list[tuple[Scope, str]]:
-    """The user's memories (they outlive episodes, so are not in the cascade), any state."""
+def _erase_memories(
+    conn: Connection, tenant_id: str, user_id: str, agent_id: str
+) -> tuple[list[tuple[Scope, str]], int]:
+    """The user's memories (they outlive episodes, so are not in the cascade), any state, and
+    how many of them had a vector in the memory index."""
     where = [MEM.c.tenant_id == tenant_id, MEM.c.user_id == user_id]
     if agent_id:
         where.append(MEM.c.agent_id == agent_id)
-    rows = conn.execute(select(MEM.c.agent_id, MEM.c.memory_id).where(*where)).all()
+    indexed = and_(MEM.c.state == MemoryState.PROMOTED.value, MEM.c.vector.is_not(None))
+    rows = conn.execute(select(MEM.c.agent_id, MEM.c.memory_id, indexed.label("indexed")).where(*where)).all()
     conn.execute(delete(MEM).where(*where))
-    return [(Scope(tenant_id, a, user_id), m) for a, m in rows]
+    return [(Scope(tenant_id, a, user_id), m) for a, m, _ in rows], sum(1 for *_, i in rows if i)
 
 
 def _owned(table: Table, tenant_id: str, chosen: Any) -> list[Any]:

@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    func,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import true as sa_true
@@ -207,6 +208,7 @@ digest_vectors = Table(
     Column("dimension", Integer, nullable=False),
     Column("vector", LargeBinary, nullable=False),
     _owned_by("digests"),
+    Index(None, "tenant_id", "agent_id", "user_id"),  # a scope's vectors, loaded on first use
 )
 
 # The text lexical search matches (summary, facts and transcript), with its scope token.
@@ -318,6 +320,7 @@ memories = Table(
     Index(None, "tenant_id", "episode_id"),
     Index(None, "expires_at"),
     Index(None, "model"),
+    Index(None, "tenant_id", "agent_id", "user_id", "state"),  # a scope's vectors, on first use
 )
 
 # One JSON object per episode, versioned for optimistic concurrency (ETags).
@@ -330,5 +333,48 @@ session_data = Table(
     Column("version", BigInteger, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("expires_at", UtcDateTime),
+    _owned_by("episodes"),
+)
+
+# The change feed: every committed change to what recall or BuildContext can see, in commit
+# order (`seq` is taken under a lock held to COMMIT), tailed by every replica. `user_hash`
+# finds a user's rows at erasure; bodies name scopes, episodes and memories, never content.
+changes = Table(
+    "changes",
+    metadata,
+    Column("seq", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    Column("version", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("tenant_id", ID, nullable=False),
+    Column("user_hash", String(64), nullable=False, server_default=""),
+    Column("body", Text, nullable=False),
+    Column("origin", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index(None, "tenant_id", "user_hash"),
+    sqlite_autoincrement=True,
+)
+
+# Marks on the feed: "pruned" = every row up to this seq is gone (a replica behind it reloads).
+feed_marks = Table(
+    "feed_marks",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+)
+
+# --- live watching (migration 0009) ---------------------------------------------------
+
+# Assistant replies in progress: never part of the log. A draft goes when it is finalized
+# (its text becomes a message), when its episode closes, and with its episode.
+drafts = Table(
+    "drafts",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("draft_id", ID, primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("length", BigInteger, nullable=False),  # Unicode code points
+    Column("size", BigInteger, nullable=False),  # UTF-8 bytes
+    Column("updated_at", UtcDateTime, nullable=False),
     _owned_by("episodes"),
 )

@@ -25,6 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from sqlalchemy import Connection
 
 from episodic.bounded import within
+from episodic.store import feed
 from episodic.store.database import Database
 from episodic.store.faults import classify
 
@@ -80,7 +81,10 @@ class GroupCommitWriter:
             self._thread.shutdown(wait=True)
 
     async def run(self, op: WriteOp[T]) -> T:
-        result: T = await self._submit(lambda future: _Pending(op, future))
+        """Inside a change-feed recording (store/feed.py), the operation also writes its
+        changes to the feed, in its own transaction."""
+        bound = feed.bind(op)
+        result: T = await self._submit(lambda future: _Pending(bound, future))
         return result
 
     async def run_bulk(self, bulk: BulkOp, item: object) -> Any:

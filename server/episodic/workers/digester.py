@@ -107,9 +107,13 @@ class Digester:
         except Exception as exc:  # recorded on the digest and retried with back-off
             if not isinstance(exc, EpisodicError):  # an outage is logged once, by the store's health
                 log.warning("digest failed", extra={"episode_id": digest.episode_id}, exc_info=True)
-            await self.store.save_failed(rules.failed(digest, _failure(exc), self.clock()))
+            failed = rules.failed(digest, _failure(exc), self.clock())
+            await self.changes.commit(
+                lambda: self.store.save_failed(failed),
+                lambda _: [ScopeChanged(digest.scope)],  # its pending count changed
+                exclusive=False,
+            )
             succeeded = False
-            self.changes.apply(ScopeChanged(digest.scope))  # its pending count changed
         async with self._settled:
             self._settled.notify_all()
         return succeeded

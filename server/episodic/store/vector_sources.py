@@ -1,0 +1,74 @@
+"""The `ScopeVectorSource` port: one scope's stored vectors of the current embedding model,
+read when a replica's index cache loads or refreshes that scope (state/index_cache.py).
+Both reads go by the scope's index (migration 0008)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+from sqlalchemy import Connection, select
+
+from episodic.domain.memories import MemoryState
+from episodic.domain.recall import Scope, Vector, vector_key
+from episodic.store import schema as s
+from episodic.store.database import Database
+
+V, M = s.digest_vectors, s.memories
+Read = tuple[list[str], list[Vector]]
+
+
+class _ScopeReads:
+    """A whole scope, or some of its items, in one read."""
+
+    def __init__(self, db: Database, model: str) -> None:
+        self._db = db
+        self._model = model
+
+    async def scope_vectors(self, scope: Scope) -> Read:
+        return await self._db.read(lambda conn: self._read(conn, scope, None))
+
+    async def item_vectors(self, scope: Scope, items: Sequence[str]) -> Read:
+        return await self._db.read(lambda conn: self._read(conn, scope, list(items)))
+
+    def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
+        raise NotImplementedError
+
+
+class SqlDigestVectors(_ScopeReads):
+    """Digests' vectors, keyed "<episode>#<chunk>"."""
+
+    def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
+        stmt = select(V.c.episode_id, V.c.chunk, V.c.vector).where(
+            V.c.tenant_id == scope.tenant_id,
+            V.c.agent_id == scope.agent_id,
+            V.c.user_id == scope.user_id,
+            V.c.model == self._model,
+        )
+        if items is not None:
+            stmt = stmt.where(V.c.episode_id.in_(items))
+        rows = conn.execute(stmt).all()
+        return [vector_key(e, c) for e, c, _ in rows], [_vector(v) for *_, v in rows]
+
+
+class SqlMemoryVectors(_ScopeReads):
+    """Promoted memories' vectors, keyed by memory id."""
+
+    def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
+        stmt = select(M.c.memory_id, M.c.vector).where(
+            M.c.tenant_id == scope.tenant_id,
+            M.c.agent_id == scope.agent_id,
+            M.c.user_id == scope.user_id,
+            M.c.state == MemoryState.PROMOTED.value,
+            M.c.model == self._model,
+            M.c.vector.is_not(None),
+        )
+        if items is not None:
+            stmt = stmt.where(M.c.memory_id.in_(items))
+        rows = conn.execute(stmt).all()
+        return [m for m, _ in rows], [_vector(v) for _, v in rows]
+
+
+def _vector(data: Any) -> Vector:
+    return cast(Vector, np.frombuffer(data, dtype="<f4"))
