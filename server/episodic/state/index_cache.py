@@ -147,21 +147,29 @@ class ResidentScopes:
             for _ in range(LOAD_TRIES - 1):
                 generation = self._generation.setdefault(scope, 0)
                 keys, vectors = await self._source.scope_vectors(scope)
+                if self._generation.get(scope) != generation:
+                    continue
+                # Off the event loop: a large scope's matrix takes milliseconds to build.
+                await asyncio.to_thread(self._fill, scope, keys, vectors)
                 if self._generation.get(scope) == generation:
-                    self._install(scope, keys, vectors)
+                    self._resident_now(scope)
                     return
             async with self._lock:
                 keys, vectors = await self._source.scope_vectors(scope)
-                self._install(scope, keys, vectors)
+                self._fill(scope, keys, vectors)
+                self._resident_now(scope)
         finally:
             self._loading.pop(scope, None)
             self._generation.pop(scope, None)
 
-    def _install(self, scope: Scope, keys: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
-        stale = self.index.keys(scope)  # left by an eviction racing a write: replaced wholesale
+    def _fill(self, scope: Scope, keys: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        """The scope's vectors, replacing whatever a racing eviction or an earlier try left."""
+        stale = self.index.keys(scope)
         if stale:
             self.index.remove(scope, list(stale))
         self.index.add(scope, keys, vectors)
+
+    def _resident_now(self, scope: Scope) -> None:
         self.loads += 1
         self._account(scope, self._size(scope))
         self._evict_over_budget(keep=scope)
