@@ -1,6 +1,8 @@
 """Digests in SQL: the work queue of the background digester (claimed with a lease so
 replicas do not collide), the stored vectors FAISS is rebuilt from, and the reads
-recall needs. Writes go through the group-commit writer."""
+recall needs. Writes go through the group-commit writer. Leases and due times count on
+the database's clock, so a replica whose clock runs ahead cannot take work leased by
+another before the lease ends."""
 
 from __future__ import annotations
 
@@ -9,18 +11,22 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Connection, RowMapping, and_, delete, func, select, update
+from sqlalchemy import Connection, RowMapping, and_, delete, func, or_, select, update
 
 from episodic.domain.model import Message
 from episodic.domain.recall import Digest, DigestState, Hit, IndexedVector, Scope, Vector, vector_key
 from episodic.store import lexical
 from episodic.store import schema as s
+from episodic.store.cluster_clock import database_now
 from episodic.store.database import Database
 from episodic.store.rows import digest_from_row, digest_values, message_from_row
 from episodic.store.writer import GroupCommitWriter
 
 D, V, T, M = s.digests, s.digest_vectors, s.digest_texts, s.messages
 _WAITING = (DigestState.PENDING.value, DigestState.FAILED.value)
+# Never claimed since its episode closed (a new digest is due when made, on whatever clock
+# the closing replica had; a claim or a failure moves next_attempt_at off updated_at).
+_FRESH = D.c.next_attempt_at == D.c.updated_at
 
 
 class SqlDigestStore:
@@ -30,16 +36,18 @@ class SqlDigestStore:
 
     async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Digest]:
         """Digests due for an attempt, pushed `lease` into the future so no other worker
-        takes them meanwhile (a crashed worker's claims come back when the lease ends)."""
+        takes them meanwhile (a crashed worker's claims come back when the lease ends).
+        `now` is this replica's clock; on PostgreSQL the database's is used instead."""
 
         def op(conn: Connection) -> list[Digest]:
-            due = select(D).where(D.c.state.in_(_WAITING), D.c.next_attempt_at <= now)
+            at = database_now(conn, now)
+            due = select(D).where(D.c.state.in_(_WAITING), or_(D.c.next_attempt_at <= at, _FRESH))
             rows = conn.execute(
                 due.order_by(D.c.next_attempt_at).limit(limit).with_for_update(skip_locked=True)
             )
             claimed = [digest_from_row(r) for r in rows.mappings()]
             for d in claimed:
-                conn.execute(_where(d).values(next_attempt_at=now + lease))
+                conn.execute(_where(d).values(next_attempt_at=at + lease))
             return claimed
 
         return await self._writer.run(op)
@@ -69,8 +77,13 @@ class SqlDigestStore:
         await self._writer.run(op)
 
     async def save_failed(self, digest: Digest) -> None:
+        """The rules' back-off (next attempt - updated, both on the replica's clock) is
+        counted from the database's clock."""
+
         def op(conn: Connection) -> None:
-            conn.execute(_where(digest).values(digest_values(digest)))
+            backoff = digest.next_attempt_at - digest.updated_at
+            due = database_now(conn, digest.updated_at) + backoff
+            conn.execute(_where(digest).values({**digest_values(digest), "next_attempt_at": due}))
 
         await self._writer.run(op)
 

@@ -96,7 +96,7 @@ class PgSignals:
             try:
                 await self._serve(conn, first=attempt == 0 and self.reconnects == 0)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-                log.warning("signal connection lost; reconnecting")
+                log.info("signal connection lost; reconnecting")  # the database fault is logged once, by its health
             finally:
                 self._connected.clear()
                 with contextlib.suppress(Exception):

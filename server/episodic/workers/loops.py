@@ -6,8 +6,36 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+from episodic.domain.ports import Leadership
 from episodic.errors import EpisodicError
+
+T = TypeVar("T")
+
+
+class SoleReplica:
+    """Leadership of a deployment of one process (SQLite): it leads every job."""
+
+    async def holds(self, job: str) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None  # nothing held
+
+
+def when_leading(
+    leadership: Leadership, job: str, sweep: Callable[[], Awaitable[T]]
+) -> Callable[[], Awaitable[T | None]]:
+    """`sweep` for a once-per-cluster job: a tick runs it only on the replica that leads
+    `job` (or has just taken the lead from a dead one); elsewhere the tick does nothing."""
+
+    async def tick() -> T | None:
+        if not await leadership.holds(job):
+            return None
+        return await sweep()
+
+    return tick
 
 
 async def cancel_and_wait(task: asyncio.Task[None] | None) -> None:

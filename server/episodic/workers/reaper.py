@@ -1,19 +1,22 @@
 """The idle reaper: closes episodes idle longer than their agent's idle timeout, with
-reason IDLE_TIMEOUT; they are then digested like any other."""
+reason IDLE_TIMEOUT; they are then digested like any other. Once per cluster: only the
+replica leading "idle-reaper" sweeps."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from episodic.domain.model import CloseReason
-from episodic.domain.ports import Clock, EpisodeStore
+from episodic.domain.ports import Clock, EpisodeStore, Leadership
 from episodic.service.episodes import EpisodeService
-from episodic.workers.loops import cancel_and_wait, every
+from episodic.workers.loops import SoleReplica, cancel_and_wait, every, when_leading
 
 log = logging.getLogger(__name__)
+JOB = "idle-reaper"
 
 
 @dataclass(kw_only=True)
@@ -24,6 +27,10 @@ class IdleReaper:
     on_closed: Callable[[], None]
     interval_seconds: float = 30.0
     batch: int = 500
+    leadership: Leadership = field(default_factory=SoleReplica)
+    # The cluster's clock (the database's) for idle cut-offs, so a leader whose clock runs
+    # ahead does not close live conversations; None: `clock`.
+    cluster_now: Callable[[], Awaitable[datetime]] | None = None
     _task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -35,7 +42,8 @@ class IdleReaper:
     async def sweep(self) -> int:
         """Closes one batch of idle episodes; returns how many. Each ends at its last
         activity, which is when the conversation really stopped."""
-        idle = await self.episodes.idle_episodes(self.clock(), self.batch)
+        now = self.clock() if self.cluster_now is None else await self.cluster_now()
+        idle = await self.episodes.idle_episodes(now, self.batch)
         for episode in idle:
             await self.service.close_as(
                 episode.tenant_id, episode.episode_id, CloseReason.IDLE_TIMEOUT, "", episode.last_activity_at
@@ -46,4 +54,4 @@ class IdleReaper:
         return len(idle)
 
     async def _run(self) -> None:
-        await every(self.interval_seconds, self.sweep, log)
+        await every(self.interval_seconds, when_leading(self.leadership, JOB, self.sweep), log)

@@ -1,7 +1,8 @@
 """Retention: closed episodes past their agent's TTL are soft-deleted (invisible to every
 read and search, their vectors taken out of the index), then purged after a grace period.
 Each sweep works in batches until nothing is due, logging what it did; state lives in SQL,
-so a restarted server resumes where it stopped."""
+so a restarted server resumes where it stopped. Once per cluster: only the replica leading
+"retention" sweeps."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from episodic.domain.changes import EpisodesRemoved
-from episodic.domain.ports import ChangeOwner, Clock, RetentionStore
+from episodic.domain.ports import ChangeOwner, Clock, Leadership, RetentionStore
 from episodic.domain.recall import Scope
 from episodic.domain.retention import SoftDeleted
-from episodic.workers.loops import cancel_and_wait, every
+from episodic.workers.loops import SoleReplica, cancel_and_wait, every, when_leading
 
 log = logging.getLogger(__name__)
+JOB = "retention"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,7 @@ class RetentionJob:
     interval_seconds: float = 3600.0
     batch: int = 500
     expire_memories: Callable[[int], Awaitable[int]] | None = None  # memories past expiry or retention
+    leadership: Leadership = field(default_factory=SoleReplica)
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -71,7 +74,7 @@ class RetentionJob:
         return (len(due), committed.vectors_removed) if due else None
 
     async def _run(self) -> None:
-        await every(self.interval_seconds, self.sweep, log)
+        await every(self.interval_seconds, when_leading(self.leadership, JOB, self.sweep), log)
 
 
 def _scope(d: SoftDeleted) -> Scope:
