@@ -8,13 +8,18 @@ import asyncio
 import os
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
+from sqlalchemy import update
 
+from episodic.domain.recall import DigestState
+from episodic.store import schema
+from episodic.store.database import open_database
 from episodic.v1 import (
     agent_pb2,
     agent_service_pb2,
@@ -229,3 +234,22 @@ async def run_process(*argv: str, timeout: float = 30, env: Mapping[str, str] | 
 def clean_environment() -> dict[str, str]:
     """The test's environment without any EPISODIC_* setting, so only flags configure."""
     return {k: v for k, v in os.environ.items() if not k.startswith("EPISODIC_")}
+
+
+async def expire_digest_leases(database_url: str, agent_id: str) -> int:
+    """A digest a killed server had claimed waits for its lease to run out before any server
+    takes it again. Stands in for that wait: makes the agent's PENDING digests due now.
+    Returns how many were still leased."""
+    now = datetime.now(UTC)
+    digests = schema.digests
+    stmt = update(digests).where(
+        digests.c.agent_id == agent_id,
+        digests.c.state == DigestState.PENDING.value,
+        digests.c.next_attempt_at > now,
+    )
+    database = open_database(database_url)
+    try:
+        async with database.engine.begin() as conn:
+            return int((await conn.execute(stmt.values(next_attempt_at=now))).rowcount)
+    finally:
+        await database.dispose()

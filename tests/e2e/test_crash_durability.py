@@ -16,15 +16,10 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
-from sqlalchemy import update
 
-from episodic.domain.recall import DigestState
-from episodic.store import schema
-from episodic.store.database import open_database
 from episodic.v1 import (
     diagnostics_service_pb2,
     episode_pb2,
@@ -32,7 +27,7 @@ from episodic.v1 import (
     memory_pb2,
     memory_service_pb2,
 )
-from tests.e2e.helpers import Client, assert_serving, clean_environment, user_message
+from tests.e2e.helpers import Client, assert_serving, clean_environment, expire_digest_leases, user_message
 
 EPISODES = 8
 WORKERS = 16
@@ -184,25 +179,6 @@ async def load_then_kill(client: Client, server: ServerProcess, load: Load) -> N
         await asyncio.gather(*workers)
     assert load.in_flight_at_kill, "no AddMessage call was in flight at the kill"
     assert server.proc.returncode == -signal.SIGKILL
-
-
-async def expire_digest_leases(database_url: str, agent_id: str) -> int:
-    """A digest the killed server had claimed waits for its 5-minute lease to run out before
-    any server takes it again. Stands in for those minutes: makes the agent's PENDING
-    digests due now. Returns how many were still leased."""
-    now = datetime.now(UTC)
-    digests = schema.digests
-    stmt = update(digests).where(
-        digests.c.agent_id == agent_id,
-        digests.c.state == DigestState.PENDING.value,
-        digests.c.next_attempt_at > now,
-    )
-    database = open_database(database_url)
-    try:
-        async with database.engine.begin() as conn:
-            return (await conn.execute(stmt.values(next_attempt_at=now))).rowcount
-    finally:
-        await database.dispose()
 
 
 # --- after the restart ------------------------------------------------------------------

@@ -15,6 +15,7 @@ from episodic_lab.bench_context.options import add_flags as add_bench_context_fl
 from episodic_lab.bench_index import add_flags as add_bench_index_flags
 from episodic_lab.bench_memories import add_flags as add_bench_memories_flags
 from episodic_lab.bench_recall.options import add_flags as add_bench_recall_flags
+from episodic_lab.bench_replicas import add_flags as add_bench_replicas_flags
 from episodic_lab.evals.extraction import add_flags as add_eval_extraction_flags
 from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
 from episodic_lab.evals.flags import add_pii_flags
@@ -46,6 +47,8 @@ TOOLS = (
          "episodic_lab.bench_index:run_bench_index"),
     Tool("bench-memories", "measure SearchMemories at 100k memories (spread, one scope) against Echo",
          add_bench_memories_flags, "episodic_lab.bench_memories:run_bench_memories"),
+    Tool("bench-replicas", "replicas on one PostgreSQL: visibility latency, start-up and RSS, throughput",
+         add_bench_replicas_flags, "episodic_lab.bench_replicas:run_bench_replicas"),
     Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo",
          add_eval_extraction_flags, "episodic_lab.evals.extraction:run_eval_extraction"),
 )  # fmt: skip
