@@ -4,6 +4,7 @@ access-log line per RPC) and authentication (the caller's tenant from the bearer
 from __future__ import annotations
 
 import contextvars
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -88,8 +89,12 @@ def _streaming_edge(method: str, inner: Streaming, access: AccessLog) -> Streami
         outcome = _Outcome.start(method, context, access)
         try:
             _check_open_decoded(method, request)
-            async for item in inner(request, context):
-                yield item
+            produced = inner(request, context)
+            if inspect.isawaitable(produced):  # a handler that writes through context.write
+                await produced  # (grpc_health's Watch)
+            else:
+                async for item in produced:
+                    yield item
         except Exception as exc:
             outcome.code, status = _status_for(exc)
             await _abort(context, outcome.code, status)

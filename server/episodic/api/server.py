@@ -33,6 +33,7 @@ from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
+from episodic.service.watch import WatchService
 from episodic.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -67,6 +68,7 @@ class Services:
     memory_search: MemorySearch
     sessions: SessionDataService
     memory_tools: MemoryTools
+    watch: WatchService
 
 
 class HealthSource(Protocol):
@@ -154,7 +156,11 @@ async def build_server(
     )
     episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(
         EpisodeServicer(
-            services.episodes, services.recall, services.erasure, settings.max_send_message_bytes
+            services.episodes,
+            services.recall,
+            services.erasure,
+            settings.max_send_message_bytes,
+            services.watch,
         ),
         server,
     )
@@ -218,6 +224,9 @@ def address_problem(address: str) -> str | None:
         return f"cannot resolve host {host!r}; use an IP address or a name this machine resolves"
     for family, kind, proto, _, where in resolved:
         with socket.socket(family, kind, proto) as probe:
+            # As gRPC binds: a port left in TIME_WAIT by the previous process (a restart
+            # right after serving) is free; one another process listens on is not.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(where)
             except OSError as exc:

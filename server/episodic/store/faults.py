@@ -35,6 +35,7 @@ _SQLITE_UNAVAILABLE_PREFIXES = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN
 _PG_FULL = frozenset({"53100"})  # disk_full
 _PG_UNAVAILABLE_PREFIXES = ("08", "57P", "53", "3D000")  # connection, shutdown, resources, no database
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_PG_LOCK_CONFLICTS = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
 
 
 class Fault(Enum):
@@ -50,6 +51,13 @@ def classify(exc: BaseException) -> Fault | None:
         if fault is not None:
             return fault
     return None
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    """PostgreSQL chose this transaction as a deadlock's victim (or could not serialize it):
+    nothing was written, and running it again succeeds once the other one has committed.
+    Replicas whose batches mix appends and model calls can meet like this."""
+    return any(getattr(cause, "sqlstate", None) in _PG_LOCK_CONFLICTS for cause in _chain(exc))
 
 
 def as_error(fault: Fault) -> EpisodicError:

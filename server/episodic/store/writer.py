@@ -25,9 +25,10 @@ from typing import Any, Generic, Protocol, TypeVar
 from sqlalchemy import Connection
 
 from episodic.bounded import within
+from episodic.errors import Aborted
 from episodic.store import feed
 from episodic.store.database import Database
-from episodic.store.faults import classify
+from episodic.store.faults import classify, is_lock_conflict
 
 T = TypeVar("T")
 WriteOp = Callable[[Connection], T]
@@ -99,6 +100,8 @@ class GroupCommitWriter:
         try:
             result = await future
         except Exception as exc:
+            if is_lock_conflict(exc):  # still losing after the reruns: the client may retry
+                raise Aborted("the write met a concurrent one (a deadlock); retry it") from exc
             raise self._database.fault_of(exc) from exc
         self._database.health.succeeded(wrote=True)
         return result
@@ -190,23 +193,36 @@ def _bulk_unit(run: list[_Pending[Any]]) -> _Unit:
     return _Unit(lambda conn: bulk.run_all(conn, items), len(items))
 
 
+# A batch chosen as a deadlock's victim is run again this many times in all: the other
+# transaction has committed by then (operations decide from what they read, so a rerun is safe).
+LOCK_CONFLICT_TRIES = 3
+
+
 def commit_batch(conn: Connection, units: Sequence[_Unit]) -> list[Outcome]:
-    try:
-        with conn.begin():
-            return [outcome for unit in units for outcome in unit.run(conn)]
-    except Exception as exc:  # some operation failed: isolate it (slow path)
-        if len(units) == 1:
-            return units[0].failed(exc)
-        with conn.begin():
-            return [outcome for unit in units for outcome in _attempt(conn, unit)]
+    for tries_left in range(LOCK_CONFLICT_TRIES - 1, -1, -1):
+        try:
+            with conn.begin():
+                return [outcome for unit in units for outcome in unit.run(conn)]
+        except Exception as exc:  # some operation failed: isolate it (slow path)
+            if is_lock_conflict(exc) and tries_left:
+                continue
+            if len(units) == 1:
+                return units[0].failed(exc)
+            break
+    with conn.begin():
+        return [outcome for unit in units for outcome in _attempt(conn, unit)]
 
 
 def _attempt(conn: Connection, unit: _Unit) -> list[Outcome]:
-    try:
-        with conn.begin_nested():
-            return unit.run(conn)
-    except Exception as exc:  # handed to the operation's caller(s), not swallowed
-        return unit.failed(exc)
+    for tries_left in range(LOCK_CONFLICT_TRIES - 1, -1, -1):
+        try:
+            with conn.begin_nested():
+                return unit.run(conn)
+        except Exception as exc:  # handed to the operation's caller(s), not swallowed
+            if is_lock_conflict(exc) and tries_left:
+                continue
+            return unit.failed(exc)
+    raise AssertionError("unreachable")
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
