@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
 import grpc
 
 from episodic.api import convert as c
+from episodic.api import watch
 from episodic.api.fitting import fitted_page, require_fits
 from episodic.api.interceptors import current_caller
 from episodic.domain.model import CloseReason, Episode, Message, Page
@@ -14,6 +16,7 @@ from episodic.domain.ports import EpisodeFilter
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.recall import RecallService
+from episodic.service.watch import WatchService
 from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1 import episode_service_pb2_grpc as pb_grpc
 
@@ -27,11 +30,13 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
         recall: RecallService,
         erasure: EraseService,
         max_send_message_bytes: int,
+        watch: WatchService,
     ) -> None:
         self._service = service
         self._recall = recall
         self._erasure = erasure
         self._max_send_bytes = max_send_message_bytes
+        self._watch = watch
 
     async def OpenEpisode(self, request: pb.OpenEpisodeRequest, context: Context) -> pb.OpenEpisodeResponse:
         episode, created = await self._service.open_episode(
@@ -117,6 +122,22 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
     async def EraseUser(self, request: pb.EraseUserRequest, context: Context) -> pb.EraseUserResponse:
         receipt = await self._erasure.erase_user(current_caller(), request.user_id, request.agent_id)
         return pb.EraseUserResponse(receipt=c.receipt_out(receipt))
+
+    async def WatchEpisode(
+        self, request: pb.WatchEpisodeRequest, context: Context
+    ) -> AsyncIterator[pb.WatchEpisodeResponse]:
+        async for response in watch.watch_episode(self._watch, request, context):
+            yield response
+
+    async def PushAssistantDelta(
+        self, request: pb.PushAssistantDeltaRequest, context: Context
+    ) -> pb.PushAssistantDeltaResponse:
+        return await watch.push_delta(self._watch, request)
+
+    async def FinalizeAssistantMessage(
+        self, request: pb.FinalizeAssistantMessageRequest, context: Context
+    ) -> pb.FinalizeAssistantMessageResponse:
+        return await watch.finalize(self._watch, request)
 
 
 _RAISE = "raise the limit"

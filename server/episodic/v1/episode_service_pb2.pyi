@@ -765,3 +765,318 @@ class EraseUserResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EraseUserResponse: _TypeAlias = EraseUserResponse  # noqa: Y015
+
+@_typing.final
+class WatchEpisodeRequest(_message.Message):
+    """Request of WatchEpisode."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    AFTER_SEQ_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    """Required. The episode to watch."""
+    after_seq: _builtins.int
+    """Replay the messages with a higher seq first (0: the whole log), at most 1000 of them.
+    Unset: no replay, only what is appended from now on.
+    """
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+        after_seq: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_after_seq", b"_after_seq", "after_seq", b"after_seq"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_after_seq", b"_after_seq", "after_seq", b"after_seq", "episode_id", b"episode_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__after_seq: _TypeAlias = _typing.Literal["after_seq"]  # noqa: Y015
+    _WhichOneofArgType__after_seq: _TypeAlias = _typing.Literal["_after_seq", b"_after_seq"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__after_seq) -> _WhichOneofReturnType__after_seq | None: ...
+
+Global___WatchEpisodeRequest: _TypeAlias = WatchEpisodeRequest  # noqa: Y015
+
+@_typing.final
+class WatchEpisodeResponse(_message.Message):
+    """One event of a watched episode."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_APPENDED_FIELD_NUMBER: _builtins.int
+    DRAFT_TEXT_FIELD_NUMBER: _builtins.int
+    DRAFT_FINALIZED_FIELD_NUMBER: _builtins.int
+    DRAFT_DISCARDED_FIELD_NUMBER: _builtins.int
+    EPISODE_CLOSED_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def message_appended(self) -> _episode_pb2.Message:
+        """A message in the log: replayed, or just appended."""
+
+    @_builtins.property
+    def draft_text(self) -> Global___DraftText:
+        """Text of an assistant reply in progress."""
+
+    @_builtins.property
+    def draft_finalized(self) -> Global___DraftFinalized:
+        """A draft became a message of the log (its message_appended comes first)."""
+
+    @_builtins.property
+    def draft_discarded(self) -> Global___DraftDiscarded:
+        """A draft was dropped without reaching the log."""
+
+    @_builtins.property
+    def episode_closed(self) -> _episode_pb2.Episode:
+        """The episode closed: the last event; drafts still in progress are discarded."""
+
+    @_builtins.property
+    def heartbeat(self) -> Global___WatchHeartbeat:
+        """Nothing happened for a while; the stream is alive."""
+
+    def __init__(
+        self,
+        *,
+        message_appended: _episode_pb2.Message | None = ...,
+        draft_text: Global___DraftText | None = ...,
+        draft_finalized: Global___DraftFinalized | None = ...,
+        draft_discarded: Global___DraftDiscarded | None = ...,
+        episode_closed: _episode_pb2.Episode | None = ...,
+        heartbeat: Global___WatchHeartbeat | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["draft_discarded", b"draft_discarded", "draft_finalized", b"draft_finalized", "draft_text", b"draft_text", "episode_closed", b"episode_closed", "event", b"event", "heartbeat", b"heartbeat", "message_appended", b"message_appended"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["draft_discarded", b"draft_discarded", "draft_finalized", b"draft_finalized", "draft_text", b"draft_text", "episode_closed", b"episode_closed", "event", b"event", "heartbeat", b"heartbeat", "message_appended", b"message_appended"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["message_appended", "draft_text", "draft_finalized", "draft_discarded", "episode_closed", "heartbeat"]  # noqa: Y015
+    _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
+
+Global___WatchEpisodeResponse: _TypeAlias = WatchEpisodeResponse  # noqa: Y015
+
+@_typing.final
+class DraftText(_message.Message):
+    """Text of an assistant reply in progress. Offsets count Unicode code points."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRAFT_ID_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    draft_id: _builtins.str
+    """The draft's client-chosen id (its message's client_message_id once finalized)."""
+    offset: _builtins.int
+    """Where text goes in the draft: the characters already sent. A watcher's first event
+    of a draft carries all of its text so far, at offset 0.
+    """
+    text: _builtins.str
+    """The characters from offset on."""
+    def __init__(
+        self,
+        *,
+        draft_id: _builtins.str = ...,
+        offset: _builtins.int = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["draft_id", b"draft_id", "offset", b"offset", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DraftText: _TypeAlias = DraftText  # noqa: Y015
+
+@_typing.final
+class DraftFinalized(_message.Message):
+    """A draft written to the log."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRAFT_ID_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    draft_id: _builtins.str
+    """The draft's id, now the message's client_message_id."""
+    seq: _builtins.int
+    """The message's sequence number."""
+    def __init__(
+        self,
+        *,
+        draft_id: _builtins.str = ...,
+        seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["draft_id", b"draft_id", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DraftFinalized: _TypeAlias = DraftFinalized  # noqa: Y015
+
+@_typing.final
+class DraftDiscarded(_message.Message):
+    """A draft dropped without being written to the log."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRAFT_ID_FIELD_NUMBER: _builtins.int
+    draft_id: _builtins.str
+    """The draft's id."""
+    def __init__(
+        self,
+        *,
+        draft_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["draft_id", b"draft_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DraftDiscarded: _TypeAlias = DraftDiscarded  # noqa: Y015
+
+@_typing.final
+class WatchHeartbeat(_message.Message):
+    """Sent when a watched episode has been quiet for a while."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LAST_SEQ_FIELD_NUMBER: _builtins.int
+    last_seq: _builtins.int
+    """The highest seq sent to this watcher so far (a resumption point for after_seq)."""
+    def __init__(
+        self,
+        *,
+        last_seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_seq", b"last_seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchHeartbeat: _TypeAlias = WatchHeartbeat  # noqa: Y015
+
+@_typing.final
+class PushAssistantDeltaRequest(_message.Message):
+    """Request of PushAssistantDelta."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    DRAFT_ID_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    """Required. The open episode the reply belongs to."""
+    draft_id: _builtins.str
+    """Required. Client-chosen id of the reply in progress (same rules as client_message_id)."""
+    offset: _builtins.int
+    """Characters (Unicode code points) of the draft pushed before this text. A retry with
+    text already pushed at this offset is a no-op; a gap or different text is
+    FAILED_PRECONDITION.
+    """
+    text: _builtins.str
+    """The text to add. The draft may grow up to the largest message content."""
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+        draft_id: _builtins.str = ...,
+        offset: _builtins.int = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["draft_id", b"draft_id", "episode_id", b"episode_id", "offset", b"offset", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PushAssistantDeltaRequest: _TypeAlias = PushAssistantDeltaRequest  # noqa: Y015
+
+@_typing.final
+class PushAssistantDeltaResponse(_message.Message):
+    """Response of PushAssistantDelta."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LENGTH_FIELD_NUMBER: _builtins.int
+    length: _builtins.int
+    """Characters in the draft after this push."""
+    def __init__(
+        self,
+        *,
+        length: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["length", b"length"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PushAssistantDeltaResponse: _TypeAlias = PushAssistantDeltaResponse  # noqa: Y015
+
+@_typing.final
+class FinalizeAssistantMessageRequest(_message.Message):
+    """Request of FinalizeAssistantMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    DRAFT_ID_FIELD_NUMBER: _builtins.int
+    LENGTH_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    """Required. The open episode the reply belongs to."""
+    draft_id: _builtins.str
+    """Required. The draft to write to the log."""
+    length: _builtins.int
+    """When set, the draft must have exactly this many characters (every push arrived)."""
+    @_builtins.property
+    def metadata(self) -> _struct_pb2.Struct:
+        """Optional free-form labels of the message."""
+
+    @_builtins.property
+    def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[_episode_pb2.ToolCall]:
+        """Tool-call directives the reply ends with."""
+
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+        draft_id: _builtins.str = ...,
+        length: _builtins.int | None = ...,
+        metadata: _struct_pb2.Struct | None = ...,
+        tool_calls: _abc.Iterable[_episode_pb2.ToolCall] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_length", b"_length", "length", b"length", "metadata", b"metadata"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_length", b"_length", "draft_id", b"draft_id", "episode_id", b"episode_id", "length", b"length", "metadata", b"metadata", "tool_calls", b"tool_calls"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__length: _TypeAlias = _typing.Literal["length"]  # noqa: Y015
+    _WhichOneofArgType__length: _TypeAlias = _typing.Literal["_length", b"_length"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__length) -> _WhichOneofReturnType__length | None: ...
+
+Global___FinalizeAssistantMessageRequest: _TypeAlias = FinalizeAssistantMessageRequest  # noqa: Y015
+
+@_typing.final
+class FinalizeAssistantMessageResponse(_message.Message):
+    """Response of FinalizeAssistantMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def message(self) -> _episode_pb2.Message:
+        """The stored assistant message."""
+
+    def __init__(
+        self,
+        *,
+        message: _episode_pb2.Message | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FinalizeAssistantMessageResponse: _TypeAlias = FinalizeAssistantMessageResponse  # noqa: Y015

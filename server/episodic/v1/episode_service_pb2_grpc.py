@@ -82,6 +82,21 @@ class EpisodeServiceStub:
                 request_serializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.FromString,
                 _registered_method=True)
+        self.WatchEpisode = channel.unary_stream(
+                '/episodic.v1.EpisodeService/WatchEpisode',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.WatchEpisodeRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.WatchEpisodeResponse.FromString,
+                _registered_method=True)
+        self.PushAssistantDelta = channel.unary_unary(
+                '/episodic.v1.EpisodeService/PushAssistantDelta',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.PushAssistantDeltaRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.PushAssistantDeltaResponse.FromString,
+                _registered_method=True)
+        self.FinalizeAssistantMessage = channel.unary_unary(
+                '/episodic.v1.EpisodeService/FinalizeAssistantMessage',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageResponse.FromString,
+                _registered_method=True)
 
 
 class EpisodeServiceServicer:
@@ -157,6 +172,33 @@ class EpisodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchEpisode(self, request, context):
+        """Live view of an episode: the messages after after_seq (replayed first), then every
+        message appended, the text of assistant replies in progress as it is pushed, their
+        finalization and the close. A watcher that joins while a reply is in progress first
+        gets its text so far. Ends OK after the close; RESOURCE_EXHAUSTED when the watcher
+        reads too slowly (watch again with after_seq); NOT_FOUND when the episode is erased.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PushAssistantDelta(self, request, context):
+        """Adds text to an assistant reply in progress (a draft), for watchers to see. The text
+        is not in the log until FinalizeAssistantMessage. Idempotent by offset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FinalizeAssistantMessage(self, request, context):
+        """Appends a draft's text to the log as an assistant message whose client_message_id is
+        the draft id (deduplicated, redacted and counted like AddMessage). Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EpisodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -204,6 +246,21 @@ def add_EpisodeServiceServicer_to_server(servicer, server):
                     servicer.EraseUser,
                     request_deserializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.SerializeToString,
+            ),
+            'WatchEpisode': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchEpisode,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.WatchEpisodeRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.WatchEpisodeResponse.SerializeToString,
+            ),
+            'PushAssistantDelta': grpc.unary_unary_rpc_method_handler(
+                    servicer.PushAssistantDelta,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.PushAssistantDeltaRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.PushAssistantDeltaResponse.SerializeToString,
+            ),
+            'FinalizeAssistantMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinalizeAssistantMessage,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -452,6 +509,87 @@ class EpisodeService:
             '/episodic.v1.EpisodeService/EraseUser',
             episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.SerializeToString,
             episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchEpisode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/episodic.v1.EpisodeService/WatchEpisode',
+            episodic_dot_v1_dot_episode__service__pb2.WatchEpisodeRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.WatchEpisodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushAssistantDelta(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.EpisodeService/PushAssistantDelta',
+            episodic_dot_v1_dot_episode__service__pb2.PushAssistantDeltaRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.PushAssistantDeltaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinalizeAssistantMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.EpisodeService/FinalizeAssistantMessage',
+            episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -237,6 +237,41 @@ def list_messages(
     )
 
 
+# --- live watching --------------------------------------------------------------------
+
+
+def watch_episode(
+    episode_id: str, *, after_seq: int | None = None
+) -> episode_service_pb2.WatchEpisodeRequest:
+    """after_seq None: no replay, only what comes next; 0: the whole log first."""
+    return episode_service_pb2.WatchEpisodeRequest(episode_id=episode_id, after_seq=after_seq)
+
+
+def push_assistant_delta(
+    episode_id: str, draft_id: str, offset: int, text: str
+) -> episode_service_pb2.PushAssistantDeltaRequest:
+    return episode_service_pb2.PushAssistantDeltaRequest(
+        episode_id=episode_id, draft_id=draft_id, offset=offset, text=text
+    )
+
+
+def finalize_assistant_message(
+    episode_id: str,
+    draft_id: str,
+    *,
+    length: int | None = None,
+    metadata: JsonObject | None = None,
+    tool_calls: Sequence[episode_pb2.ToolCall] | None = None,
+) -> episode_service_pb2.FinalizeAssistantMessageRequest:
+    return episode_service_pb2.FinalizeAssistantMessageRequest(
+        episode_id=episode_id,
+        draft_id=draft_id,
+        length=length,
+        metadata=values.struct(metadata),
+        tool_calls=tool_calls,
+    )
+
+
 # --- context ----------------------------------------------------------------------------
 
 

@@ -7,7 +7,9 @@
 - A retry policy on UNAVAILABLE (a replica stopping or gone, the database briefly out)
   and CANCELLED (see RETRY_POLICY) for the methods a replay cannot change the outcome
   of: reads, and writes idempotent by contract (CloseEpisode, EraseUser,
-  RecordModelReply of the same reply). Methods are left out when only some requests are
+  RecordModelReply of the same reply, PushAssistantDelta with its offset,
+  FinalizeAssistantMessage). WatchEpisode is not: a stream already under way is resumed
+  by the caller with `after_seq`. Methods are left out when only some requests are
   idempotent (a policy names methods, never fields): OpenEpisode (only with episode_id),
   AddMessage / AddMessages and BuildContext (only with client_message_id / request_id),
   CreateMemories (only with client ids); so are CreateAgent and DeleteMemory (a replay
@@ -33,6 +35,8 @@ RETRYABLE: Mapping[str, Sequence[str]] = {
         "SearchEpisodes",
         "CloseEpisode",
         "EraseUser",
+        "PushAssistantDelta",
+        "FinalizeAssistantMessage",
     ),
     "episodic.v1.ContextService": ("GetModelCall", "ListModelCalls", "RecordModelReply"),
     "episodic.v1.MemoryService": (

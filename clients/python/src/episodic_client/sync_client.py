@@ -21,6 +21,7 @@ from episodic_client.context import BuiltContext, join_frames
 from episodic_client.errors import from_rpc_error
 from episodic_client.metadata import auth_metadata
 from episodic_client.paging import pages
+from episodic_client.service_config import SERVICE_CONFIG_JSON, channel_options
 from episodic_client.v1 import (
     agent_pb2,
     agent_service_pb2,
@@ -47,7 +48,11 @@ class EpisodicClient:
     """Use as `with EpisodicClient("host:port", api_key=...) as client:`.
 
     Without `channel` the client opens (and closes) its own channel to `target`: plaintext,
-    or TLS when `credentials` are given. A passed-in channel is left open on close."""
+    or TLS when `credentials` are given. A passed-in channel is left open on close.
+    `target` may name several replicas (`ipv4:10.0.0.1:50051,10.0.0.2:50051`, or
+    `dns:///name:50051` resolving to each): the channel spreads calls over them and retries
+    idempotent ones on UNAVAILABLE, as `service_config` says (default:
+    `episodic_client.service_config.SERVICE_CONFIG_JSON`; None: gRPC's defaults)."""
 
     def __init__(
         self,
@@ -57,9 +62,11 @@ class EpisodicClient:
         timeout: float = 10.0,
         channel: grpc.Channel | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        service_config: str | None = SERVICE_CONFIG_JSON,
     ) -> None:
         self._owns_channel = channel is None
-        self._channel = _open_channel(target, credentials) if channel is None else channel
+        options = channel_options(service_config)
+        self._channel = _open_channel(target, credentials, options) if channel is None else channel
         self._timeout = timeout
         self._metadata = auth_metadata(api_key)
         self._agents = AgentServiceStub(self._channel)
@@ -269,6 +276,44 @@ class EpisodicClient:
         for page in pages(fetch, rq.list_messages(episode_id, page_size=page_size)):
             yield from page.messages
 
+    # --- live watching ------------------------------------------------------------------
+
+    def watch_episode(
+        self, episode_id: str, *, after_seq: int | None = None, timeout: float | None = None
+    ) -> Iterator[episode_service_pb2.WatchEpisodeResponse]:
+        """The episode's events as they happen (after_seq: replay the log after it first),
+        until it closes; no deadline unless `timeout` is given. An error ends it: a watcher
+        that fell behind gets ResourceExhausted and watches again with after_seq."""
+        request = rq.watch_episode(episode_id, after_seq=after_seq)
+        call = self._episodes.WatchEpisode(request, timeout=timeout, metadata=self._metadata)
+        try:
+            yield from call
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
+        finally:  # a no-op once the stream has ended; stops it if the caller stopped reading
+            call.cancel()  # type: ignore[no-untyped-call]  # untyped in grpc-stubs
+
+    def push_assistant_delta(
+        self, episode_id: str, draft_id: str, offset: int, text: str
+    ) -> episode_service_pb2.PushAssistantDeltaResponse:
+        """Adds `text` to the reply in progress `draft_id`; offset: characters already pushed."""
+        request = rq.push_assistant_delta(episode_id, draft_id, offset, text)
+        return self._call(self._episodes.PushAssistantDelta, request)
+
+    def finalize_assistant_message(
+        self,
+        episode_id: str,
+        draft_id: str,
+        *,
+        length: int | None = None,
+        metadata: JsonObject | None = None,
+        tool_calls: Sequence[episode_pb2.ToolCall] | None = None,
+    ) -> episode_service_pb2.FinalizeAssistantMessageResponse:
+        request = rq.finalize_assistant_message(
+            episode_id, draft_id, length=length, metadata=metadata, tool_calls=tool_calls
+        )
+        return self._call(self._episodes.FinalizeAssistantMessage, request)
+
     # --- context ------------------------------------------------------------------------
 
     def build_context(
@@ -405,7 +450,9 @@ class EpisodicClient:
         return self._call(self._diagnostics.Echo, rq.echo(payload))
 
 
-def _open_channel(target: str, credentials: grpc.ChannelCredentials | None) -> grpc.Channel:
+def _open_channel(
+    target: str, credentials: grpc.ChannelCredentials | None, options: list[tuple[str, Any]]
+) -> grpc.Channel:
     if credentials is None:
-        return grpc.insecure_channel(target)
-    return grpc.secure_channel(target, credentials)
+        return grpc.insecure_channel(target, options)
+    return grpc.secure_channel(target, credentials, options)

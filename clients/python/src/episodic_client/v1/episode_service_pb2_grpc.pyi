@@ -61,6 +61,21 @@ class EpisodeServiceStub:
     caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
     and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
     """
+    WatchEpisode: _grpc.UnaryStreamMultiCallable[_episode_service_pb2.WatchEpisodeRequest, _episode_service_pb2.WatchEpisodeResponse]
+    """Live view of an episode: the messages after after_seq (replayed first), then every
+    message appended, the text of assistant replies in progress as it is pushed, their
+    finalization and the close. A watcher that joins while a reply is in progress first
+    gets its text so far. Ends OK after the close; RESOURCE_EXHAUSTED when the watcher
+    reads too slowly (watch again with after_seq); NOT_FOUND when the episode is erased.
+    """
+    PushAssistantDelta: _grpc.UnaryUnaryMultiCallable[_episode_service_pb2.PushAssistantDeltaRequest, _episode_service_pb2.PushAssistantDeltaResponse]
+    """Adds text to an assistant reply in progress (a draft), for watchers to see. The text
+    is not in the log until FinalizeAssistantMessage. Idempotent by offset.
+    """
+    FinalizeAssistantMessage: _grpc.UnaryUnaryMultiCallable[_episode_service_pb2.FinalizeAssistantMessageRequest, _episode_service_pb2.FinalizeAssistantMessageResponse]
+    """Appends a draft's text to the log as an assistant message whose client_message_id is
+    the draft id (deduplicated, redacted and counted like AddMessage). Idempotent.
+    """
 
 @_typing.type_check_only
 class EpisodeServiceAsyncStub(EpisodeServiceStub):
@@ -94,6 +109,21 @@ class EpisodeServiceAsyncStub(EpisodeServiceStub):
     """Erases every row and vector of one user (of one agent, or of all agents) in the
     caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
     and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
+    """
+    WatchEpisode: _aio.UnaryStreamMultiCallable[_episode_service_pb2.WatchEpisodeRequest, _episode_service_pb2.WatchEpisodeResponse]  # type: ignore[assignment]
+    """Live view of an episode: the messages after after_seq (replayed first), then every
+    message appended, the text of assistant replies in progress as it is pushed, their
+    finalization and the close. A watcher that joins while a reply is in progress first
+    gets its text so far. Ends OK after the close; RESOURCE_EXHAUSTED when the watcher
+    reads too slowly (watch again with after_seq); NOT_FOUND when the episode is erased.
+    """
+    PushAssistantDelta: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.PushAssistantDeltaRequest, _episode_service_pb2.PushAssistantDeltaResponse]  # type: ignore[assignment]
+    """Adds text to an assistant reply in progress (a draft), for watchers to see. The text
+    is not in the log until FinalizeAssistantMessage. Idempotent by offset.
+    """
+    FinalizeAssistantMessage: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.FinalizeAssistantMessageRequest, _episode_service_pb2.FinalizeAssistantMessageResponse]  # type: ignore[assignment]
+    """Appends a draft's text to the log as an assistant message whose client_message_id is
+    the draft id (deduplicated, redacted and counted like AddMessage). Idempotent.
     """
 
 class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -179,6 +209,39 @@ class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
         """Erases every row and vector of one user (of one agent, or of all agents) in the
         caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
         and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchEpisode(
+        self,
+        request: _episode_service_pb2.WatchEpisodeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_episode_service_pb2.WatchEpisodeResponse], _abc.AsyncIterator[_episode_service_pb2.WatchEpisodeResponse]]:
+        """Live view of an episode: the messages after after_seq (replayed first), then every
+        message appended, the text of assistant replies in progress as it is pushed, their
+        finalization and the close. A watcher that joins while a reply is in progress first
+        gets its text so far. Ends OK after the close; RESOURCE_EXHAUSTED when the watcher
+        reads too slowly (watch again with after_seq); NOT_FOUND when the episode is erased.
+        """
+
+    @_abc_1.abstractmethod
+    def PushAssistantDelta(
+        self,
+        request: _episode_service_pb2.PushAssistantDeltaRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_episode_service_pb2.PushAssistantDeltaResponse, _abc.Awaitable[_episode_service_pb2.PushAssistantDeltaResponse]]:
+        """Adds text to an assistant reply in progress (a draft), for watchers to see. The text
+        is not in the log until FinalizeAssistantMessage. Idempotent by offset.
+        """
+
+    @_abc_1.abstractmethod
+    def FinalizeAssistantMessage(
+        self,
+        request: _episode_service_pb2.FinalizeAssistantMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_episode_service_pb2.FinalizeAssistantMessageResponse, _abc.Awaitable[_episode_service_pb2.FinalizeAssistantMessageResponse]]:
+        """Appends a draft's text to the log as an assistant message whose client_message_id is
+        the draft id (deduplicated, redacted and counted like AddMessage). Idempotent.
         """
 
 def add_EpisodeServiceServicer_to_server(servicer: EpisodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
