@@ -26,10 +26,10 @@ from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
 from episodic.state.fixed_facts import FixedFactsCache
+from episodic.state.index_cache import WholeIndex
 from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
 from episodic.state.spoken_cache import SpokenCache
-from episodic.state.index_cache import WholeIndex
 from episodic.state.visibility import Visibility
 from episodic.state.working_set import WorkingSetCache
 from episodic.summarize.memories import ExtractiveMemoryExtractor
@@ -165,7 +165,8 @@ def use_cases(settings: Settings | None = None) -> UseCases:
         visibility.watch(watcher)
 
     memories = MemoryService(
-        store=memory_store, episodes=episode_store, agents=agent_store, embedder=embedder, index=cached_memories,
+        store=memory_store, episodes=episode_store, agents=agent_store, embedder=embedder,
+        index=cached_memories,
         changes=visibility, pii=pii, extractor=ExtractiveMemoryExtractor(), limits=limits, clock=clock,
         new_id=CountingIds(), pool=pool,
     )  # fmt: skip

@@ -96,7 +96,8 @@ class PgSignals:
             try:
                 await self._serve(conn, first=attempt == 0 and self.reconnects == 0)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-                log.info("signal connection lost; reconnecting")  # the database fault is logged once, by its health
+                # INFO: the database fault itself is logged once, by the store's health
+                log.info("signal connection lost; reconnecting")
             finally:
                 self._connected.clear()
                 with contextlib.suppress(Exception):
