@@ -110,9 +110,10 @@ class Visibility:
 
     async def apply_foreign(self, changes: Sequence[Change]) -> None:
         """Changes other replicas committed, in feed order: resident scopes they touched are
-        refreshed from SQL, then every cache hears them."""
-        async with self._lock:
-            for change in changes:
+        refreshed from SQL, then every cache hears them. The lock is taken per change, so a
+        burst from one tenant does not hold this replica's own index writes back."""
+        for change in changes:
+            async with self._lock:
                 await self._refresh(change)
                 if isinstance(change, UserErased):  # the row cannot say what went: the tenant's caches
                     change = CachesStale(change.tenant_id)
