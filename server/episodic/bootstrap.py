@@ -514,9 +514,8 @@ def load_tracing(settings: Settings) -> Tracing:
 class Replacements:
     """What a lab or a test may swap in the composition root: the one in-process door."""
 
-    index: VectorIndex | None = None  # a pre-built index instead of the one loaded from SQL
+    index: VectorIndex | None = None  # a pre-built whole index instead of per-scope caches of SQL
     background: bool = True  # False: no digester, idle reaper or retention job running
-    load_index: bool = True  # False: the index starts empty (tools that only write digests)
 
 
 @asynccontextmanager

@@ -62,7 +62,7 @@ async def replicas() -> AsyncIterator[Callable[..., Awaitable[Replica]]]:
 
     async def start(settings: Settings, *, background: bool = True) -> Replica:
         stack = AsyncExitStack()
-        replace = Replacements(background=background, load_index=False)
+        replace = Replacements(background=background)
         app = await stack.enter_async_context(open_app(settings, replace=replace))
         opened.append(Replica(app, stack))
         return opened[-1]

@@ -40,12 +40,12 @@ class Stack:
 @asynccontextmanager
 async def stack_on(url: str, caller: Caller) -> AsyncIterator[Stack]:
     """The product wired through its one door, without its background workers (tests run
-    the digester and the retention job themselves) and with an empty index."""
+    the digester and the retention job themselves)."""
     settings = Settings(
         database_url=url, embedder="hashing", insecure_dev=True, access_log=False,
         db_writers=2,  # >1 on PostgreSQL exercises the row locks
     )  # fmt: skip
-    replace = Replacements(background=False, load_index=False)
+    replace = Replacements(background=False)
     async with open_app(settings, replace=replace) as app:
         yield Stack(app.database, app.adapters.writer, app.services, caller, app)
 

@@ -90,7 +90,7 @@ async def _bench(layout: Layout, count: int, budget: Budget) -> None:
 
 
 async def _store(settings: Settings, layout: Layout, count: int) -> None:
-    async with open_app(settings, replace=Replacements(background=False, load_index=False)) as app:
+    async with open_app(settings, replace=Replacements(background=False)) as app:
         caller = Caller(settings.dev_tenant)
         await app.services.agents.create_agent(caller, AgentDraft(AGENT, model="gpt-4"))
         rng, now = random.Random(7), datetime.now(UTC)

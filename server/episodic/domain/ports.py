@@ -399,7 +399,7 @@ class MemoryWrite:
 
 
 class MemoryStore(Protocol):
-    """Long-term memories and their stored vectors (the FAISS index is rebuilt from them)."""
+    """Long-term memories and their stored vectors (the FAISS index is a cache of them)."""
 
     async def write(self, change: MemoryWrite) -> None:
         """All of it in one transaction, or none of it; NotFound when `change.episode` is gone."""

@@ -93,7 +93,7 @@ class SqlDigestStore:
         return digest_from_row(row) if row else None
 
     async def vectors(self, model: str, batch: int = 10_000) -> AsyncIterator[list[IndexedVector]]:
-        """Every stored vector of `model`, in batches, for rebuilding the index."""
+        """Every stored vector of `model`, in batches (tools that hold a whole index)."""
         stmt = select(V).where(V.c.model == model).order_by(V.c.tenant_id, V.c.episode_id, V.c.chunk)
         async with self._db.engine.connect() as conn:
             result = await conn.stream(stmt.execution_options(yield_per=batch))

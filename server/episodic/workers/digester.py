@@ -3,8 +3,8 @@ embeddings), stores them, then indexes them. It runs beside the RPCs, never in t
 summarizing and embedding go to worker threads, writes through the group-commit writer.
 
 Work lives in SQL (digests rows), so a restart resumes where it stopped; a claim is a
-lease, so a crashed replica's work comes back. The index is written after SQL commits
-and rebuilt from SQL at start, so a crash in between loses or duplicates nothing.
+lease, so a crashed replica's work comes back. The index is written after SQL commits and
+is a cache of SQL (loaded per scope), so a crash in between loses or duplicates nothing.
 After an embedding-model change, READY digests with old vectors are re-embedded here too.
 """
 
