@@ -16,6 +16,7 @@ from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, NewMessage, Role
 from episodic.domain.recall import Scope, SearchMode
 from episodic.errors import NotFound
+from episodic.service.context import ContextRequest
 from episodic.service.recall import SearchRequest
 from episodic.store import schema
 from episodic.store.feed import PRUNED
@@ -170,3 +171,24 @@ def async_true(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
         return check()
 
     return checked
+
+
+async def test_an_erasure_elsewhere_drops_only_the_erased_users_working_sets(postgres_url: str) -> None:
+    async with two_replicas(postgres_url) as (a, b):
+        agent = unique("agent")
+        await a.services.agents.create_agent(a.caller, AgentDraft(agent))
+        held: dict[str, str] = {}
+        for user in ("gone", "kept"):
+            episode, _ = await b.services.episodes.open_episode(b.caller, agent_id=agent, user_id=user)
+            await b.services.context.build(b.caller, ContextRequest(episode.episode_id, user_message="hi"))
+            held[user] = episode.episode_id
+        cache = b.app.state.working_sets
+        assert cache.get((b.caller.tenant_id, held["gone"])) and cache.get((b.caller.tenant_id, held["kept"]))
+
+        await a.services.erasure.erase_user(a.caller, "gone", agent)
+
+        async def gone_dropped() -> bool:
+            return cache.get((b.caller.tenant_id, held["gone"])) is None
+
+        await eventually(gone_dropped, "B dropped the erased user's working set")
+        assert cache.get((b.caller.tenant_id, held["kept"])) is not None  # still warm

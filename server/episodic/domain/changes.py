@@ -75,9 +75,12 @@ class UserErased:
 @dataclass(frozen=True, slots=True)
 class CachesStale:
     """Whatever this process holds of a tenant (None: of every tenant) may be stale: another
-    replica erased a user, or this replica's feed position was pruned before it read it."""
+    replica erased a user, or this replica's feed position was pruned before it read it.
+    `user_hash`, when set, names the erased user: a cache that knows its entries' users
+    (working sets, costly to rebuild) drops only theirs; the others drop the tenant's."""
 
     tenant_id: str | None
+    user_hash: str = ""
 
 
 Change = (

@@ -115,8 +115,8 @@ class Visibility:
         for change in changes:
             async with self._lock:
                 await self._refresh(change)
-                if isinstance(change, UserErased):  # the row cannot say what went: the tenant's caches
-                    change = CachesStale(change.tenant_id)
+                if isinstance(change, UserErased):  # the row cannot say what went
+                    change = CachesStale(change.tenant_id, change.user_hash)
                 self._tell_watchers(change)
 
     def resync(self) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from contextlib import AbstractAsyncContextManager
 
-from episodic.domain.changes import Change, stale_keys
+from episodic.domain.changes import CachesStale, Change, stale_keys
+from episodic.domain.erasure import user_hash
 from episodic.domain.working_set import WorkingSet
 from episodic.state.keyed_locks import KeyedLocks
 
@@ -48,7 +49,13 @@ class WorkingSetCache:
             self._bytes -= evicted
 
     def changed(self, change: Change) -> None:
-        """A removed episode's working set goes (its id may be opened again)."""
+        """A removed episode's working set goes (its id may be opened again); after an
+        erasure on another replica, only the erased user's (the others are costly to
+        rebuild, and still right)."""
+        if isinstance(change, CachesStale) and change.tenant_id is not None and change.user_hash:
+            for key in [k for k, (held, _) in self._items.items() if _of_user(k, held, change.user_hash)]:
+                self.discard(key)
+            return
         for key in stale_keys(change, list(self._items)):
             self.discard(key)
 
@@ -60,3 +67,7 @@ class WorkingSetCache:
     def hold(self, key: Key) -> AbstractAsyncContextManager[None]:
         """The conversation's lock: one turn at a time per episode."""
         return self._locks.hold(key)
+
+
+def _of_user(key: Key, held: WorkingSet, hashed: str) -> bool:
+    return user_hash(key[0], held.episode.user_id) == hashed
