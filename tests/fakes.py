@@ -352,7 +352,7 @@ class FakeEpisodeStore:
         existing = self._t.episodes.get(key)  # soft-deleted ones too: their ids stay taken
         if existing is not None:
             return episode_rules.reopen(existing, request), False
-        fresh = episode_rules.new_episode(tenant_id, request, token_encoding)
+        fresh = episode_rules.new_episode(tenant_id, request, token_encoding, opened_at=self._clock())
         self._t.episodes[key] = fresh
         self._t.messages[key] = []
         return fresh, True

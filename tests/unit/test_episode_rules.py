@@ -14,6 +14,12 @@ NOW = datetime(2026, 3, 1, tzinfo=UTC)
 REQUEST = rules.OpenRequest("agent", "mary", "ep-1", {}, NOW)
 
 
+def test_an_episode_opened_with_a_past_start_is_active_from_its_opening() -> None:
+    imported = rules.OpenRequest("agent", "mary", "ep-old", {}, NOW - timedelta(days=400))
+    opened = rules.new_episode("t", imported, "cl100k_base", opened_at=NOW)
+    assert (opened.started_at, opened.last_activity_at) == (NOW - timedelta(days=400), NOW)
+
+
 def test_reopening_an_open_episode_returns_it() -> None:
     existing = rules.new_episode("t", REQUEST, "cl100k_base")
     assert rules.reopen(existing, REQUEST) is existing

@@ -19,7 +19,12 @@ class OpenRequest:
     started_at: datetime
 
 
-def new_episode(tenant_id: str, request: OpenRequest, token_encoding: str) -> Episode:
+def new_episode(
+    tenant_id: str, request: OpenRequest, token_encoding: str, *, opened_at: datetime | None = None
+) -> Episode:
+    """Opening is activity: an episode opened with a start long past (an import) is not idle
+    from birth, so the idle reaper cannot close it before its first message."""
+    active = request.started_at if opened_at is None else max(request.started_at, opened_at)
     return Episode(
         tenant_id=tenant_id,
         episode_id=request.episode_id,
@@ -28,7 +33,7 @@ def new_episode(tenant_id: str, request: OpenRequest, token_encoding: str) -> Ep
         state=EpisodeState.OPEN,
         token_encoding=token_encoding,
         started_at=request.started_at,
-        last_activity_at=request.started_at,
+        last_activity_at=active,
         metadata=request.metadata,
     )
 

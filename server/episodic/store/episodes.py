@@ -90,7 +90,7 @@ class SqlEpisodeStore:
     async def open_episode(
         self, tenant_id: str, request: OpenRequest, token_encoding: str
     ) -> tuple[Episode, bool]:
-        fresh = rules.new_episode(tenant_id, request, token_encoding)
+        fresh = rules.new_episode(tenant_id, request, token_encoding, opened_at=self._clock())
 
         def op(conn: Connection) -> tuple[Episode, bool]:
             if _INSERT_EPISODE.inserted(conn, episode_values(fresh)):
