@@ -3,7 +3,6 @@ replica whose wall clock runs ahead of the others."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
@@ -72,16 +71,6 @@ async def replicas() -> AsyncIterator[Callable[..., Awaitable[Replica]]]:
     finally:
         for replica in reversed(opened):
             await replica.close()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> bool:
-    """Polls `check` until true or the (generous) deadline passes."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.05)
-    return False
 
 
 async def open_episode(app: App, idle_timeout: timedelta | None = None) -> str:

@@ -22,11 +22,11 @@ from tests.e2e.cluster_helpers import (
     JOBS,
     Replica,
     clock_ahead,
-    eventually,
     leaders,
     open_episode,
     replicas,
 )
+from tests.polling import eventually
 from tests.server_harness import settings_for
 from tests.throwaway_postgres import throwaway_postgres
 

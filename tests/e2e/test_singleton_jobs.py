@@ -11,7 +11,8 @@ from datetime import timedelta
 import pytest
 
 from episodic.domain.model import CloseReason, EpisodeState
-from tests.e2e.cluster_helpers import CALLER, JOBS, Replica, eventually, leaders, open_episode, replicas
+from tests.e2e.cluster_helpers import CALLER, JOBS, Replica, leaders, open_episode, replicas
+from tests.polling import eventually
 from tests.server_harness import settings_for
 from tests.throwaway_postgres import throwaway_postgres
 

@@ -22,17 +22,13 @@ from episodic.store import schema
 from episodic.store.feed import PRUNED
 from tests.conftest import unique
 from tests.integration.conftest import Stack, stack_on
+from tests.polling import eventually
 
 DEADLINE = 15.0  # seconds: a loaded 2-core machine; the latency itself is measured by the lab
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + DEADLINE
-    while not await check():
-        if loop.time() > end:
-            raise AssertionError(f"not within {DEADLINE} s: {what}")
-        await asyncio.sleep(0.02)
+async def within_deadline(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    assert await eventually(check, DEADLINE), f"not within {DEADLINE} s: {what}"
 
 
 @asynccontextmanager
@@ -78,7 +74,7 @@ async def test_a_digest_made_on_one_replica_is_found_by_the_others_semantic_sear
         async def b_finds_it() -> bool:
             return episode in await found(b, agent, "mary", "cello lessons")
 
-        await eventually(b_finds_it, "B's resident scope refreshed with A's digest")
+        await within_deadline(b_finds_it, "B's resident scope refreshed with A's digest")
         assert b.app.state.tail.applied > 0
 
 
@@ -99,7 +95,7 @@ async def test_an_erasure_on_one_replica_leaves_nothing_in_the_others_index_or_f
             return (report.index_vectors, report.missing, report.orphaned) == (0, 0, 0)
 
         await a.services.recall.index.ensure(Scope(a.caller.tenant_id, agent, user))
-        await eventually(a_holds_none, "A dropped the erased user's vectors")
+        await within_deadline(a_holds_none, "A dropped the erased user's vectors")
         c = schema.changes
         bodies = await a.database.read(
             lambda conn: (
@@ -126,7 +122,7 @@ async def test_a_row_of_a_newer_release_stops_the_tail_and_health_says_so(postgr
         c = schema.changes
         row = {"version": 99, "kind": "from_the_future", "tenant_id": a.caller.tenant_id, "body": "{}"}
         await a.writer.run(lambda conn: conn.execute(c.insert().values(**row, origin="newer")))
-        await eventually(async_true(lambda: not b.app.state.health.healthy), "B reports NOT_SERVING")
+        await within_deadline(async_true(lambda: not b.app.state.health.healthy), "B reports NOT_SERVING")
         stuck = b.app.state.tail.position
         assert "format 99" in b.app.state.tail.refused
         agent = unique("agent")
@@ -135,7 +131,9 @@ async def test_a_row_of_a_newer_release_stops_the_tail_and_health_says_so(postgr
         await asyncio.sleep(3 * b.app.settings.feed_poll_seconds)
         assert b.app.state.tail.position == stuck  # never skipped
         await a.writer.run(lambda conn: conn.execute(delete(c).where(c.c.origin == "newer")))
-        await eventually(async_true(lambda: b.app.state.health.healthy), "B serves again once it can read")
+        await within_deadline(
+            async_true(lambda: b.app.state.health.healthy), "B serves again once it can read"
+        )
         assert b.app.state.tail.position > stuck
 
 
@@ -153,7 +151,7 @@ async def test_a_replica_whose_position_was_pruned_reloads_every_scope(postgres_
         )
         try:
             await a.writer.run(lambda conn: conn.execute(marks.insert().values(name=PRUNED, seq=head + 10)))
-            await eventually(
+            await within_deadline(
                 async_true(lambda: b.app.state.tail.resyncs > 0), "B noticed the pruned position"
             )
             assert not resident(b, scope)
@@ -190,5 +188,5 @@ async def test_an_erasure_elsewhere_drops_only_the_erased_users_working_sets(pos
         async def gone_dropped() -> bool:
             return cache.get((b.caller.tenant_id, held["gone"])) is None
 
-        await eventually(gone_dropped, "B dropped the erased user's working set")
+        await within_deadline(gone_dropped, "B dropped the erased user's working set")
         assert cache.get((b.caller.tenant_id, held["kept"])) is not None  # still warm

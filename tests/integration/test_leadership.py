@@ -3,14 +3,14 @@ dead or departed holder's jobs taken over by the next replica that asks."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 from sqlalchemy import make_url
 
 from episodic.store.leadership import PgLeadership, lock_key
+from tests.polling import eventually
 from tests.throwaway_postgres import throwaway_postgres
 
 pytestmark = pytest.mark.postgres
@@ -66,7 +66,7 @@ async def test_a_leader_whose_session_dies_stops_leading_and_another_takes_over(
     try:
         assert await a.holds("idle-reaper")
         await _terminate_sessions_holding(url, "idle-reaper")
-        took_over = await _eventually(lambda: b.holds("idle-reaper"))
+        took_over = await eventually(lambda: b.holds("idle-reaper"))
         assert took_over
         assert not await a.holds("idle-reaper")  # its next check finds the session gone
         assert a.held == frozenset()
@@ -104,13 +104,3 @@ async def _terminate_sessions_holding(url: str, job: str) -> None:
         assert killed == 1
     finally:
         await conn.close()
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> bool:
-    """Polls `check` until it is true or the deadline passes (termination is asynchronous)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.05)
-    return False

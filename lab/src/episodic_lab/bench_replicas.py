@@ -62,6 +62,7 @@ from episodic_lab.bench import BenchError
 from episodic_lab.bench.databases import throwaway_database
 from episodic_lab.bench.load import closed_loop
 from episodic_lab.bench.server_process import Server, cpu_seconds, running_server
+from episodic_lab.bench_recall.rows import DIGEST_COLUMNS, EPISODE_COLUMNS
 
 es, ms = episode_service_pb2, memory_service_pb2
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -556,16 +557,6 @@ def _print_startup(rows: list[StartupRow]) -> None:
 
 # --- seeding ------------------------------------------------------------------------------
 
-EPISODE_COLUMNS = (
-    "tenant_id", "episode_id", "agent_id", "user_id", "state", "token_encoding", "started_at",
-    "ended_at", "close_reason", "close_note", "metadata", "message_count", "token_count",
-    "last_activity_at", "deleted_at",
-)  # fmt: skip
-DIGEST_COLUMNS = (
-    "tenant_id", "episode_id", "agent_id", "user_id", "state", "summary", "key_facts",
-    "embedding_model", "attempts", "last_error", "next_attempt_at", "started_at", "ended_at",
-    "updated_at",
-)  # fmt: skip
 VECTOR_COLUMNS = ("tenant_id", "episode_id", "chunk", "agent_id", "user_id", "model", "dimension", "vector")
 ENDED = datetime(2025, 1, 1, tzinfo=UTC)
 STARTED = ENDED - timedelta(minutes=30)

@@ -39,6 +39,11 @@ _DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 T = TypeVar("T")
 
 
+def asyncpg_dsn(url: URL) -> str:
+    """The DSN of a dedicated asyncpg connection outside the pool (LISTEN, advisory locks)."""
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def normalize_url(raw: str) -> URL:
     """Accepts plain `sqlite:///file.db` / `postgresql://...` and picks the async driver."""
     try:

@@ -141,8 +141,8 @@ class SqlChangeFeed:
 
         def op(conn: Connection) -> int:
             gone = conn.execute(delete(C).where(C.c.seq <= through)).rowcount
-            current = int(conn.scalar(select(MARKS.c.seq).where(MARKS.c.name == PRUNED)) or 0)
-            if current == 0 and conn.scalar(select(func.count()).select_from(MARKS)) == 0:
+            current = conn.scalar(select(MARKS.c.seq).where(MARKS.c.name == PRUNED))
+            if current is None:
                 conn.execute(MARKS.insert().values(name=PRUNED, seq=through))
             elif through > current:
                 conn.execute(MARKS.update().where(MARKS.c.name == PRUNED).values(seq=through))

@@ -21,6 +21,8 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
+from episodic.store.database import asyncpg_dsn
+
 log = logging.getLogger(__name__)
 CONNECT_SECONDS = 5.0
 QUERY_SECONDS = 5.0  # a check that hangs (half-open connection) counts as lost
@@ -41,7 +43,7 @@ class PgLeadership:
     """Advisory locks on one dedicated connection, (re)connected on demand by `holds`."""
 
     def __init__(self, url: URL) -> None:
-        self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._dsn = asyncpg_dsn(url)
         self._conn: Any = None
         self._held: set[str] = set()
         self._guard = asyncio.Lock()  # one query at a time on the connection

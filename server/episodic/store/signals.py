@@ -19,6 +19,8 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
+from episodic.store.database import asyncpg_dsn
+
 log = logging.getLogger(__name__)
 Callback = Callable[[str], None]
 MAX_PAYLOAD = 7000  # PostgreSQL refuses payloads of 8,000 bytes or more
@@ -50,7 +52,7 @@ class PgSignals:
     """LISTEN/NOTIFY on one dedicated connection, kept open by a background task."""
 
     def __init__(self, url: URL) -> None:
-        self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._dsn = asyncpg_dsn(url)
         self._subscribers: dict[str, list[Callback]] = {}
         self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(QUEUED_NOTIFIES)
         self._task: asyncio.Task[None] | None = None
