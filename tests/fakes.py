@@ -15,7 +15,7 @@ import dataclasses
 import hashlib
 import math
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -60,7 +60,6 @@ from episodic.domain.recall import (
     DigestState,
     DigestText,
     Hit,
-    IndexedVector,
     Scope,
     Vector,
     vector_key,
@@ -509,15 +508,6 @@ class FakeDigestStore:
 
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None:
         return self._t.digests.get((tenant_id, episode_id))
-
-    async def vectors(self, model: str) -> AsyncIterator[list[IndexedVector]]:
-        """Every stored vector of `model`, in one batch."""
-        yield [
-            IndexedVector(self._t.digests[key].scope, vector_key(key[1], chunk), vector)
-            for key, stored in sorted(self._t.vectors.items())
-            if stored.model == model
-            for chunk, vector in enumerate(stored.vectors)
-        ]
 
     async def vector_keys(self, tenant_id: str, model: str, agent_id: str = "") -> list[tuple[Scope, str]]:
         return [
@@ -969,14 +959,24 @@ class FakeMemoryStore:
             if stored is not None:
                 stored.memory = dataclasses.replace(stored.memory, last_recalled_at=at)
 
-    async def vectors(self, model: str, batch: int = 1000) -> AsyncIterator[list[IndexedVector]]:
+    async def scope_vectors(self, scope: Scope) -> tuple[list[str], list[Vector]]:
+        """The `ScopeVectorSource` port over the promoted memories of this store's model."""
+        return self._indexed(scope, None)
+
+    async def item_vectors(self, scope: Scope, items: Sequence[str]) -> tuple[list[str], list[Vector]]:
+        return self._indexed(scope, set(items))
+
+    def _indexed(self, scope: Scope, ids: set[str] | None) -> tuple[list[str], list[Vector]]:
         found = [
-            IndexedVector(s.memory.scope, s.memory.memory_id, s.vector)
+            (s.memory.memory_id, s.vector)
             for _, s in sorted(self._t.memories.items())
-            if s.model == model and s.vector is not None and s.memory.state is MemoryState.PROMOTED
+            if s.memory.scope == scope
+            and s.model == self._model
+            and s.vector is not None
+            and s.memory.state is MemoryState.PROMOTED
+            and (ids is None or s.memory.memory_id in ids)
         ]
-        for start in range(0, len(found), batch):
-            yield found[start : start + batch]
+        return [k for k, _ in found], [v for _, v in found]
 
     async def stale(self, model: str, limit: int) -> list[Memory]:
         found = [

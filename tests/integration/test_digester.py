@@ -3,6 +3,7 @@ can always be rebuilt from SQL; the idle reaper closes forgotten episodes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -14,11 +15,12 @@ from episodic.domain.model import CloseReason, EpisodeState, NewMessage, Role
 from episodic.domain.recall import DigestState, Scope
 from episodic.embed import make_embedder
 from episodic.index import FaissVectorIndex
-from episodic.state.index_cache import WholeIndex
+from episodic.state.index_cache import ResidentScopes, WholeIndex
 from episodic.state.visibility import Visibility
 from episodic.store import schema
 from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
+from episodic.store.vector_sources import SqlDigestVectors
 from episodic.summarize import make_summarizer
 from episodic.workers.digester import Digester
 from episodic.workers.reaper import IdleReaper
@@ -109,9 +111,12 @@ async def test_pending_digests_survive_a_restart_and_the_index_is_rebuilt_from_s
     index = FaissVectorIndex(256)
     first = digester_for(stack, make_embedder("hashing"), now, index)  # a "process" that digests, then dies
     assert await first.run_once() >= 1
-    restarted = FaissVectorIndex(256)
-    loaded = await Visibility(index=WholeIndex(restarted)).load(first.store.vectors("hashing-256"))
-    assert loaded >= 1 and restarted.keys(scope) == index.keys(scope)
+    source = SqlDigestVectors(stack.database, "hashing-256")
+    restarted = ResidentScopes(
+        FaissVectorIndex(256), source, dimension=256, max_bytes=1 << 30, lock=asyncio.Lock()
+    )
+    await restarted.ensure(scope)  # a new process loads the scope from SQL on first use
+    assert len(restarted.keys(scope)) >= 1 and restarted.keys(scope) == index.keys(scope)
     assert {k.rpartition("#")[0] for k in restarted.keys(scope)} == {episode_id}
 
 

@@ -32,6 +32,7 @@ from episodic.store.erasure import SqlEraser
 from episodic.store.memories import SqlMemoryStore
 from episodic.store.rows import agent_values, episode_values
 from episodic.store.session_data import SqlSessionDataStore
+from episodic.store.vector_sources import SqlMemoryVectors
 from episodic.store.writer import GroupCommitWriter
 from tests.conftest import unique
 
@@ -271,7 +272,9 @@ async def test_pending_lists_an_episodes_held_memories_oldest_first_with_vectors
     assert held[0][1] is None and np.allclose(np.asarray(held[1][1]), [0.5, 0.5])
 
 
-async def test_vectors_yields_promoted_memories_of_the_model_and_stale_the_rest(db: Db, scope: Scope) -> None:
+async def test_a_scopes_vectors_are_its_promoted_memories_of_the_model_and_stale_the_rest(
+    db: Db, scope: Scope
+) -> None:
     store, old = db.memories(), db.memories(unique("old-model"))
     await insert(
         store,
@@ -281,8 +284,8 @@ async def test_vectors_yields_promoted_memories_of_the_model_and_stale_the_rest(
         memory(scope, "bare", "four"),
     )
     await insert(old, (memory(scope, "older", "five"), [1.0, 1.0]))
-    batches = [b async for b in store.vectors(db.model)]
-    found = sorted((v.scope, v.key, list(np.asarray(v.vector))) for b in batches for v in b)
+    keys, vectors = await SqlMemoryVectors(db.database, db.model).scope_vectors(scope)
+    found = sorted((scope, key, list(np.asarray(vector))) for key, vector in zip(keys, vectors, strict=True))
     assert found == [(scope, "p1", [1.0, 0.0]), (scope, "p2", [0.0, 1.0])]
     stale = {m.memory_id for m in await store.stale(db.model, 100_000) if m.tenant_id == scope.tenant_id}
     assert stale == {"bare", "older"}

@@ -4,6 +4,7 @@ PII redaction before storage, expiry and retention, the [Known Facts] section.""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -17,8 +18,7 @@ from episodic.domain.recall import Scope, SearchMode
 from episodic.errors import NotFound
 from episodic.service.context import ContextRequest
 from episodic.service.memory_search import MemoryQuery
-from episodic.state.index_cache import WholeIndex
-from episodic.state.visibility import Visibility
+from episodic.state.index_cache import ResidentScopes
 from tests.fakes import FakeVectorIndex
 from tests.unit.use_cases import CALLER, TENANT, UseCases, use_cases
 
@@ -73,10 +73,10 @@ async def test_the_memory_index_is_rebuilt_from_storage_after_a_crash_between_sq
     uc: UseCases,
 ) -> None:
     made = await uc.memories.create(CALLER, CreateRequest([fact("Mary plays the cello")], "helper", "mary"))
-    restarted = FakeVectorIndex()
-    await Visibility(index=WholeIndex(FakeVectorIndex()), memory_index=WholeIndex(restarted)).load(
-        uc.memory_store.vectors(uc.embedder.model_id), memories=True
+    restarted = ResidentScopes(
+        FakeVectorIndex(), uc.memory_store, dimension=64, max_bytes=1 << 20, lock=asyncio.Lock()
     )
+    await restarted.ensure(SCOPE)  # a new process loads the scope from storage on first use
     assert restarted.keys(SCOPE) == {made[0].memory.memory_id}
 
 

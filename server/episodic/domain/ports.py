@@ -3,7 +3,7 @@ fakes for tests live in tests/fakes.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,7 +17,7 @@ from episodic.domain.erasure import Audit, Erased
 from episodic.domain.log import PreparedMessage
 from episodic.domain.memories import ExtractedMemory, Memory, MemoryKind, MemoryState, SessionData
 from episodic.domain.model import Agent, CloseReason, Episode, EpisodeState, Message
-from episodic.domain.recall import Digest, DigestText, Hit, IndexedVector, Scope, Vector
+from episodic.domain.recall import Digest, DigestText, Hit, Scope, Vector
 from episodic.domain.retention import SoftDeleted
 from episodic.domain.watch import LiveRead
 
@@ -244,8 +244,6 @@ class DigestStore(Protocol):
 
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None: ...
 
-    def vectors(self, model: str) -> AsyncIterator[list[IndexedVector]]: ...
-
     async def recent(
         self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
     ) -> list[Digest]: ...
@@ -439,11 +437,6 @@ class MemoryStore(Protocol):
 
     async def touch(self, tenant_id: str, memory_ids: Sequence[str], at: datetime) -> None:
         """Records a recall (last_recalled_at) of these memories."""
-        ...
-
-    def vectors(self, model: str) -> AsyncIterator[list[IndexedVector]]:
-        """Every PROMOTED memory's vector made with `model`, in batches (index rebuild);
-        keys are memory ids."""
         ...
 
     async def stale(self, model: str, limit: int) -> list[Memory]:

@@ -50,15 +50,6 @@ class Scope:
 Vector = Sequence[float]  # adapters pass numpy arrays through unchanged
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedVector:
-    """A stored vector and where it belongs: FAISS is rebuilt from these."""
-
-    scope: Scope
-    key: str
-    vector: Vector
-
-
 def vector_key(episode_id: str, chunk: int) -> str:
     return f"{episode_id}#{chunk}"
 

@@ -34,7 +34,7 @@ from episodic.domain.changes import (
 )
 from episodic.domain.erasure import user_hash
 from episodic.domain.ports import ChangeFeed
-from episodic.domain.recall import IndexedVector, Scope
+from episodic.domain.recall import Scope
 from episodic.state.index_cache import CachedIndex
 from episodic.state.unindex import unindex_episodes, unindex_memories
 
@@ -124,22 +124,6 @@ class Visibility:
         for index in self._indexes():
             index.evict(lambda _: True)
         self._tell_watchers(CachesStale(None))
-
-    async def load(self, batches: AsyncIterator[list[IndexedVector]], *, memories: bool = False) -> int:
-        """Fills a whole index from SQL (tools and tests that hold every scope); returns how
-        many vectors it loaded."""
-        cache = self._memory_index if memories and self._memory_index is not None else self._index
-        loaded = 0
-        async with self._lock:
-            async for batch in batches:
-                by_scope: dict[Scope, list[IndexedVector]] = {}
-                for item in batch:
-                    by_scope.setdefault(item.scope, []).append(item)
-                for scope, items in by_scope.items():
-                    cache.index.add(scope, [v.key for v in items], [v.vector for v in items])
-                    cache.resized(scope)
-                loaded += len(batch)
-        return loaded
 
     def _tell_watchers(self, change: Change) -> None:
         for watcher in self._watchers:

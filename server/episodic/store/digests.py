@@ -1,20 +1,20 @@
 """Digests in SQL: the work queue of the background digester (claimed with a lease so
-replicas do not collide), the stored vectors FAISS is rebuilt from, and the reads
+replicas do not collide), the stored vectors FAISS caches per scope, and the reads
 recall needs. Writes go through the group-commit writer. Leases and due times count on
 the database's clock, so a replica whose clock runs ahead cannot take work leased by
 another before the lease ends."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, RowMapping, and_, delete, func, or_, select, update
 
 from episodic.domain.model import Message
-from episodic.domain.recall import Digest, DigestState, Hit, IndexedVector, Scope, Vector, vector_key
+from episodic.domain.recall import Digest, DigestState, Hit, Scope, Vector, vector_key
 from episodic.store import lexical
 from episodic.store import schema as s
 from episodic.store.cluster_clock import database_now
@@ -91,14 +91,6 @@ class SqlDigestStore:
         stmt = select(D).where(D.c.tenant_id == tenant_id, D.c.episode_id == episode_id)
         row = await self._db.read(lambda conn: conn.execute(stmt).mappings().first())
         return digest_from_row(row) if row else None
-
-    async def vectors(self, model: str, batch: int = 10_000) -> AsyncIterator[list[IndexedVector]]:
-        """Every stored vector of `model`, in batches (tools that hold a whole index)."""
-        stmt = select(V).where(V.c.model == model).order_by(V.c.tenant_id, V.c.episode_id, V.c.chunk)
-        async with self._db.engine.connect() as conn:
-            result = await conn.stream(stmt.execution_options(yield_per=batch))
-            async for rows in result.mappings().partitions(batch):
-                yield [_stored_vector(r) for r in rows]
 
     async def vector_keys(self, tenant_id: str, model: str, agent_id: str = "") -> list[tuple[Scope, str]]:
         """(scope, key) of every stored vector of `model` in one tenant (or one agent of it):
@@ -192,9 +184,3 @@ def _replace_text(conn: Connection, digest: Digest, body: str) -> None:
 
 def _scoped_key(tenant_id: str, r: RowMapping) -> tuple[Scope, str]:
     return Scope(tenant_id, r["agent_id"], r["user_id"]), vector_key(r["episode_id"], r["chunk"])
-
-
-def _stored_vector(r: RowMapping) -> IndexedVector:
-    scope = Scope(r["tenant_id"], r["agent_id"], r["user_id"])
-    vector = cast(Vector, np.frombuffer(r["vector"], dtype="<f4"))
-    return IndexedVector(scope, vector_key(r["episode_id"], r["chunk"]), vector)

@@ -6,7 +6,7 @@ filters already narrowed to one scope: portable, and a scope holds few memories.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -24,7 +24,7 @@ from episodic.domain.memories import (
 )
 from episodic.domain.memory_merge import frame_key
 from episodic.domain.ports import Clock, MemoryFilter, MemoryWrite
-from episodic.domain.recall import IndexedVector, Scope, Vector
+from episodic.domain.recall import Scope, Vector
 from episodic.store import schema as s
 from episodic.store.database import Database
 from episodic.store.session_data import lock_episode
@@ -135,16 +135,6 @@ class SqlMemoryStore:
 
         await self._writer.run(op)
 
-    async def vectors(self, model: str, batch: int = 1000) -> AsyncIterator[list[IndexedVector]]:
-        stmt = select(M.c.tenant_id, M.c.agent_id, M.c.user_id, M.c.memory_id, M.c.vector).where(
-            M.c.model == model, M.c.state == _PROMOTED, M.c.vector.is_not(None)
-        )
-        stmt = stmt.order_by(M.c.tenant_id, M.c.memory_id)
-        async with self._db.engine.connect() as conn:
-            result = await conn.stream(stmt.execution_options(yield_per=batch))
-            async for rows in result.mappings().partitions(batch):
-                yield [_indexed(r) for r in rows]
-
     async def stale(self, model: str, limit: int) -> list[Memory]:
         stmt = select(M).where(or_(M.c.model != model, M.c.vector.is_(None)))
         stmt = stmt.order_by(M.c.tenant_id, M.c.memory_id).limit(limit)
@@ -248,12 +238,6 @@ def _vector(data: bytes) -> Vector:
 
 def _vector_or_none(r: RowMapping) -> Vector | None:
     return _vector(r["vector"]) if r["vector"] is not None else None
-
-
-def _indexed(r: RowMapping) -> IndexedVector:
-    return IndexedVector(
-        Scope(r["tenant_id"], r["agent_id"], r["user_id"]), r["memory_id"], _vector(r["vector"])
-    )
 
 
 def _by_id(tenant_id: str, memory_id: str):  # type: ignore[no-untyped-def]
