@@ -1,4 +1,4 @@
-"""Long-term memories in SQL, with the vectors FAISS is rebuilt from. Writes go through the
+"""Long-term memories in SQL, with the vectors FAISS caches per scope. Writes go through the
 group-commit writer; each `MemoryWrite` is one transaction.
 
 Filters on topics and entities ("any of", over JSON lists) run in Python on rows the SQL

@@ -199,7 +199,7 @@ digests = Table(
     Index(None, "state", "next_attempt_at"),
 )
 
-# Vectors are derived data: FAISS is rebuilt from these rows. One row per embedded chunk.
+# Vectors are the truth FAISS caches per scope (loaded on first use). One row per embedded chunk.
 digest_vectors = Table(
     "digest_vectors",
     metadata,
@@ -283,7 +283,7 @@ erasures = Table(
 # --- long-term memories (migration 0007) ------------------------------------------------
 
 # Memories outlive the episodes they came from: no foreign key to episodes. The vector is
-# kept with its row (FAISS is rebuilt from them); `model` is "" when there is none.
+# kept with its row (FAISS caches them per scope); `model` is "" when there is none.
 memories = Table(
     "memories",
     metadata,
