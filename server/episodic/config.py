@@ -153,7 +153,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "embedder",
         "EPISODIC_EMBEDDER",
-        "Embedding model: minilm (local all-MiniLM-L6-v2 int8 on CPU), openai (an OpenAI-compatible /embeddings endpoint) or hashing (tests only).",
+        "Embedding model: minilm (local all-MiniLM-L6-v2 on CPU in int8 arithmetic, ~2x faster), minilm-fp32 (the same model in fp32 arithmetic: the quality-first choice), openai (an OpenAI-compatible /embeddings endpoint) or hashing (tests only). Switching re-embeds the stored digests in the background.",
     ),
     Option(
         "embedder_url",

@@ -15,7 +15,7 @@ import pytest
 
 from episodic.embed import EmbeddingError, MiniLmEmbedder, make_embedder
 from episodic.embed.bert_tokenizer import VOCAB_PATH, bert_uncased_tokenizer, load_vocab
-from episodic.embed.minilm import MODEL_SHA256, default_model_path
+from episodic.embed.minilm import MODEL_SHA256, Arithmetic, default_model_path
 
 # (text, paraphrase, fp32 cosine). The cosines come from the original fp32 all-MiniLM-L6-v2
 # weights (model.safetensors) run by an independent numpy BERT with the model's own
@@ -77,9 +77,28 @@ def test_vectors_are_unit_length_with_384_dimensions(embedder: MiniLmEmbedder) -
         assert math.sqrt(dot(vector, vector)) == pytest.approx(1.0, abs=1e-5)
 
 
-def test_model_id_names_the_model_and_its_hash(embedder: MiniLmEmbedder) -> None:
-    assert embedder.model_id == f"all-MiniLM-L6-v2-int8@{MODEL_SHA256[:12]}"
-    assert embedder.model_id == "all-MiniLM-L6-v2-int8@8199be6f699a"
+@pytest.fixture(scope="module")
+def fp32_embedder() -> MiniLmEmbedder:
+    return MiniLmEmbedder(arithmetic="fp32")
+
+
+def test_model_id_names_the_model_its_hash_and_its_arithmetic(
+    embedder: MiniLmEmbedder, fp32_embedder: MiniLmEmbedder
+) -> None:
+    assert embedder.model_id == f"all-MiniLM-L6-v2-int8@{MODEL_SHA256[:12]}+dq8"
+    assert fp32_embedder.model_id == "all-MiniLM-L6-v2-int8@8199be6f699a"
+
+
+def test_int8_arithmetic_stays_close_to_fp32(embedder: MiniLmEmbedder, fp32_embedder: MiniLmEmbedder) -> None:
+    texts = MIXED + [text for pair in PARAPHRASES for text in pair[:2]]
+    cosines = [dot(a, b) for a, b in zip(embedder.embed(texts), fp32_embedder.embed(texts), strict=True)]
+    assert min(cosines) > 0.97
+    assert sum(cosines) / len(cosines) > 0.99
+
+
+def test_an_unknown_arithmetic_is_refused() -> None:
+    with pytest.raises(ValueError, match="arithmetic"):
+        MiniLmEmbedder(arithmetic="fp16")  # type: ignore[arg-type]
 
 
 def test_paraphrases_score_above_unrelated_pairs(embedder: MiniLmEmbedder) -> None:
@@ -90,16 +109,19 @@ def test_paraphrases_score_above_unrelated_pairs(embedder: MiniLmEmbedder) -> No
         assert dot(text, paraphrase) > unrelated + 0.2, PARAPHRASES[i]
 
 
-def test_similarities_match_the_fp32_reference(embedder: MiniLmEmbedder) -> None:
+@pytest.mark.parametrize("arithmetic", ["int8", "fp32"])
+def test_similarities_match_the_fp32_reference(arithmetic: Arithmetic) -> None:
+    embedder = MiniLmEmbedder(arithmetic=arithmetic)
     for text, paraphrase, reference in PARAPHRASES:
         a, b = embedder.embed([text, paraphrase])
-        assert dot(a, b) == pytest.approx(reference, abs=0.02), text
+        assert dot(a, b) == pytest.approx(reference, abs=0.02 if arithmetic == "fp32" else 0.04), text
 
 
-@pytest.mark.parametrize("batch_size", [1, 3, 32])
-def test_a_batch_equals_one_by_one(embedder: MiniLmEmbedder, batch_size: int) -> None:
+@pytest.mark.parametrize(("arithmetic", "batch_size"), [("int8", 32), ("fp32", 1), ("fp32", 3), ("fp32", 32)])
+def test_a_batch_equals_one_by_one(arithmetic: Arithmetic, batch_size: int) -> None:
     texts = MIXED + [text for pair in PARAPHRASES for text in pair[:2]]
-    together = MiniLmEmbedder(batch_size=batch_size).embed(texts)
+    embedder = MiniLmEmbedder(arithmetic=arithmetic)
+    together = MiniLmEmbedder(batch_size=batch_size, arithmetic=arithmetic).embed(texts)
     for text, vector in zip(texts, together, strict=True):
         (alone,) = embedder.embed([text])
         assert vector == pytest.approx(alone, abs=1e-5)

@@ -338,7 +338,7 @@ def test_plan_batches_of_nothing() -> None:
 
 
 def test_factory_kinds() -> None:
-    assert KINDS == ("minilm", "openai", "hashing")
+    assert KINDS == ("minilm", "minilm-fp32", "openai", "hashing")
 
 
 def test_factory_builds_hashing_and_openai(base_url: str) -> None:
@@ -351,5 +351,7 @@ def test_factory_builds_hashing_and_openai(base_url: str) -> None:
 
 
 def test_factory_unknown_kind_names_the_allowed_ones() -> None:
-    with pytest.raises(ValueError, match="unknown embedder kind 'bert'; allowed: minilm, openai, hashing"):
+    with pytest.raises(
+        ValueError, match="unknown embedder kind 'bert'; allowed: minilm, minilm-fp32, openai, hashing"
+    ):
         make_embedder("bert")

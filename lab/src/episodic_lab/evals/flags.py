@@ -17,7 +17,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", default="recency,semantic,hybrid", help="search modes to evaluate")
     parser.add_argument("--gate", default="", help="exit 1 unless this mode beats bm25 on R@5 and MRR")
     parser.add_argument(
-        "--embedder", default="minilm", choices=("minilm", "hashing"), help="the server's embedder"
+        "--embedder",
+        default="minilm",
+        choices=("minilm", "minilm-fp32", "hashing"),
+        help="the server's embedder",
     )
     sees = parser.add_argument_group(
         "what the model sees",
