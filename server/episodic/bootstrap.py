@@ -431,7 +431,7 @@ def build_services(
         summarizer=ExtractiveSummarizer(), limits=limits, clock=utc_now, new_id=new_call_id,
         cache=state.working_sets, memo=RecencyMemo(state.versions), passages=passages, pii=state.pii,
         summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
-        memory_store=a.memories, sessions=a.sessions,
+        memory_store=a.memories, sessions=a.sessions, queries=queries,
     )  # fmt: skip
     return Services(
         episodes=episodes,

@@ -195,6 +195,7 @@ def use_cases(settings: Settings | None = None) -> UseCases:
         limits=limits, clock=clock, new_id=CountingIds(), cache=working_sets,
         memo=RecencyMemo(versions, clock=monotonic), passages=passages, pii=pii, summary_pool=pool,
         background=s.background, memories=memory_search, memory_store=memory_store, sessions=sessions,
+        queries=queries,
     )  # fmt: skip
     return UseCases(
         tables=tables, clock=clock, monotonic=monotonic, tokens=tokens, embedder=embedder,

@@ -55,7 +55,7 @@ from episodic.service.episodes import EpisodeService
 from episodic.service.memory_search import MemoryQuery, MemorySearch
 from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard, redact_text
-from episodic.service.recall import RecallService, SearchRequest
+from episodic.service.recall import QueryVectorSource, RecallService, SearchRequest
 from episodic.state.recall_memo import RecencyMemo
 from episodic.state.token_cache import CachedCounts
 from episodic.state.working_set import Key, WorkingSetCache
@@ -127,6 +127,7 @@ class ContextService:
     memories: MemorySearch | None = None  # None: no "[Known Facts]" section (some tests)
     memory_store: MemoryStore | None = None  # this episode's PENDING memories
     sessions: SessionDataStore | None = None
+    queries: QueryVectorSource | None = None  # shared with recall and memories: embedded once a turn
     counts: CachedCounts = dataclasses.field(init=False)
     compactions: SharedCompactions = dataclasses.field(init=False)
 
@@ -146,9 +147,25 @@ class ContextService:
                 require_visible(caller, stored.agent_id, "episode", request.episode_id)
                 return stored, False
         key = (caller.tenant_id, request.episode_id)
+        self._prefetch_query(caller, key, request)
         async with self.cache.hold(key):
             turn = await self._gather(caller, key, request)
             return await self._assemble_and_store(caller, key, turn.request, turn)
+
+    def _prefetch_query(self, caller: Caller, key: Key, r: ContextRequest) -> None:
+        """Starts the query embedding before the turn's reads and the conversation's lock, when
+        the cached working set tells that recall or known facts will want it (and what its PII
+        policy makes of the text); a cold turn embeds when it gets there."""
+        cached = self.cache.get(key)
+        if self.queries is None or cached is None:
+            return
+        config = fill_memory(cached.agent.memory, r.memory)
+        r = self._without_pii(caller, cached, r)
+        query = r.recall_query or r.user_message
+        if _RECALL_MODES.get(config.recall_mode) in (SearchMode.SEMANTIC, SearchMode.HYBRID) or (
+            config.known_facts and terms(query)
+        ):
+            self.queries.prefetch(query)
 
     async def _append_user_message(self, caller: Caller, r: ContextRequest) -> int:
         if not r.append_user_message:

@@ -52,6 +52,9 @@ PASSAGE_POOL = 10
 class QueryVectorSource(Protocol):
     """Embeddings of query texts, remembered between the searches of one turn."""
 
+    def prefetch(self, text: str) -> None:
+        """Starts embedding `text` now; a later `of(text)` gets the result."""
+
     async def of(self, text: str) -> Vector: ...
 
 

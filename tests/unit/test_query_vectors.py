@@ -1,0 +1,93 @@
+"""QueryVectors: a turn's query text is embedded once, even when the embedding was started
+early or several callers ask for it at once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from episodic.embed.hashing import HashingEmbedder
+from episodic.state.query_vectors import QueryVectors
+
+
+class CountingEmbedder:
+    """HashingEmbedder that counts texts and can hold every call until released."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder()
+        self.texts: list[str] = []
+        self.release = threading.Event()
+        self.release.set()
+        self.fail = False
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        self.release.wait(5)
+        if self.fail:
+            raise RuntimeError("embedder down")
+        return self.inner.embed(texts)
+
+
+async def test_a_prefetched_text_is_embedded_once() -> None:
+    embedder = CountingEmbedder()
+    queries = QueryVectors(embedder)
+    queries.prefetch("where did we go in May?")
+    first = await queries.of("where did we go in May?")
+    second = await queries.of("where did we go in May?")
+    assert first == second == embedder.inner.embed(["where did we go in May?"])[0]
+    assert embedder.texts == ["where did we go in May?"]
+
+
+async def test_callers_asking_while_it_runs_share_one_embedding() -> None:
+    embedder = CountingEmbedder()
+    embedder.release.clear()
+    queries = QueryVectors(embedder)
+    waiting = [asyncio.create_task(queries.of("same text")) for _ in range(5)]
+    await asyncio.sleep(0.05)
+    embedder.release.set()
+    vectors = await asyncio.gather(*waiting)
+    assert all(v == vectors[0] for v in vectors)
+    assert embedder.texts == ["same text"]
+
+
+async def test_a_cancelled_caller_does_not_cancel_the_embedding_others_wait_for() -> None:
+    embedder = CountingEmbedder()
+    embedder.release.clear()
+    queries = QueryVectors(embedder)
+    leaving = asyncio.create_task(queries.of("q"))
+    staying = asyncio.create_task(queries.of("q"))
+    await asyncio.sleep(0.05)
+    leaving.cancel()
+    embedder.release.set()
+    assert len(await staying) == embedder.dimension
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+
+
+async def test_a_failed_prefetch_is_retried_by_the_next_caller() -> None:
+    embedder = CountingEmbedder()
+    embedder.fail = True
+    queries = QueryVectors(embedder)
+    queries.prefetch("q")
+    await asyncio.sleep(0.05)  # fails with nobody waiting: nothing is held, nothing is logged
+    embedder.fail = False
+    assert len(await queries.of("q")) == embedder.dimension
+    assert embedder.texts == ["q", "q"]
+
+
+async def test_blank_texts_are_not_prefetched() -> None:
+    embedder = CountingEmbedder()
+    QueryVectors(embedder).prefetch("   ")
+    await asyncio.sleep(0.01)
+    assert embedder.texts == []
