@@ -6,12 +6,14 @@ order. Linear in the text read."""
 
 from __future__ import annotations
 
-import math
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
 
 from episodic.domain.model import Message, Role
 
@@ -40,17 +42,56 @@ def _words(text: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Spoken:
-    """A user or assistant message with its words, read once (closed episodes never change)."""
+class Transcript:
+    """An episode's user and assistant messages, read once (closed episodes never change),
+    with what every query scores them by: words per message, words per passage (a message with
+    the one before and the one after) and, per word, where it occurs and how often. A turn's
+    scoring then reads only the postings of its query's words, and scores in numpy."""
 
-    message: Message
-    words: tuple[str, ...]
+    messages: tuple[Message, ...]
+    sizes: NDArray[np.float64]  # words per message, at least 1
+    passage_sizes: NDArray[np.float64]  # words per passage, at least 1
+    postings: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]  # word -> (indices, counts)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def counts(self, wanted: Sequence[str]) -> NDArray[np.float64]:
+        """Counts of each wanted word (rows) in each message (columns)."""
+        found = np.zeros((len(wanted), len(self.messages)))
+        for row, word in enumerate(wanted):
+            where, n = self.postings.get(word, ((), ()))
+            found[row, list(where)] = n
+        return found
 
 
-def spoken(messages: Sequence[Message]) -> list[Spoken]:
+def spoken(messages: Sequence[Message]) -> Transcript:
     """The speaker's "Name: " label is not matched: it names the speaker of half the messages,
     so a question naming that person would otherwise pick any of their lines."""
-    return [Spoken(m, tuple(_words(_unlabelled(m.content)))) for m in messages if m.role in _SPOKEN]
+    kept = tuple(m for m in messages if m.role in _SPOKEN)
+    postings: dict[str, tuple[list[int], list[int]]] = {}
+    sizes = np.zeros(len(kept))
+    for i, m in enumerate(kept):
+        words = Counter(_words(_unlabelled(m.content)))
+        sizes[i] = sum(words.values())
+        for word, n in words.items():
+            where, counts = postings.setdefault(word, ([], []))
+            where.append(i)
+            counts.append(n)
+    return Transcript(
+        kept,
+        np.maximum(sizes, 1),
+        np.maximum(_passages(sizes[np.newaxis, :])[0], 1),
+        {w: (tuple(where), tuple(counts)) for w, (where, counts) in postings.items()},
+    )
+
+
+def _passages(per_message: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per column, the sum of it and its neighbours (within one episode's columns)."""
+    summed = per_message.copy()
+    summed[:, 1:] += per_message[:, :-1]
+    summed[:, :-1] += per_message[:, 1:]
+    return summed
 
 
 def _unlabelled(content: str) -> str:
@@ -59,74 +100,59 @@ def _unlabelled(content: str) -> str:
 
 
 def choose_excerpts(
-    query: str, transcripts: Mapping[str, Sequence[Spoken]], per_episode: int, max_chars: int
+    query: str, transcripts: Mapping[str, Transcript], per_episode: int, max_chars: int
 ) -> dict[str, tuple[str, ...]]:
     """Episode id -> its best-matching spoken messages (at most `per_episode`), each followed by
     the message after it, each clipped to `max_chars`, oldest first; episodes with no match are
     left out. The reply is kept because a matching message is often the question, and what
     people later ask about is its answer (on LoCoMo dev: 0.788 -> 0.871 of answers covered)."""
-    wanted = set(terms(query))
-    if not wanted or per_episode < 1:
+    wanted = sorted(set(terms(query)))
+    if not wanted or per_episode < 1 or not transcripts:
         return {}
-    every = [s for found in transcripts.values() for s in found]
-    bags = [{w: s.words.count(w) for w in wanted.intersection(s.words)} for s in every]  # C loops
-    scores = iter(_bm25(bags, [max(len(s.words), 1) for s in every], wanted))
+    episodes = list(transcripts.values())
+    counts = [t.counts(wanted) for t in episodes]
+    scores = _bm25(np.hstack(counts), np.concatenate([t.sizes for t in episodes]))
     chosen: dict[str, tuple[str, ...]] = {}
-    for episode, found in transcripts.items():
-        mine = [next(scores) for _ in found]
-        best = sorted((i for i, x in enumerate(mine) if x > 0), key=lambda i: (-mine[i], i))[:per_episode]
-        shown = sorted({j for i in best for j in (i, i + 1) if j < len(found)})
+    start = 0
+    for episode, t in transcripts.items():
+        mine = scores[start : start + len(t)]
+        start += len(t)
+        matching = np.flatnonzero(mine > 0)
+        best = sorted(matching.tolist(), key=lambda i: (-mine[i], i))[:per_episode]
+        shown = sorted({j for i in best for j in (i, i + 1) if j < len(t)})
         if shown:
-            chosen[episode] = tuple(_verbatim(found[j].message, max_chars) for j in shown)
+            chosen[episode] = tuple(_verbatim(t.messages[j], max_chars) for j in shown)
     return chosen
 
 
-def passage_scores(query: str, transcripts: Mapping[str, Sequence[Spoken]]) -> dict[str, float]:
+def passage_scores(query: str, transcripts: Mapping[str, Transcript]) -> dict[str, float]:
     """Episode id -> the BM25 score of its best passage (a message with the one before and the
     one after) against the query, statistics from these passages only. A whole episode's text
-    dilutes one exchange about the thing asked; its best passage does not. Only passages around
-    a matching message are scored: the rest score 0 and count only in the statistics."""
-    wanted = set(terms(query))
-    if not wanted:
+    dilutes one exchange about the thing asked; its best passage does not."""
+    wanted = sorted(set(terms(query)))
+    if not wanted or not transcripts:
         return {}
-    best = dict.fromkeys(transcripts, 0.0)
-    owners: list[str] = []
-    windows: list[dict[str, int]] = []
-    lengths: list[int] = []
-    for episode, found in transcripts.items():
-        sizes = [len(s.words) for s in found]
-        bags = [{w: s.words.count(w) for w in wanted.intersection(s.words)} for s in found]  # C loops
-        for i in range(len(found)):
-            around = range(max(i - 1, 0), min(i + 2, len(found)))
-            lengths.append(max(sum(sizes[j] for j in around), 1))
-            if bags[i] or (i and bags[i - 1]) or (i + 1 < len(found) and bags[i + 1]):
-                windows.append(_merged(bags[j] for j in around))
-            else:
-                windows.append({})
-            owners.append(episode)
-    for episode, score in zip(owners, _bm25(windows, lengths, wanted), strict=True):
-        best[episode] = max(best[episode], score)
+    episodes = list(transcripts.values())
+    counts = [_passages(t.counts(wanted)) for t in episodes]
+    scores = _bm25(np.hstack(counts), np.concatenate([t.passage_sizes for t in episodes]))
+    best: dict[str, float] = {}
+    start = 0
+    for episode, t in transcripts.items():
+        best[episode] = float(scores[start : start + len(t)].max(initial=0.0))
+        start += len(t)
     return best
 
 
-def _merged(bags: Iterable[Mapping[str, int]]) -> dict[str, int]:
-    merged: dict[str, int] = {}
-    for bag in bags:
-        for w, n in bag.items():
-            merged[w] = merged.get(w, 0) + n
-    return merged
-
-
-def _bm25(bags: Sequence[Mapping[str, int]], lengths: Sequence[int], wanted: set[str]) -> list[float]:
-    if not bags:
-        return []
-    average = sum(lengths) / len(lengths)
-    documents = Counter(t for bag in bags for t in bag)
-    idf = {t: math.log(1 + (len(bags) - n + 0.5) / (n + 0.5)) for t, n in documents.items()}
-    return [
-        sum(idf[t] * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / average)) for t, tf in bag.items())
-        for bag, length in zip(bags, lengths, strict=True)
-    ]
+def _bm25(counts: NDArray[np.float64], lengths: NDArray[np.float64]) -> NDArray[np.float64]:
+    """BM25 of each column (a text's counts of the query's words, one row per word) against the
+    query, statistics from these columns only."""
+    if counts.shape[1] == 0:
+        return np.zeros(0)
+    holding = (counts > 0).sum(axis=1, keepdims=True)
+    idf = np.log(1 + (counts.shape[1] - holding + 0.5) / (holding + 0.5))
+    norm = _K1 * (1 - _B + _B * lengths / lengths.mean())
+    scores: NDArray[np.float64] = (idf * counts * (_K1 + 1) / (counts + norm)).sum(axis=0)
+    return scores
 
 
 def _verbatim(m: Message, max_chars: int) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from episodic.domain.excerpts import Spoken, spoken
+from episodic.domain.excerpts import Transcript, spoken
 from episodic.domain.ports import SpokenMessages
 from episodic.state.spoken_cache import SpokenCache
 
@@ -19,7 +19,7 @@ class Passages:
     cache: SpokenCache
     per_episode: int = SOURCE_MESSAGES
 
-    async def of(self, tenant_id: str, episode_ids: Sequence[str]) -> dict[str, Sequence[Spoken]]:
+    async def of(self, tenant_id: str, episode_ids: Sequence[str]) -> dict[str, Transcript]:
         """Episode id -> its spoken messages, in the order asked; from the cache, and what it
         lacks in one read."""
         found = {e: held for e in episode_ids if (held := self.cache.get((tenant_id, e))) is not None}

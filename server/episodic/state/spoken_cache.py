@@ -5,10 +5,9 @@ it through the change owner."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
 
 from episodic.domain.changes import Change, stale_keys
-from episodic.domain.excerpts import Spoken
+from episodic.domain.excerpts import Transcript
 
 Key = tuple[str, str]  # (tenant, episode)
 
@@ -19,15 +18,15 @@ class SpokenCache:
     def __init__(self, max_messages: int = 200_000) -> None:
         self._max = max_messages
         self._held = 0
-        self._items: OrderedDict[Key, Sequence[Spoken]] = OrderedDict()
+        self._items: OrderedDict[Key, Transcript] = OrderedDict()
 
-    def get(self, key: Key) -> Sequence[Spoken] | None:
+    def get(self, key: Key) -> Transcript | None:
         found = self._items.get(key)
         if found is not None:
             self._items.move_to_end(key)
         return found
 
-    def put(self, key: Key, spoken: Sequence[Spoken]) -> None:
+    def put(self, key: Key, spoken: Transcript) -> None:
         self._drop(key)
         self._items[key] = spoken
         self._held += len(spoken)
