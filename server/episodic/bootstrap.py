@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -562,6 +563,9 @@ async def _wired(
     beside the RPCs until the block ends. Nothing is loaded into the indexes here: each
     scope loads on first use."""
     adapters = build_adapters(settings, database, writer, replace.index)
+    # Off the loop and not awaited: start-up does not wait, and a first turn that comes sooner
+    # waits only for the encoding it needs (the counter builds each once, under a lock).
+    threading.Thread(target=adapters.tokens.warm, name="episodic-token-warm-up", daemon=True).start()
     state = build_state(settings, adapters, whole_index=replace.index is not None)
     await note_stale_vectors(adapters)
     state.tail.listen()

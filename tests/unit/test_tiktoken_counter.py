@@ -211,3 +211,9 @@ def test_word_fake_follows_the_same_contract() -> None:
     assert fake.encoding_for_model("") == "cl100k_base"
     with pytest.raises(InvalidArgument):
         fake.count("hi", "p50k_base")
+
+
+def test_warming_builds_every_encoding_once_per_process() -> None:
+    first, second = TiktokenCounter(), TiktokenCounter()
+    first.warm()
+    assert all(second.encoding(name) is first.encoding(name) for name in first.supported_encodings())

@@ -9,6 +9,7 @@ directory, no environment variable, no URL is involved.
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import hashlib
 import threading
@@ -120,6 +121,7 @@ def _parse_ranks(data: bytes) -> dict[bytes, int]:
     return {base64.b64decode(token): int(rank) for token, rank in pairs}
 
 
+@functools.cache  # immutable once verified: one copy per process, however many counters
 def _build(assets_dir: Path, name: str) -> tiktoken.Encoding:
     spec = _SPECS[name]
     return tiktoken.Encoding(
@@ -138,6 +140,12 @@ class TiktokenCounter:
         self._assets_dir = assets_dir
         self._lock = threading.Lock()
         self._encodings: dict[str, tiktoken.Encoding] = {}
+
+    def warm(self) -> None:
+        """Builds every encoding now (about 0.5 s for both): a server calls this off the event
+        loop at start-up, so the first turn after a restart does not wait for it."""
+        for name in _SPECS:
+            self.encoding(name)
 
     def supported_encodings(self) -> frozenset[str]:
         return SUPPORTED_ENCODINGS
