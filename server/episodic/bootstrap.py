@@ -384,6 +384,7 @@ def build_digester(
         clock=utc_now,
         summary_pool=None if llm else pool,
         promote=memories.promote_closed,
+        workers=settings.digest_workers,
     )
 
 

@@ -171,6 +171,11 @@ OPTIONS: tuple[Option, ...] = (
         "Bearer key for the embeddings endpoint, if it needs one.",
     ),
     Option(
+        "digest_workers",
+        "EPISODIC_DIGEST_WORKERS",
+        "Closed episodes digested at once, each embedding on its own core. 1 leaves the other cores to the RPCs while a backlog drains; the number of cores drains it fastest (see docs/operations.md for the figures).",
+    ),
+    Option(
         "summarizer",
         "EPISODIC_SUMMARIZER",
         "Digest summarizer: extractive (deterministic, local) or openai (an OpenAI-compatible chat endpoint; falls back to extractive on failure).",
@@ -302,6 +307,7 @@ class Settings:
     embedder_url: str = ""
     embedder_model: str = ""
     embedder_api_key: str = ""
+    digest_workers: int = 1
     summarizer: str = "extractive"
     summarizer_url: str = ""
     summarizer_model: str = ""
@@ -488,6 +494,7 @@ def _check(settings: Settings) -> None:
         "max_concurrent_streams",
         "max_concurrent_rpcs",
         "index_cache_bytes",
+        "digest_workers",
         "max_watchers",
         "max_watchers_per_episode",
         "watch_buffer_events",

@@ -4,6 +4,8 @@ can always be rebuilt from SQL; the idle reaper closes forgotten episodes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -196,3 +198,37 @@ async def test_a_new_index_recipe_re_embeds_digests_made_with_the_old_one(
     digest = await upgraded.store.get(stack.caller.tenant_id, episode_id)
     assert digest is not None and digest.embedding_model == f"hashing-256+index.{rules.INDEX_RECIPE}"
     assert digest.summary == before.summary and index.keys(scope)  # the summary is kept
+
+
+class RendezvousEmbedder:
+    """Embeds like the hashing embedder, but each call waits (up to 5 s) until `together`
+    calls are in flight: it finishes quickly only if the digester embeds that many at once."""
+
+    def __init__(self, together: int) -> None:
+        self._inner = make_embedder("hashing")
+        self._barrier = threading.Barrier(together)
+        self.met = 0
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self._inner.dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            self._barrier.wait(timeout=5)
+            self.met += 1
+        return self._inner.embed(texts)
+
+
+async def test_digest_workers_embed_a_batchs_episodes_side_by_side(stack: Stack) -> None:
+    for _ in range(2):
+        await closed_episode(stack, unique("Lisbon"))
+    embedder = RendezvousEmbedder(together=2)
+    digester = digester_for(stack, embedder, datetime.now(UTC) + timedelta(seconds=1))
+    digester.workers = 2
+    assert await digester.run_once() >= 2
+    assert embedder.met >= 2  # two embeddings were in flight at once

@@ -38,6 +38,9 @@ class Digester:
     changes: ChangeOwner  # a ready digest's vectors land in SQL and the index as one change
     clock: Clock
     batch: int = 16
+    # Digests of a claimed batch made at once, each embedding on its own thread. One leaves a
+    # core to the RPCs while a backlog drains; more drain it faster on more cores.
+    workers: int = 1
     lease: timedelta = timedelta(seconds=60)  # a crashed server's claims come back within a minute
     idle_poll_seconds: float = 1.0
     summary_pool: Executor | None = None  # the server's bounded pool for summaries; None: asyncio's default
@@ -75,9 +78,9 @@ class Digester:
         so a loop over it rests when everything is failing."""
         work = await self.store.claim_due(self.clock(), self.batch, self.lease)
         if work:
-            return sum([await self._digest(digest) for digest in work])
+            return await self._digest_all(work)
         stale = await self.store.stale(rules.indexed_with(self.embedder.model_id), self.batch)
-        done = sum([await self._digest(digest) for digest in stale])
+        done = await self._digest_all(stale)
         if stale:
             left = await self.store.count_stale(rules.indexed_with(self.embedder.model_id))
             log.info("re-embedding after a model or index change", extra={"done": done, "left": left})
@@ -99,6 +102,16 @@ class Digester:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout=self.idle_poll_seconds)
         self._wake.clear()
+
+    async def _digest_all(self, digests: Sequence[Digest]) -> int:
+        """How many of `digests` succeeded, made `workers` at a time."""
+        room = asyncio.Semaphore(self.workers)
+
+        async def one(digest: Digest) -> bool:
+            async with room:
+                return await self._digest(digest)
+
+        return sum(await asyncio.gather(*(one(d) for d in digests)))
 
     async def _digest(self, digest: Digest) -> bool:
         try:
