@@ -19,6 +19,7 @@ from episodic_lab.bench_replicas import add_flags as add_bench_replicas_flags
 from episodic_lab.evals.extraction import add_flags as add_eval_extraction_flags
 from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
 from episodic_lab.evals.flags import add_pii_flags
+from episodic_lab.report.options import add_flags as add_report_flags
 from episodic_lab.soak.options import add_flags as add_soak_flags
 
 
@@ -51,6 +52,8 @@ TOOLS = (
          add_bench_replicas_flags, "episodic_lab.bench_replicas:run_bench_replicas"),
     Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo",
          add_eval_extraction_flags, "episodic_lab.evals.extraction:run_eval_extraction"),
+    Tool("report", "every benchmark at one size (small ~10 min, full): report.md with tables, and PNG plots",
+         add_report_flags, "episodic_lab.report.main:run_report"),
 )  # fmt: skip
 
 

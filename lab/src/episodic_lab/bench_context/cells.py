@@ -7,13 +7,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from episodic_client.v1 import context_pb2
 from episodic_lab.bench.load import Call, closed_loop
 from episodic_lab.bench.report import Figures
 from episodic_lab.bench.server_process import cpu_seconds
 from episodic_lab.bench_context.client import RECENCY, Client, RecallMode
-from episodic_lab.bench_context.options import Options
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +57,18 @@ def echo_call(client: Client) -> Call:
     return call
 
 
-async def measured(call: Call, in_flight: int, server_pid: int, options: Options) -> Figures:
-    await closed_loop(call, in_flight, options.warmup)
+class CellTiming(Protocol):
+    """How long a cell warms up and is measured: this bench's Options, or `episodic-lab report`'s size."""
+
+    @property
+    def warmup(self) -> float: ...
+
+    @property
+    def seconds(self) -> float: ...
+
+
+async def measured(call: Call, in_flight: int, server_pid: int, timing: CellTiming) -> Figures:
+    await closed_loop(call, in_flight, timing.warmup)
     cpu_before = cpu_seconds(server_pid)
-    result = await closed_loop(call, in_flight, options.seconds)
+    result = await closed_loop(call, in_flight, timing.seconds)
     return Figures.of(result, cpu_seconds(server_pid) - cpu_before)

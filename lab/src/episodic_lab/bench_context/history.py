@@ -14,7 +14,7 @@ from episodic_client.v1 import context_pb2
 from episodic_lab.bench.report import Figures
 from episodic_lab.bench_context import progress
 from episodic_lab.bench_context.cells import Rendered, Tally, build_call, measured
-from episodic_lab.bench_context.client import Client
+from episodic_lab.bench_context.client import RECENCY, Client, RecallMode
 from episodic_lab.bench_context.conversations import Writer, user_id
 from episodic_lab.bench_context.options import Options
 
@@ -49,7 +49,7 @@ async def history_rows(client: Client, server_pid: int, options: Options) -> lis
     lengths are measured against the same database."""
     writer = Writer(client)
     episodes = [await writer.conversation(user_id(0), messages) for messages in options.history]
-    colds = [await _cold(client, episode_id) for episode_id in episodes]
+    colds = [await cold_call(client, episode_id) for episode_id in episodes]
     rows = []
     for messages, episode_id, cold in zip(options.history, episodes, colds, strict=True):
         tally = Tally()
@@ -59,9 +59,10 @@ async def history_rows(client: Client, server_pid: int, options: Options) -> lis
     return rows
 
 
-async def _cold(client: Client, episode_id: str) -> Cold:
+async def cold_call(client: Client, episode_id: str, recall: RecallMode = RECENCY) -> Cold:
+    """One BuildContext timed alone, with what its compaction did."""
     began = time.perf_counter()
-    report = await client.build(episode_id)
+    report = await client.build(episode_id, recall)
     ms = (time.perf_counter() - began) * 1000
     compaction = context_pb2.Compaction.Name(report.compaction).removeprefix("COMPACTION_").lower()
     return Cold(ms, compaction, report.messages_summarized)

@@ -21,6 +21,7 @@ from episodic_lab.bench_context.conversations import Writer
 from episodic_lab.bench_context.export import to_json
 from episodic_lab.bench_context.history import history_rows
 from episodic_lab.bench_context.memory import growth, per_conversation
+from episodic_lab.bench_context.messages import UserMessages
 from episodic_lab.bench_context.options import Options, options_from
 from episodic_lab.bench_context.plot import write_plot
 from episodic_lab.bench_context.report import BackendReport, embedding_section, header, reproduce, section
@@ -73,7 +74,8 @@ async def _measure(backend: str, database: str, workdir: Path, options: Options)
     ):
         progress(f"{backend}: server pid {server.pid} on port {server.port}")
         measured = BackendReport(backend, database, server.command)
-        return await _measure_server(await Client.with_new_agent(lab), server, options, measured)
+        client = await Client.with_new_agent(lab, UserMessages(repeat=options.same_message))
+        return await _measure_server(client, server, options, measured)
 
 
 async def _measure_server(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -43,13 +43,28 @@ class Growth:
 
 
 async def per_conversation(client: Client, server_pid: int, conversations: int) -> PerConversation:
-    writer = Writer(client)
-    episodes = await _each(conversations, lambda _: writer.conversation(user_id(0), CONVERSATION_MESSAGES))
-    before = rss_mib(server_pid)
-    await _each(conversations, lambda n: client.build(episodes[n]))
-    after = rss_mib(server_pid)
+    (_, before), (_, after) = await rss_by_conversations(client, server_pid, (conversations,))
     progress(f"  {conversations} conversations warmed: RSS {before:.1f} -> {after:.1f} MiB")
     return PerConversation(conversations, CONVERSATION_MESSAGES, before, after)
+
+
+async def rss_by_conversations(
+    client: Client, server_pid: int, counts: Sequence[int]
+) -> tuple[tuple[int, float], ...]:
+    """(conversations warmed, RSS MiB): at 0, then after the first BuildContext of each count's
+    conversations. All are written before the first is warmed, so writing costs no RSS here."""
+    writer = Writer(client)
+    episodes = await _each(max(counts), lambda _: writer.conversation(user_id(0), CONVERSATION_MESSAGES))
+    points, warmed = [(0, rss_mib(server_pid))], 0
+    for count in sorted(counts):
+        await _first_builds(client, episodes[warmed:count])
+        warmed = count
+        points.append((count, rss_mib(server_pid)))
+    return tuple(points)
+
+
+async def _first_builds(client: Client, episodes: Sequence[str]) -> None:
+    await _each(len(episodes), lambda n: client.build(episodes[n]))
 
 
 async def growth(client: Client, server_pid: int, checkpoints: tuple[int, ...]) -> Growth:

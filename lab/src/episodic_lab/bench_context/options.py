@@ -25,6 +25,7 @@ class Options:
     conversations: int  # warmed at once to measure RSS per active conversation
     embedder: str  # the server's
     embed_queries: int  # MiniLM query embeddings timed in this process; 0 skips
+    same_message: bool  # one user message on every call (query-embedding cache hits)
     postgres_admin_url: str
     json_path: str
     plot_path: str
@@ -62,6 +63,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "0 skips (default 200)",
     )
     add(
+        "--same-message",
+        action="store_true",
+        help="send one user message on every call, so the server's query-embedding cache answers "
+        "all but the first (default: a different message per call, as in a conversation)",
+    )
+    add(
         "--postgres-admin-url",
         default=DEFAULT_ADMIN_URL,
         help=f"creates the bench database ({DEFAULT_ADMIN_URL})",
@@ -80,6 +87,7 @@ def options_from(args: argparse.Namespace) -> Options:
         conversations=args.conversations,
         embedder=args.embedder,
         embed_queries=args.embed_queries,
+        same_message=args.same_message,
         postgres_admin_url=args.postgres_admin_url,
         json_path=args.json_path,
         plot_path=args.plot_path,

@@ -11,6 +11,7 @@ from episodic_lab.bench_context.client import BUDGET_TOKENS, RECALL_TOP_K
 from episodic_lab.bench_context.conversations import FILL_SHARE, PAST_EPISODE_MESSAGES, PAST_EPISODES
 from episodic_lab.bench_context.history import HistoryRow, p50_ratio
 from episodic_lab.bench_context.memory import Growth, PerConversation
+from episodic_lab.bench_context.messages import pool
 from episodic_lab.bench_context.options import Options
 from episodic_lab.bench_context.throughput import ThroughputRow
 from episodic_lab.bench_recall.embedding import EmbeddingCost
@@ -64,13 +65,19 @@ def header(machine: dict[str, str], options: Options) -> str:
             "(hybrid rows: recall_mode HYBRID set per call)",
             f"throughput: per worker its own user with {past} and an open conversation filled to "
             f"~{FILL_SHARE:.0%} of the budget;",
-            "        each call passes a user message and appends nothing, so the log stays as it is",
+            f"        each call passes {_messages(options)} and appends nothing, so the log stays as it is",
             f"each cell: closed loop, N calls in flight on one channel; {options.warmup:g} s warm-up, "
             f"then {options.seconds:g} s measured",
             f"server: a subprocess with default settings (INFO access log), embedder {options.embedder}; "
             "load: this process",
         ]
     )
+
+
+def _messages(options: Options) -> str:
+    if options.same_message:
+        return "the same user message (--same-message: the query-embedding cache answers)"
+    return f"a different user message (a pool of {len(pool()):,}, more than the query-embedding cache holds)"
 
 
 def section(report: BackendReport) -> str:
@@ -189,6 +196,8 @@ def reproduce(options: Options) -> str:
         f"--embedder {options.embedder}",
         f"--embed-queries {options.embed_queries}",
     ]
+    if options.same_message:
+        command.append("--same-message")
     if "postgres" in options.backends:
         command.append(f"--postgres-admin-url {options.postgres_admin_url}")
     return "reproduce: " + " ".join(command)

@@ -1,6 +1,7 @@
 """BuildContext at N calls in flight against Echo in the same run. Each worker has its own
 user (ten closed, digested episodes) and its own open conversation rendered at ~4k tokens
-with ten recalled episodes; nothing is appended, so every call renders the same context."""
+with ten recalled episodes; nothing is appended, so every call renders the same history
+(the user message differs call by call, as in a conversation: see messages.py)."""
 
 from __future__ import annotations
 

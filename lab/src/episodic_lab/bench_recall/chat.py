@@ -1,19 +1,20 @@
 """Synthetic but realistic English for the two MiniLM measurements: chat turns of about
 150 characters for the episodes the digest pipeline works through, and short questions like
 those an agent would ask its memory. Real words matter here (unlike in the corpus): the
-model's cost depends on how many word pieces a text becomes."""
+model's cost depends on how many word pieces a text becomes. The vocabulary is public: the
+context bench builds its user messages from it too."""
 
 from __future__ import annotations
 
 import numpy as np
 
-_TOPICS = (
+TOPICS = (
     "the quarterly report", "my trip to Lisbon", "the new onboarding flow", "our database migration",
     "the birthday party", "my knee injury", "the apartment lease", "the team offsite",
     "the budget review", "my Spanish lessons", "the garden project", "the car insurance claim",
 )  # fmt: skip
-_TIMES = ("last week", "in March", "yesterday", "on Friday", "a month ago", "before the holidays")
-_PEOPLE = ("Sam", "Priya", "my manager", "the landlord", "Dr. Okafor", "my sister", "the vendor")
+TIMES = ("last week", "in March", "yesterday", "on Friday", "a month ago", "before the holidays")
+PEOPLE = ("Sam", "Priya", "my manager", "the landlord", "Dr. Okafor", "my sister", "the vendor")
 _USER_TURNS = (
     "Can you remind me what {person} said about {topic} {time}? I think we agreed on a plan "
     "but I have lost track of the details.",
@@ -43,7 +44,7 @@ def _fill(templates: tuple[str, ...], rng: np.random.Generator) -> str:
     def pick(options: tuple[str, ...]) -> str:
         return options[int(rng.integers(len(options)))]
 
-    return pick(templates).format(topic=pick(_TOPICS), time=pick(_TIMES), person=pick(_PEOPLE))
+    return pick(templates).format(topic=pick(TOPICS), time=pick(TIMES), person=pick(PEOPLE))
 
 
 def turns(rng: np.random.Generator, count: int) -> list[str]:
