@@ -39,6 +39,7 @@ from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
 from episodic.service.watch import LiveEpisodes, WatchService
+from episodic.state.digest_memo import RememberedDigestReads
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.health import Health
 from episodic.state.index_cache import IndexCache, ResidentScopes, WholeIndex
@@ -425,7 +426,8 @@ def build_services(
     )  # fmt: skip
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
-        digests=a.digests, agents=a.agents, embedder=a.embedder, index=state.index, limits=limits,
+        digests=RememberedDigestReads(a.digests, state.versions), agents=a.agents, embedder=a.embedder,
+        index=state.index, limits=limits,
         clock=utc_now, passages=passages, tracing=tracing, queries=queries,
     )  # fmt: skip
     context = ContextService(

@@ -227,7 +227,23 @@ class EpisodeStore(Protocol):
     async def idle_episodes(self, now: datetime, limit: int) -> list[Episode]: ...
 
 
-class DigestStore(Protocol):
+class DigestReads(Protocol):
+    """What recall reads of digests."""
+
+    async def recent(
+        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+    ) -> list[Digest]: ...
+
+    async def ready_among(
+        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+    ) -> dict[str, Digest]: ...
+
+    async def pending_count(self, scope: Scope) -> int: ...
+
+    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]: ...
+
+
+class DigestStore(DigestReads, Protocol):
     """The digester's work queue, the stored vectors, and the reads recall needs."""
 
     async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Digest]: ...
@@ -243,18 +259,6 @@ class DigestStore(Protocol):
     async def save_failed(self, digest: Digest) -> None: ...
 
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None: ...
-
-    async def recent(
-        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
-    ) -> list[Digest]: ...
-
-    async def ready_among(
-        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
-    ) -> dict[str, Digest]: ...
-
-    async def pending_count(self, scope: Scope) -> int: ...
-
-    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Protocol
 from episodic.domain.access import require_agent
 from episodic.domain.excerpts import passage_scores, terms
 from episodic.domain.model import Caller
-from episodic.domain.ports import AgentStore, Clock, DigestStore, Embedder, ScopeIndex
+from episodic.domain.ports import AgentStore, Clock, DigestReads, Embedder, ScopeIndex
 from episodic.domain.recall import (
     Digest,
     Hit,
@@ -85,7 +85,7 @@ class SearchResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecallService:
-    digests: DigestStore
+    digests: DigestReads
     agents: AgentStore
     embedder: Embedder
     index: ScopeIndex
