@@ -30,9 +30,12 @@ _FRESH = D.c.next_attempt_at == D.c.updated_at
 
 
 class SqlDigestStore:
-    def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
+    def __init__(
+        self, db: Database, writer: GroupCommitWriter, common_words: lexical.CommonWords | None = None
+    ) -> None:
         self._db = db
         self._writer = writer
+        self._common = common_words or lexical.CommonWords()
 
     async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Digest]:
         """Digests due for an attempt, pushed `lease` into the future so no other worker
@@ -126,7 +129,7 @@ class SqlDigestStore:
         return await self._db.quick_read(lambda conn: _count(conn, stmt))
 
     async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
-        return await self._db.read(lambda conn: lexical.search(conn, scope, query, limit))
+        return await self._db.read(lambda conn: lexical.search(conn, scope, query, limit, self._common))
 
 
 def _count(conn: Connection, stmt: Any) -> int:

@@ -2,12 +2,17 @@
 backend. Both read only the searched scope's texts: SQLite ANDs the scope token into the
 FTS5 query (so the index, not a filter, bounds the work); PostgreSQL filters by the
 scope's btree index and matches the stored tsvector of those rows. Queries are reduced
-to OR-ed word tokens, so no user text is ever parsed as query syntax."""
+to OR-ed word tokens, so no user text is ever parsed as query syntax. On SQLite, words in
+nearly every text are left out (CommonWords)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 
 from sqlalchemy import Connection, text
 
@@ -111,6 +116,14 @@ _POSTGRES_SEARCH = text(
 )
 
 
+_TEXTS_WITH_WORD = text(
+    "SELECT count(*) FROM (SELECT rowid FROM digest_fts WHERE digest_fts MATCH :q LIMIT :n)"
+)
+COMMON_DOCS = 10_000
+RECHECK_SECONDS = 600.0
+MAX_REMEMBERED_WORDS = 100_000
+
+
 def scope_token(scope: Scope) -> str:
     """One indexable word per scope (digits after letters, so stemming leaves it alone)."""
     key = f"{scope.tenant_id}\x1f{scope.agent_id}\x1f{scope.user_id}"
@@ -125,12 +138,48 @@ def terms(query: str) -> list[str]:
     return list(seen)[:MAX_TERMS]
 
 
-def search(conn: Connection, scope: Scope, query: str, limit: int) -> list[Hit]:
+class CommonWords:
+    """The words in more than COMMON_DOCS digest texts of a SQLite store, which its queries
+    leave out. FTS5's bm25() weighs each query word by counting every text that holds it, in
+    all scopes: one such word cost a walk of its whole posting list (11 ms at 300k texts with
+    it, growing linearly; 55 ms p99 at 1M episodes), against 0.3 ms for rare words, while
+    BM25 gives it little weight. Whether a word is common is found by a walk capped at
+    COMMON_DOCS + 1 texts (under 1 ms) and remembered for RECHECK_SECONDS."""
+
+    def __init__(self, common_docs: int = COMMON_DOCS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._common_docs = common_docs
+        self._clock = clock
+        self._known: OrderedDict[str, tuple[bool, float]] = OrderedDict()
+        self._lock = threading.Lock()  # searches run on several reader threads
+
+    def rare(self, conn: Connection, words: list[str]) -> list[str]:
+        return [w for w in words if not self._common(conn, w)]
+
+    def _common(self, conn: Connection, word: str) -> bool:
+        now = self._clock()
+        with self._lock:
+            known = self._known.get(word)
+        if known is not None and now - known[1] < RECHECK_SECONDS:
+            return known[0]
+        texts = conn.execute(_TEXTS_WITH_WORD, {"q": f'"{word}"', "n": self._common_docs + 1}).scalar_one()
+        common = bool(texts > self._common_docs)
+        with self._lock:
+            self._known[word] = (common, now)
+            self._known.move_to_end(word)
+            while len(self._known) > MAX_REMEMBERED_WORDS:
+                self._known.popitem(last=False)
+        return common
+
+
+def search(conn: Connection, scope: Scope, query: str, limit: int, common: CommonWords) -> list[Hit]:
     words = terms(query)
     if not words:
         return []
     params = {"t": scope.tenant_id, "a": scope.agent_id, "u": scope.user_id, "n": limit}
     if conn.dialect.name == "sqlite":
+        words = common.rare(conn, words)
+        if not words:  # only words nearly every text holds: nothing to rank by
+            return []
         any_word = " OR ".join(f'"{w}"' for w in words)
         rows = conn.execute(
             _SQLITE_SEARCH, {**params, "q": f'scope : "{scope_token(scope)}" AND ({any_word})'}
