@@ -344,6 +344,17 @@ async def test_under_a_redact_policy_the_user_message_is_rendered_and_embedded_w
     assert app.embedder.embedded == ["mail [EMAIL] the plan"]
 
 
+async def test_a_warm_turns_early_embedding_uses_the_redacted_query_once() -> None:
+    app = use_cases()
+    await app.new_agent(memory=MemoryDraft(recall_mode=RecallMode.HYBRID, pii_policy=PiiPolicy.REDACT))
+    episode_id = await app.open()
+    await build(app, episode_id, "first turn")  # the working set is cached from here on
+    app.embedder.embedded.clear()
+    await build(app, episode_id, "write to mary@example.com about Lisbon")
+    # started before the reads, shared by recall and known facts, never of the raw text
+    assert app.embedder.embedded == ["write to [EMAIL] about Lisbon"]
+
+
 # --- replies ---------------------------------------------------------------------------
 
 

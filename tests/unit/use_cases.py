@@ -25,9 +25,9 @@ from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
+from episodic.state.digest_memo import RememberedDigestReads
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.index_cache import WholeIndex
-from episodic.state.digest_memo import RememberedDigestReads
 from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
 from episodic.state.spoken_cache import SpokenCache
@@ -188,7 +188,8 @@ def use_cases(settings: Settings | None = None) -> UseCases:
     )  # fmt: skip
     passages = Passages(messages=context_store, cache=spoken_cache)
     recall = RecallService(
-        digests=RememberedDigestReads(digest_store, versions, clock=monotonic), agents=agent_store, embedder=embedder, index=cached, limits=limits,
+        digests=RememberedDigestReads(digest_store, versions, clock=monotonic),
+        agents=agent_store, embedder=embedder, index=cached, limits=limits,
         clock=clock, passages=passages, queries=queries,
     )  # fmt: skip
     context = ContextService(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
-from episodic.domain.access import require_visible
+from episodic.domain.access import may_use, require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
 from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
@@ -157,7 +157,7 @@ class ContextService:
         the cached working set tells that recall or known facts will want it (and what its PII
         policy makes of the text); a cold turn embeds when it gets there."""
         cached = self.cache.get(key)
-        if self.queries is None or cached is None:
+        if self.queries is None or cached is None or not may_use(caller, cached.episode.agent_id):
             return
         config = fill_memory(cached.agent.memory, r.memory)
         r = self._without_pii(caller, cached, r)
