@@ -10,7 +10,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,17 +51,32 @@ class Transcript:
     messages: tuple[Message, ...]
     sizes: NDArray[np.float64]  # words per message, at least 1
     passage_sizes: NDArray[np.float64]  # words per passage, at least 1
-    postings: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]  # word -> (indices, counts)
+    # Postings in compressed rows: word w's occurrences are where[start[w]:start[w + 1]] (message
+    # indices) with counts[...] times each; `vocabulary` numbers the words.
+    vocabulary: Mapping[str, int]
+    start: NDArray[np.int64]
+    where: NDArray[np.int64]
+    times: NDArray[np.float64]
+    # (message index, max_chars) -> its excerpt line: the same few are quoted turn after turn
+    quoted: dict[tuple[int, int], str] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
         return len(self.messages)
+
+    def quote(self, i: int, max_chars: int) -> str:
+        line = self.quoted.get((i, max_chars))
+        if line is None:
+            line = self.quoted[(i, max_chars)] = _verbatim(self.messages[i], max_chars)
+        return line
 
     def counts(self, wanted: Sequence[str]) -> NDArray[np.float64]:
         """Counts of each wanted word (rows) in each message (columns)."""
         found = np.zeros((len(wanted), len(self.messages)))
         for row, word in enumerate(wanted):
-            where, n = self.postings.get(word, ((), ()))
-            found[row, list(where)] = n
+            w = self.vocabulary.get(word)
+            if w is not None:
+                span = slice(self.start[w], self.start[w + 1])
+                found[row, self.where[span]] = self.times[span]
         return found
 
 
@@ -78,11 +93,15 @@ def spoken(messages: Sequence[Message]) -> Transcript:
             where, counts = postings.setdefault(word, ([], []))
             where.append(i)
             counts.append(n)
+    lengths = [len(where) for where, _ in postings.values()]
     return Transcript(
         kept,
         np.maximum(sizes, 1),
         np.maximum(_passages(sizes[np.newaxis, :])[0], 1),
-        {w: (tuple(where), tuple(counts)) for w, (where, counts) in postings.items()},
+        {word: w for w, word in enumerate(postings)},
+        np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64),
+        np.fromiter((i for where, _ in postings.values() for i in where), np.int64, sum(lengths)),
+        np.fromiter((n for _, counts in postings.values() for n in counts), np.float64, sum(lengths)),
     )
 
 
@@ -121,7 +140,7 @@ def choose_excerpts(
         best = sorted(matching.tolist(), key=lambda i: (-mine[i], i))[:per_episode]
         shown = sorted({j for i in best for j in (i, i + 1) if j < len(t)})
         if shown:
-            chosen[episode] = tuple(_verbatim(t.messages[j], max_chars) for j in shown)
+            chosen[episode] = tuple(t.quote(j, max_chars) for j in shown)
     return chosen
 
 
