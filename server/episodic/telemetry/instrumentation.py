@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import grpc
-from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from episodic.telemetry.tracing import Tracing
 
@@ -16,10 +16,20 @@ def server_interceptor(tracing: Tracing) -> grpc.aio.ServerInterceptor[Any, Any]
     """A SERVER span per RPC, named "/package.Service/Method", health checks excluded. Put it
     first among the interceptors so calls that the others reject are traced too."""
     interceptor: grpc.aio.ServerInterceptor[Any, Any] = aio_server_interceptor(
-        tracer_provider=tracing.provider, filter_=filters.negate(filters.health_check())
+        tracer_provider=tracing.provider, filter_=_not_a_health_check
     )
     _OTEL_CONTEXT_LOG.addFilter(_cancelled_stream_detach)
     return interceptor
+
+
+_HEALTH_SERVICE = "/grpc.health.v1.Health/"
+
+
+def _not_a_health_check(details: grpc.HandlerCallDetails) -> bool:
+    """What `filters.negate(filters.health_check())` decides, from the method name alone: the
+    library's filters test `isinstance` against grpc's runtime-checkable Protocol on every
+    call, which cost about a tenth of an AddMessage's CPU on the event loop."""
+    return not details.method.startswith(_HEALTH_SERVICE)
 
 
 _OTEL_CONTEXT_LOG = logging.getLogger("opentelemetry.context")
