@@ -91,3 +91,13 @@ async def test_blank_texts_are_not_prefetched() -> None:
     QueryVectors(embedder).prefetch("   ")
     await asyncio.sleep(0.01)
     assert embedder.texts == []
+
+
+async def test_a_long_text_is_held_under_its_hash_and_embedded_once() -> None:
+    embedder = CountingEmbedder()
+    queries = QueryVectors(embedder)
+    long_text = "the plan for Lisbon " * 1000
+    queries.prefetch(long_text)
+    await asyncio.sleep(0.05)  # finished before anyone asked
+    assert await queries.of(long_text) == await queries.of(long_text)
+    assert embedder.texts == [long_text]

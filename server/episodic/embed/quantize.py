@@ -7,8 +7,8 @@ thread: a short query 6.6 -> 3.0 ms, a 450-character chunk 15.7 -> 7.1 ms; vecto
 with the fp32 model to a mean cosine of 0.992 (minimum 0.974) over 600 conversation lines.
 Excluding any group of MatMuls lifted the minimum to ~0.985 but gave back most of the speed.
 
-The derivation is a pure function of the bytes (no download, no cache on disk): about one
-second at start-up.
+The derivation is a pure function of the bytes (no download, no cache on disk): about
+2.5 s at start-up, once per process.
 """
 
 from __future__ import annotations

@@ -7,52 +7,62 @@ make an entry stale."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections import OrderedDict
 
 from episodic.domain.ports import Embedder
 from episodic.domain.recall import Vector
 
 ENTRIES = 1024
-MAX_TEXT_CHARS = 4096  # longer queries are embedded every time rather than held
+MAX_KEY_CHARS = 4096  # a longer text is held under its hash, so the cache stays small
+
+Key = str | tuple[str, str]
+
+
+def _key(text: str) -> Key:
+    if len(text) <= MAX_KEY_CHARS:
+        return text
+    return ("sha256", hashlib.sha256(text.encode()).hexdigest())
 
 
 class QueryVectors:
     def __init__(self, embedder: Embedder, entries: int = ENTRIES) -> None:
         self._embedder = embedder
         self._entries = entries
-        self._held: OrderedDict[str, Vector] = OrderedDict()
+        self._held: OrderedDict[Key, Vector] = OrderedDict()
         # Embeddings under way, shared by every caller asking for the same text meanwhile.
-        self._running: dict[str, asyncio.Task[Vector]] = {}
+        self._running: dict[Key, asyncio.Task[Vector]] = {}
 
     def prefetch(self, text: str) -> None:
         """Starts embedding `text` unless it is held or under way; `of` picks the result up."""
-        if text.strip() and text not in self._held and text not in self._running:
-            self._start(text)
+        key = _key(text)
+        if text.strip() and key not in self._held and key not in self._running:
+            self._start(key, text)
 
     async def of(self, text: str) -> Vector:
-        found = self._held.get(text)
+        key = _key(text)
+        found = self._held.get(key)
         if found is not None:
-            self._held.move_to_end(text)
+            self._held.move_to_end(key)
             return found
-        running = self._running.get(text) or self._start(text)
+        running = self._running.get(key) or self._start(key, text)
         # A cancelled caller must not cancel the embedding others (or the cache) wait for.
         return await asyncio.shield(running)
 
-    def _start(self, text: str) -> asyncio.Task[Vector]:
-        task = asyncio.get_running_loop().create_task(self._embed(text))
-        self._running[text] = task
-        task.add_done_callback(lambda done: self._finished(text, done))
+    def _start(self, key: Key, text: str) -> asyncio.Task[Vector]:
+        task = asyncio.get_running_loop().create_task(self._embed(key, text))
+        self._running[key] = task
+        task.add_done_callback(lambda done: self._finished(key, done))
         return task
 
-    def _finished(self, text: str, task: asyncio.Task[Vector]) -> None:
-        self._running.pop(text, None)
+    def _finished(self, key: Key, task: asyncio.Task[Vector]) -> None:
+        self._running.pop(key, None)
         if not task.cancelled():
             task.exception()  # retrieved here: a prefetch nobody awaited must not log a stray error
 
-    async def _embed(self, text: str) -> Vector:
+    async def _embed(self, key: Key, text: str) -> Vector:
         (vector,) = await asyncio.to_thread(self._embedder.embed, [text])
-        if len(text) <= MAX_TEXT_CHARS:
-            self._held[text] = vector
-            while len(self._held) > self._entries:
-                self._held.popitem(last=False)
+        self._held[key] = vector
+        while len(self._held) > self._entries:
+            self._held.popitem(last=False)
         return vector
