@@ -6,8 +6,11 @@ import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import pytest
+
 from episodic.domain.changes import ScopeChanged
 from episodic.domain.recall import Digest, DigestState, Hit, Scope
+from episodic.state import digest_memo
 from episodic.state.digest_memo import RememberedDigestReads
 from episodic.state.recall_memo import ScopeVersions
 
@@ -108,3 +111,14 @@ async def test_an_answer_older_than_the_safety_net_is_read_again() -> None:
     now[0] = 31.0
     await memo.pending_count(SCOPE)
     assert store.reads == ["pending", "pending"]
+
+
+async def test_a_full_scope_entry_starts_over_without_losing_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(digest_memo, "MAX_DIGESTS_PER_SCOPE", 2)
+    store = CountingReads()
+    store.digests |= {"e3": ready("e3")}
+    memo = RememberedDigestReads(store, ScopeVersions())
+    await memo.ready_among(SCOPE, ["e1", "e2"], None, None)
+    assert set(await memo.ready_among(SCOPE, ["e1", "e2", "e3"], None, None)) == {"e1", "e2", "e3"}

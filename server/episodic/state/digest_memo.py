@@ -66,17 +66,16 @@ class RememberedDigestReads:
         if after is not None or before is not None:
             return await self._store.ready_among(scope, episode_ids, after, before)
         held = self._held(scope)
-        missing = [e for e in episode_ids if e not in held.digests]
+        known = dict(held.digests)
+        missing = [e for e in episode_ids if e not in known]
         if missing:
-            version = held.version
             found = await self._store.ready_among(scope, missing, None, None)
-            entry = self._entry(scope, version)
-            if len(entry.digests) + len(missing) > MAX_DIGESTS_PER_SCOPE:
+            read = {e: found.get(e) for e in missing}
+            known |= read
+            entry = self._entry(scope, held.version)
+            if len(entry.digests) + len(read) > MAX_DIGESTS_PER_SCOPE:
                 entry.digests.clear()
-            entry.digests.update({e: found.get(e) for e in missing})
-            known = {**held.digests, **found}
-        else:
-            known = held.digests
+            entry.digests.update(read)
         return {e: d for e in episode_ids if (d := known.get(e)) is not None}
 
     def _held(self, scope: Scope) -> _Remembered:
