@@ -822,6 +822,9 @@ class FakeVectorIndex:
     def keys(self, scope: Scope) -> set[str]:
         return set(self._scopes.get(scope, {}))
 
+    def count(self, scope: Scope) -> int:
+        return len(self._scopes.get(scope, {}))
+
     def scopes(self) -> list[Scope]:
         held = [scope for scope, vectors in self._scopes.items() if vectors]
         return sorted(held, key=lambda s: (s.tenant_id, s.agent_id, s.user_id))

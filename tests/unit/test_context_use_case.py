@@ -337,6 +337,8 @@ async def test_a_close_in_the_scope_refreshes_the_remembered_answer(recalling: U
 async def test_under_a_redact_policy_the_user_message_is_rendered_and_embedded_with_placeholders() -> None:
     app = use_cases()
     await app.new_agent(memory=MemoryDraft(recall_mode=RecallMode.SEMANTIC, pii_policy=PiiPolicy.REDACT))
+    await app.remembered("past", "Book the Kyoto hotel.")  # something to recall, so the query is embedded
+    app.embedder.embedded.clear()
     episode_id = await app.open()
     call = await build(app, episode_id, "mail mary@example.com the plan", append_user_message=True)
     assert call.messages[-1].content == "mail [EMAIL] the plan"
@@ -347,12 +349,26 @@ async def test_under_a_redact_policy_the_user_message_is_rendered_and_embedded_w
 async def test_a_warm_turns_early_embedding_uses_the_redacted_query_once() -> None:
     app = use_cases()
     await app.new_agent(memory=MemoryDraft(recall_mode=RecallMode.HYBRID, pii_policy=PiiPolicy.REDACT))
+    await app.remembered("past", "Book the Kyoto hotel.")
     episode_id = await app.open()
     await build(app, episode_id, "first turn")  # the working set is cached from here on
     app.embedder.embedded.clear()
     await build(app, episode_id, "write to mary@example.com about Lisbon")
     # started before the reads, shared by recall and known facts, never of the raw text
     assert app.embedder.embedded == ["write to [EMAIL] about Lisbon"]
+
+
+async def test_a_user_with_nothing_to_recall_or_know_costs_no_query_embedding() -> None:
+    app = use_cases()
+    await app.new_agent(memory=MemoryDraft(recall_mode=RecallMode.HYBRID))
+    episode_id = await app.open()
+    for text in ("first turn about Lisbon", "second turn about Porto"):
+        await build(app, episode_id, text)
+    assert app.embedder.embedded == []  # no digested episode, no long-term memory: nothing to match
+    await app.remembered("past", "Book the Kyoto hotel.")
+    app.embedder.embedded.clear()
+    await build(app, episode_id, "and Kyoto?")
+    assert app.embedder.embedded == ["and Kyoto?"]
 
 
 # --- replies ---------------------------------------------------------------------------

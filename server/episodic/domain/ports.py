@@ -89,6 +89,8 @@ class VectorIndex(Protocol):
 
     def keys(self, scope: Scope) -> set[str]: ...
 
+    def count(self, scope: Scope) -> int: ...
+
     def scopes(self) -> list[Scope]: ...
 
 
@@ -119,6 +121,11 @@ class ScopeIndex(Protocol):
         ...
 
     def keys(self, scope: Scope) -> set[str]: ...
+
+    def holds_nothing(self, scope: Scope) -> bool:
+        """True when the scope is known to hold no vectors (loaded and empty): a search there
+        finds nothing, so its query need not be embedded. Never loads."""
+        ...
 
     def resident(self) -> list[Scope]:
         """The scopes held now."""

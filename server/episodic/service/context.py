@@ -162,9 +162,12 @@ class ContextService:
         config = fill_memory(cached.agent.memory, r.memory)
         r = self._without_pii(caller, cached, r)
         query = r.recall_query or r.user_message
-        if _RECALL_MODES.get(config.recall_mode) in (SearchMode.SEMANTIC, SearchMode.HYBRID) or (
-            config.known_facts and terms(query)
-        ):
+        e = cached.episode
+        scope = Scope(e.tenant_id, e.agent_id, e.user_id)
+        by_meaning = _RECALL_MODES.get(config.recall_mode) in (SearchMode.SEMANTIC, SearchMode.HYBRID)
+        recalls = by_meaning and self.recall.may_find_by_meaning(scope)
+        memories = self.memories if config.known_facts and terms(query) else None
+        if recalls or (memories is not None and memories.may_find_by_meaning(scope)):
             self.queries.prefetch(query)
 
     async def _append_user_message(self, caller: Caller, r: ContextRequest) -> int:

@@ -74,9 +74,17 @@ class MemorySearch:
         await self._touch(scope.tenant_id, [h.memory for h in hits], now)
         return hits
 
+    def may_find_by_meaning(self, scope: Scope) -> bool:
+        """False when the scope is known to hold no long-term memories' vectors: a search
+        that names no episode (whose PENDING memories count too) need not embed its query."""
+        return not self.index.holds_nothing(scope)
+
     async def _by_meaning(
         self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int, now: datetime
     ) -> list[MemoryHit]:
+        await self.index.ensure(scope)
+        if not q.where.episode_id and not self.may_find_by_meaning(scope):  # no memories yet
+            return []
         vector = await embed_query(self.embedder, self.queries, q.query)
         wanted = (
             FILTERED_POOL if _filters(q.where) else max(top_k * 4, POOL if mode is SearchMode.HYBRID else 0)

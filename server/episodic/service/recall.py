@@ -207,7 +207,14 @@ class RecallService:
         transcripts = await self.passages.of(scope.tenant_id, head)
         return fuse_with_passages(rankings, passage_scores(query, transcripts))
 
+    def may_find_by_meaning(self, scope: Scope) -> bool:
+        """False when the scope is known to hold no vectors: its query need not be embedded."""
+        return not self.index.holds_nothing(scope)
+
     async def _semantic(self, scope: Scope, query: str, wanted: int) -> list[Hit]:
+        await self.index.ensure(scope)
+        if not self.may_find_by_meaning(scope):  # a user with no digested episode yet
+            return []
         vector = await embed_query(self.embedder, self.queries, query)
         hits = await self.index.nearest(scope, vector, wanted * CHUNKS_PER_EPISODE)
         return best_per_episode(hits)

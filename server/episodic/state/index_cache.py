@@ -91,6 +91,9 @@ class ResidentScopes:
     def keys(self, scope: Scope) -> set[str]:
         return self.index.keys(scope)
 
+    def holds_nothing(self, scope: Scope) -> bool:
+        return scope in self._resident and self.index.count(scope) == 0
+
     def is_resident(self, scope: Scope) -> bool:
         return scope in self._resident
 
@@ -216,6 +219,9 @@ class WholeIndex:
 
     def keys(self, scope: Scope) -> set[str]:
         return self.index.keys(scope)
+
+    def holds_nothing(self, scope: Scope) -> bool:
+        return self.index.count(scope) == 0
 
     def resident(self) -> list[Scope]:
         return self.index.scopes()
