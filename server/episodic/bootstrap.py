@@ -22,7 +22,7 @@ from episodic.bounded import within
 from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.domain.digests import indexed_with
 from episodic.domain.ports import Embedder, MemoryExtractor, Summarizer, VectorIndex
-from episodic.embed import make_embedder
+from episodic.embed import EmbeddingError, make_embedder
 from episodic.index import FaissVectorIndex
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
@@ -236,10 +236,15 @@ async def _bring_schema_up(database: Database, migrate: bool) -> None:
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    if settings.embedder != "openai":
-        return make_embedder(settings.embedder)
-    options = {"base_url": settings.embedder_url, "model": settings.embedder_model}
-    return make_embedder("openai", **options, api_key=settings.embedder_api_key or None)
+    """A model that cannot load (altered file, no usable temporary directory for the int8
+    derivation) stops the start with one line naming why."""
+    try:
+        if settings.embedder != "openai":
+            return make_embedder(settings.embedder)
+        options = {"base_url": settings.embedder_url, "model": settings.embedder_model}
+        return make_embedder("openai", **options, api_key=settings.embedder_api_key or None)
+    except EmbeddingError as exc:
+        raise ConfigError(f"embedder: {exc}") from exc
 
 
 def build_summarizer(settings: Settings) -> Summarizer:

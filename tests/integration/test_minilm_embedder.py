@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import shutil
 import socket
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from episodic import bootstrap
+from episodic.config import ConfigError, Settings
 from episodic.embed import EmbeddingError, MiniLmEmbedder, make_embedder
 from episodic.embed.bert_tokenizer import VOCAB_PATH, bert_uncased_tokenizer, load_vocab
 from episodic.embed.minilm import MODEL_SHA256, Arithmetic, default_model_path
+from episodic.embed.quantize import dynamic_int8
 
 # (text, paraphrase, fp32 cosine). The cosines come from the original fp32 all-MiniLM-L6-v2
 # weights (model.safetensors) run by an independent numpy BERT with the model's own
@@ -187,3 +191,20 @@ def test_loading_and_embedding_open_no_socket(monkeypatch: pytest.MonkeyPatch) -
 
 def test_factory_defaults_to_minilm() -> None:
     assert isinstance(make_embedder(), MiniLmEmbedder)
+
+
+def test_no_usable_temporary_directory_stops_the_int8_derivation_with_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "absent"))
+    with pytest.raises(EmbeddingError, match="temporary directory"):
+        dynamic_int8(default_model_path().read_bytes())
+
+
+def test_a_model_that_cannot_load_stops_the_start_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def altered(kind: str) -> MiniLmEmbedder:
+        raise EmbeddingError("embedding model x has sha256 y, expected z")
+
+    monkeypatch.setattr(bootstrap, "make_embedder", altered)
+    with pytest.raises(ConfigError, match="embedder: embedding model x has sha256 y"):
+        bootstrap.build_embedder(Settings())

@@ -27,14 +27,16 @@ from episodic.embed.errors import EmbeddingError
 
 def dynamic_int8(model: bytes) -> bytes:
     """`model` with its MatMuls quantized to int8 (per-channel weights, dynamic activations)."""
-    with tempfile.TemporaryDirectory(prefix="episodic-minilm-") as workdir:
-        source, prepared, quantized = (Path(workdir) / name for name in ("source", "prepared", "int8"))
-        source.write_bytes(model)
-        try:
-            # Folds the stored-int8 weights back to fp32 constants and infers shapes, so the
-            # quantizer sees plain MatMuls with weight initializers.
+    try:
+        with tempfile.TemporaryDirectory(prefix="episodic-minilm-") as workdir:
+            source, prepared, quantized = (Path(workdir) / name for name in ("source", "prepared", "int8"))
+            source.write_bytes(model)
+            # Folds the stored-int8 weights back to fp32 constants, so the quantizer sees plain
+            # MatMuls with weight initializers.
             quant_pre_process(source, prepared, skip_onnx_shape=True, skip_symbolic_shape=True)
             quantize_dynamic(prepared, quantized, weight_type=QuantType.QInt8, per_channel=True)
-        except Exception as exc:  # the quantizer raises plain exceptions on graphs it cannot read
-            raise EmbeddingError(f"cannot quantize the embedding model: {exc}") from exc
-        return quantized.read_bytes()
+            return quantized.read_bytes()
+    except OSError as exc:
+        raise EmbeddingError(f"cannot derive the int8 model in a temporary directory: {exc}") from exc
+    except Exception as exc:  # the quantizer raises plain exceptions on graphs it cannot read
+        raise EmbeddingError(f"cannot quantize the embedding model: {exc}") from exc
