@@ -30,14 +30,11 @@ from tests.conftest import unique
 from tests.integration.conftest import Stack
 
 
-class FlakyEmbedder:
-    """Fails the first `failures` calls that embed `marker`, then embeds like the hashing
-    embedder (other tests' digests may pass through: the digester serves every tenant)."""
+class HashingDouble:
+    """Embeds like the hashing embedder; subclasses add what a test needs around it."""
 
-    def __init__(self, failures: int, marker: str) -> None:
+    def __init__(self) -> None:
         self._inner = make_embedder("hashing")
-        self.failures = failures
-        self.marker = marker
 
     @property
     def model_id(self) -> str:
@@ -46,6 +43,16 @@ class FlakyEmbedder:
     @property
     def dimension(self) -> int:
         return self._inner.dimension
+
+
+class FlakyEmbedder(HashingDouble):
+    """Fails the first `failures` calls that embed `marker`, then embeds like the hashing
+    embedder (other tests' digests may pass through: the digester serves every tenant)."""
+
+    def __init__(self, failures: int, marker: str) -> None:
+        super().__init__()
+        self.failures = failures
+        self.marker = marker
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if self.failures > 0 and any(self.marker in t for t in texts):
@@ -200,22 +207,14 @@ async def test_a_new_index_recipe_re_embeds_digests_made_with_the_old_one(
     assert digest.summary == before.summary and index.keys(scope)  # the summary is kept
 
 
-class RendezvousEmbedder:
+class RendezvousEmbedder(HashingDouble):
     """Embeds like the hashing embedder, but each call waits (up to 5 s) until `together`
     calls are in flight: it finishes quickly only if the digester embeds that many at once."""
 
     def __init__(self, together: int) -> None:
-        self._inner = make_embedder("hashing")
+        super().__init__()
         self._barrier = threading.Barrier(together)
         self.met = 0
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    @property
-    def dimension(self) -> int:
-        return self._inner.dimension
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         with contextlib.suppress(threading.BrokenBarrierError):
