@@ -54,11 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="episodic", description="Episodic memory service for LLM agents.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gRPC server (default)")
-    config.add_flags(serve)
+    config.add_flags(serve, "serve")
     _add_debug_flag(serve)
     serve.set_defaults(run=_serve)
     migrate = commands.add_parser("migrate", help="apply database migrations and exit")
-    config.add_flags(migrate)
+    config.add_flags(migrate, "migrate")
     _add_debug_flag(migrate)
     migrate.set_defaults(run=_migrate)
     keygen = commands.add_parser("keygen", help="make an API key and print its config entry")
@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     reindex = commands.add_parser(
         "reindex", help="digest pending episodes and re-embed stale vectors, then exit"
     )
-    config.add_flags(reindex)
+    config.add_flags(reindex, "reindex")
     reindex.set_defaults(run=_reindex)
     return parser
 

@@ -17,6 +17,13 @@ from episodic.domain.model import PiiPolicy
 from episodic.domain.validation import Limits
 from episodic.domain.watch import WatchLimits
 
+# Which subcommands take a setting as a flag: `episodic <command> --help` lists only its own.
+# The environment is read whole either way; a variable a command does not use is ignored.
+ENGINE = frozenset({"serve", "mcp", "reindex"})  # what the memory engine needs, served or not
+DATABASE = ENGINE | {"migrate"}
+CALLERS = frozenset({"serve", "mcp"})  # who may call and how callers are held back
+GRPC = frozenset({"serve"})  # the gRPC listener itself
+
 
 @dataclass(frozen=True, slots=True)
 class Option:
@@ -25,6 +32,7 @@ class Option:
     name: str
     env: str
     help: str
+    commands: frozenset[str] = ENGINE
 
     @property
     def flag(self) -> str:
@@ -40,64 +48,99 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("address", "EPISODIC_ADDRESS", "HOST:PORT the gRPC server listens on (port 0 picks a free port)."),
+    Option(
+        "address",
+        "EPISODIC_ADDRESS",
+        "HOST:PORT the gRPC server listens on (port 0 picks a free port).",
+        commands=GRPC,
+    ),
     Option(
         "database_url",
         "EPISODIC_DATABASE_URL",
         "SQLAlchemy URL: sqlite:///FILE (default) or postgresql://USER@HOST:PORT/DB.",
+        commands=DATABASE,
     ),
     Option(
         "insecure_dev",
         "EPISODIC_INSECURE_DEV",
         "Serve calls that carry no API key as the dev tenant (wrong keys are still refused). Local development only.",
+        commands=CALLERS,
     ),
     Option(
-        "dev_tenant", "EPISODIC_DEV_TENANT", "Tenant used for unauthenticated calls in --insecure-dev mode."
+        "dev_tenant",
+        "EPISODIC_DEV_TENANT",
+        "Tenant used for unauthenticated calls in --insecure-dev mode.",
+        commands=CALLERS,
     ),
     Option(
         "api_keys",
         "EPISODIC_API_KEYS",
         "API key hashes, comma-separated: tenant_id=sha256:<hex>, optionally ;agents=A|B to restrict the key to those agents (see `episodic keygen`).",
+        commands=CALLERS,
     ),
     Option(
         "api_keys_file",
         "EPISODIC_API_KEYS_FILE",
         "File of API key hashes, one per line, same syntax as --api-keys; # starts a comment.",
+        commands=CALLERS,
     ),
     Option(
         "tls_cert_file",
         "EPISODIC_TLS_CERT_FILE",
         "PEM server certificate (chain); with --tls-key-file, the server speaks TLS only.",
+        commands=GRPC,
     ),
-    Option("tls_key_file", "EPISODIC_TLS_KEY_FILE", "PEM private key of --tls-cert-file."),
+    Option("tls_key_file", "EPISODIC_TLS_KEY_FILE", "PEM private key of --tls-cert-file.", commands=GRPC),
     Option(
         "tls_client_ca_file",
         "EPISODIC_TLS_CLIENT_CA_FILE",
         "PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS).",
+        commands=GRPC,
     ),
-    Option("migrate_on_start", "EPISODIC_MIGRATE_ON_START", "Apply database migrations before serving."),
+    Option(
+        "migrate_on_start",
+        "EPISODIC_MIGRATE_ON_START",
+        "Apply database migrations before serving.",
+        commands=CALLERS,
+    ),
     Option(
         "shutdown_grace_seconds",
         "EPISODIC_SHUTDOWN_GRACE_SECONDS",
         "On SIGTERM/SIGINT, how long in-flight RPCs may finish.",
+        commands=GRPC,
     ),
     Option(
         "max_receive_message_bytes",
         "EPISODIC_MAX_RECEIVE_MESSAGE_BYTES",
         "Largest request the server accepts.",
+        commands=GRPC,
     ),
-    Option("max_send_message_bytes", "EPISODIC_MAX_SEND_MESSAGE_BYTES", "Largest response the server sends."),
-    Option("keepalive_time_ms", "EPISODIC_KEEPALIVE_TIME_MS", "Interval of server keepalive pings."),
+    Option(
+        "max_send_message_bytes",
+        "EPISODIC_MAX_SEND_MESSAGE_BYTES",
+        "Largest response the server sends.",
+        commands=GRPC,
+    ),
+    Option(
+        "keepalive_time_ms",
+        "EPISODIC_KEEPALIVE_TIME_MS",
+        "Interval of server keepalive pings.",
+        commands=GRPC,
+    ),
     Option(
         "keepalive_timeout_ms",
         "EPISODIC_KEEPALIVE_TIMEOUT_MS",
         "How long to wait for a keepalive ack before closing.",
+        commands=GRPC,
     ),
     Option("max_content_bytes", "EPISODIC_MAX_CONTENT_BYTES", "Largest message content (UTF-8 bytes)."),
     Option("max_batch_messages", "EPISODIC_MAX_BATCH_MESSAGES", "Most messages in one AddMessages call."),
     Option("max_json_bytes", "EPISODIC_MAX_JSON_BYTES", "Largest metadata or tool payload, as JSON bytes."),
     Option(
-        "db_pool_size", "EPISODIC_DB_POOL_SIZE", "Database connections for reads (and writes on PostgreSQL)."
+        "db_pool_size",
+        "EPISODIC_DB_POOL_SIZE",
+        "Database connections for reads (and writes on PostgreSQL).",
+        commands=DATABASE,
     ),
     Option(
         "db_writers",
@@ -149,7 +192,7 @@ OPTIONS: tuple[Option, ...] = (
         "EPISODIC_PII_TENANT_POLICIES",
         "Per-tenant overrides of pii_policy, e.g. acme=redact,globex=off.",
     ),
-    Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR."),
+    Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR.", commands=DATABASE),
     Option(
         "embedder",
         "EPISODIC_EMBEDDER",
@@ -205,31 +248,37 @@ OPTIONS: tuple[Option, ...] = (
         "max_concurrent_streams",
         "EPISODIC_MAX_CONCURRENT_STREAMS",
         "Most RPCs one connection may have in flight (HTTP/2 MAX_CONCURRENT_STREAMS); further streams are refused. Caps the responses one client that stops reading can hold (docs/operations.md); keep it above any client's burst of concurrent calls (a burst sent before the client has read this limit is refused as UNAVAILABLE).",
+        commands=GRPC,
     ),
     Option(
         "max_concurrent_rpcs",
         "EPISODIC_MAX_CONCURRENT_RPCS",
         "Most RPCs in flight over all connections; more are refused at once with RESOURCE_EXHAUSTED. Caps the responses all clients that stop reading can hold together.",
+        commands=GRPC,
     ),
     Option(
         "max_watchers",
         "EPISODIC_MAX_WATCHERS",
         "Most WatchEpisode streams this server serves at once; more are refused with RESOURCE_EXHAUSTED. Each holds one of max_concurrent_rpcs' slots for as long as it lasts: keep it well below that.",
+        commands=GRPC,
     ),
     Option(
         "max_watchers_per_episode",
         "EPISODIC_MAX_WATCHERS_PER_EPISODE",
         "Most WatchEpisode streams of one episode on this server; more are refused with RESOURCE_EXHAUSTED.",
+        commands=GRPC,
     ),
     Option(
         "watch_buffer_events",
         "EPISODIC_WATCH_BUFFER_EVENTS",
         "Events one watcher may have waiting to be sent; a watcher further behind (or past watch_buffer_bytes) is cut with RESOURCE_EXHAUSTED and watches again from its last seq.",
+        commands=GRPC,
     ),
     Option(
         "watch_buffer_bytes",
         "EPISODIC_WATCH_BUFFER_BYTES",
         "About how many bytes of text one watcher may have waiting to be sent (see watch_buffer_events).",
+        commands=GRPC,
     ),
     Option(
         "max_drafts_per_episode",
@@ -240,16 +289,19 @@ OPTIONS: tuple[Option, ...] = (
         "max_connection_age_seconds",
         "EPISODIC_MAX_CONNECTION_AGE_SECONDS",
         "After this long a connection is asked to reconnect (HTTP/2 GOAWAY; gRPC clients do so transparently).",
+        commands=GRPC,
     ),
     Option(
         "max_connection_age_grace_seconds",
         "EPISODIC_MAX_CONNECTION_AGE_GRACE_SECONDS",
         "How long calls in flight on a connection asked to reconnect may still finish; then it is closed. Age plus grace is the longest a client that stops reading holds its responses.",
+        commands=GRPC,
     ),
     Option(
         "access_log",
         "EPISODIC_ACCESS_LOG",
         "One JSON line per RPC on stderr (method, status, duration, peer). Set false to turn off.",
+        commands=GRPC,
     ),
 )
 
@@ -454,8 +506,11 @@ def otel_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in environ.items() if name.startswith("OTEL_")}
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
+def add_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The flags of the settings `command` uses."""
     for o in OPTIONS:
+        if command not in o.commands:
+            continue
         if o.kind is bool:
             parser.add_argument(o.flag, action=argparse.BooleanOptionalAction, default=None, help=o.help)
         else:

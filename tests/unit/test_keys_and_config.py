@@ -66,7 +66,7 @@ def test_malformed_agent_lists_are_refused_and_named(agents: str) -> None:
 
 def parse_flags(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    config.add_flags(parser)
+    config.add_flags(parser, "serve")
     return parser.parse_args(list(argv))
 
 
@@ -139,3 +139,13 @@ def test_without_tls_files_the_server_speaks_plaintext() -> None:
 def test_boolean_settings_can_be_switched_off_by_flag() -> None:
     settings = config.load({"EPISODIC_ACCESS_LOG": "true"}, parse_flags("--no-access-log"))
     assert settings.access_log is False
+
+
+def test_each_command_takes_only_the_flags_of_the_settings_it_uses() -> None:
+    migrate = argparse.ArgumentParser()
+    config.add_flags(migrate, "migrate")
+    flags = {a.dest for a in migrate._actions} - {"help"}
+    assert flags == {"database_url", "db_pool_size", "log_level"}
+    serve = argparse.ArgumentParser()
+    config.add_flags(serve, "serve")
+    assert {"address", "tls_cert_file", "embedder"} <= {a.dest for a in serve._actions}

@@ -192,7 +192,7 @@ def test_shutdown_flushes_what_the_setup_built() -> None:
 
 def test_config_captures_the_otel_variables_for_the_composition_root() -> None:
     parser = argparse.ArgumentParser()
-    config.add_flags(parser)
+    config.add_flags(parser, "serve")
     environ = {"OTEL_TRACES_EXPORTER": "zipkin", "EPISODIC_DEV_TENANT": "t", "HOME": "/root"}
     settings = config.load(environ, parser.parse_args([]))
     assert settings.otel_environ == {"OTEL_TRACES_EXPORTER": "zipkin"}
