@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%episodic/v1/diagnostics_service.proto\x12\x0b\x65pisodic.v1\"\x1e\n\x0b\x45\x63hoRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x1f\n\x0c\x45\x63hoResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"%\n\x11\x43heckIndexRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x90\x01\n\x12\x43heckIndexResponse\x12\x13\n\x0bsql_vectors\x18\x01 \x01(\x03\x12\x15\n\rindex_vectors\x18\x02 \x01(\x03\x12\x0f\n\x07missing\x18\x03 \x01(\x03\x12\x10\n\x08orphaned\x18\x04 \x01(\x03\x12\x14\n\x0cmissing_keys\x18\x05 \x03(\t\x12\x15\n\rorphaned_keys\x18\x06 \x03(\t2\xa0\x01\n\x12\x44iagnosticsService\x12;\n\x04\x45\x63ho\x12\x18.episodic.v1.EchoRequest\x1a\x19.episodic.v1.EchoResponse\x12M\n\nCheckIndex\x12\x1e.episodic.v1.CheckIndexRequest\x1a\x1f.episodic.v1.CheckIndexResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%episodic/v1/diagnostics_service.proto\x12\x0b\x65pisodic.v1\"\x1e\n\x0b\x45\x63hoRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x1f\n\x0c\x45\x63hoResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"%\n\x11\x43heckIndexRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\x90\x01\n\x12\x43heckIndexResponse\x12\x13\n\x0bsql_vectors\x18\x01 \x01(\x03\x12\x15\n\rindex_vectors\x18\x02 \x01(\x03\x12\x0f\n\x07missing\x18\x03 \x01(\x03\x12\x10\n\x08orphaned\x18\x04 \x01(\x03\x12\x14\n\x0cmissing_keys\x18\x05 \x03(\t\x12\x15\n\rorphaned_keys\x18\x06 \x03(\t2\xa0\x01\n\x12\x44iagnosticsService\x12;\n\x04\x45\x63ho\x12\x18.episodic.v1.EchoRequest\x1a\x19.episodic.v1.EchoResponse\x12M\n\nCheckIndex\x12\x1e.episodic.v1.CheckIndexRequest\x1a\x1f.episodic.v1.CheckIndexResponseB\x8d\x01\n\x0f\x63om.episodic.v1B\x17\x44iagnosticsServiceProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic.v1.diagnostics_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\017com.episodic.v1B\027DiagnosticsServiceProtoP\001Z.episodic/clients/go/gen/episodic/v1;episodicv1\242\002\003EXX\252\002\013Episodic.V1\312\002\013Episodic\\V1\352\002\014Episodic::V1'
   _globals['_ECHOREQUEST']._serialized_start=54
   _globals['_ECHOREQUEST']._serialized_end=84
   _globals['_ECHORESPONSE']._serialized_start=86
