@@ -1,0 +1,30 @@
+/** @episodic/client: a typed TypeScript client for the Episodic gRPC memory service. */
+export * from "./client.js";
+export * from "./context.js";
+export * from "./errors.js";
+
+// The enums and message types of the main flow; every generated module is also importable
+// as "@episodic/client/gen/<path of the .proto>.js".
+export { MemoryConfig, RecallMode, PiiPolicy, type Agent } from "./gen/episodic/v1/agent.js";
+export {
+  Compaction,
+  ContextSection,
+  type ContextMessage,
+  type ContextReport,
+  type ModelCall,
+} from "./gen/episodic/v1/context.js";
+export type { BuildContextResponse } from "./gen/episodic/v1/context_service.js";
+export {
+  CloseReason,
+  DigestState,
+  Episode,
+  Role,
+  type Message,
+  type MessageInput,
+  type ToolCall,
+  type ToolResult,
+} from "./gen/episodic/v1/episode.js";
+export { MatchSignal, SearchMode, type EpisodeSnippet } from "./gen/episodic/v1/episode_service.js";
+export { MemoryKind, MemoryState, type Memory } from "./gen/episodic/v1/memory.js";
+export { MemoryPlacement, MemoryOutcome, type MemoryHit } from "./gen/episodic/v1/memory_service.js";
+export { status as GrpcStatus } from "@grpc/grpc-js";
