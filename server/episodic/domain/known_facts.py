@@ -3,12 +3,12 @@ session data keys the agent asked for), as many as fit its allowance, best first
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from episodic.domain.context import RecalledMemory, RenderedMessage, Section
+from episodic.domain.json_text import json_text
 from episodic.domain.model import JsonValue, Role
 from episodic.domain.reducers import MESSAGE_OVERHEAD, CountTokens, fit_in_order, rendered
 
@@ -60,7 +60,7 @@ def _line(f: KnownFact) -> str:
 
 
 def _value(value: JsonValue) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = value if isinstance(value, str) else json_text(value, sort_keys=True)
     return " ".join(text.split())[:MAX_VALUE_CHARS]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from episodic.domain.json_text import json_text
 from episodic.domain.model import (
     Episode,
     EpisodeState,
@@ -197,8 +198,8 @@ def countable_text(msg: NewMessage) -> str:
     """The text whose tokens a message costs: its content plus any tool payloads as JSON."""
     parts = [msg.content]
     for call in msg.tool_calls:
-        parts.append(f"{call.tool_name}({json.dumps(call.input, ensure_ascii=False)})")
+        parts.append(f"{call.tool_name}({json_text(call.input)})")
     if msg.tool_result is not None:
-        parts.append(json.dumps(msg.tool_result.output, ensure_ascii=False))
+        parts.append(json_text(msg.tool_result.output))
         parts.append(msg.tool_result.error)
     return "\n".join(p for p in parts if p)

@@ -4,11 +4,11 @@ tail slides by tokens, never by message count. Pure."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from episodic.domain.context import RenderedMessage, Section
+from episodic.domain.json_text import json_text
 from episodic.domain.model import Message, Role
 
 CountTokens = Callable[[str], int]
@@ -82,7 +82,7 @@ def _visible_text(message: Message) -> str:
     result = message.tool_result
     if message.content or result is None:
         return message.content
-    parts = [json.dumps(result.output, ensure_ascii=False)] if result.output is not None else []
+    parts = [json_text(result.output)] if result.output is not None else []
     if result.error:
         parts.append(f"error: {result.error}")
     return "\n".join(parts)

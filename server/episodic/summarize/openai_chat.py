@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from http.client import HTTPMessage
 from typing import IO, Any
 
+from episodic.domain.json_text import json_text
 from episodic.domain.model import Message, Role, ToolResult
 from episodic.domain.ports import Summarizer
 from episodic.domain.recall import DigestText
@@ -177,7 +178,7 @@ def _lines_of(message: Message, names: Mapping[str, str]) -> Iterator[str]:
 def _outcome(result: ToolResult) -> str:
     if not result.succeeded:
         return f"failed: {' '.join(result.error.split()) or 'no reason given'}"
-    shown = json.dumps(result.output, ensure_ascii=False, sort_keys=True, default=str)
+    shown = json_text(result.output, sort_keys=True)
     return f"returned: {shorten(shown, _TOOL_OUTPUT_CHARS)}"
 
 
