@@ -40,6 +40,7 @@ RECALL_HEADER = (
 )
 RECALL_FOOTER = "Use this context to personalise your response."
 SUMMARY_HEADER = "[Summary of earlier conversation]\n"
+KEY_FACTS_LABEL = "Key facts: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +204,7 @@ def summary_message(summary: Summary) -> RenderedMessage:
 def summary_content(summary: str, key_facts: Sequence[str]) -> str:
     lines = [SUMMARY_HEADER + summary.strip()]
     if key_facts:
-        lines.append("Key facts: " + " ".join(_sentence(f) for f in key_facts))
+        lines.append(KEY_FACTS_LABEL + " ".join(_sentence(f) for f in key_facts))
     return "\n".join(lines)
 
 
@@ -254,7 +255,7 @@ def _block(entries: Sequence[str], chosen: Sequence[int]) -> str:
 def _entry(s: Snippet) -> str:
     lines = [f"Date: {_date((s.ended_at or s.started_at).date())}", f"Summary: {s.summary.strip()}"]
     if s.key_facts:
-        lines.append("Key facts: " + " ".join(_sentence(f) for f in s.key_facts))
+        lines.append(KEY_FACTS_LABEL + " ".join(_sentence(f) for f in s.key_facts))
     if s.excerpts:
         lines.append(EXCERPTS_HEADER)
         lines.extend(f"- {excerpt}" for excerpt in s.excerpts)

@@ -195,10 +195,10 @@ def compose(chosen: Sequence[Sentence], note: str) -> str:
     parts: list[str] = []
     last_label = ""
     for sentence in sorted(chosen, key=lambda item: item.order):
-        label = sentence.utterance.label
+        label = sentence.label
         text = sentence.text if sentence.text[-1] in _END else f"{sentence.text}."
-        parts.append(text if label == last_label else f"{label}: {text}")
-        last_label = label
+        parts.append(text if label in ("", last_label) else f"{label}: {text}")
+        last_label = label or last_label
     return " ".join([*parts, note] if note else parts)
 
 

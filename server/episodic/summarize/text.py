@@ -13,6 +13,7 @@ import string
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from episodic.domain.assembly import KEY_FACTS_LABEL, SUMMARY_HEADER
 from episodic.domain.model import Message, Role
 
 SPOKEN_ROLES = frozenset({Role.USER, Role.ASSISTANT})
@@ -75,6 +76,9 @@ class Utterance:
     role: Role
     speaker: str
     text: str
+    # The previous summary, rolled into the next one: its sentences carry their speakers'
+    # labels inline ("User: ... Assistant: ..."), so it has no speaker of its own.
+    rolled: bool = False
 
     @property
     def label(self) -> str:
@@ -95,6 +99,14 @@ class Sentence:
     index: int
     start: int
     text: str
+    speaker: str = ""  # in a rolled summary: the label its speaker's run started with
+
+    @property
+    def label(self) -> str:
+        """Who said it, as a summary labels it ("" when a rolled summary does not say)."""
+        if self.utterance.rolled:
+            return self.speaker
+        return self.utterance.label
 
     @property
     def order(self) -> tuple[int, int]:
@@ -114,10 +126,15 @@ def utterances(transcript: Sequence[Message], max_chars: int = MAX_MESSAGE_CHARS
     context and tool messages are not conversation."""
     spoken: list[Utterance] = []
     for position, message in enumerate(transcript):
-        if message.role in SPOKEN_ROLES:
-            speaker, text = split_label(clean(prefix(message.content, max_chars)))
-            if text:
-                spoken.append(Utterance(position, message.role, speaker, text))
+        if message.role not in SPOKEN_ROLES:
+            continue
+        text = clean(prefix(message.content, max_chars))
+        if message.content.startswith(SUMMARY_HEADER):
+            spoken.append(Utterance(position, message.role, "", text, rolled=True))
+            continue
+        speaker, text = split_label(text)
+        if text:
+            spoken.append(Utterance(position, message.role, speaker, text))
     return spoken
 
 
@@ -147,7 +164,28 @@ def split_label(text: str) -> tuple[str, str]:
 def sentences_of(utterance: Utterance) -> list[Sentence]:
     text = utterance.text
     spans = sentence_spans(text)
+    if utterance.rolled:
+        return list(_rolled_sentences(utterance, spans))
     return [Sentence(utterance, index, start, text[start:end]) for index, (start, end) in enumerate(spans)]
+
+
+def _rolled_sentences(utterance: Utterance, spans: Sequence[tuple[int, int]]) -> Iterator[Sentence]:
+    """A previous summary's sentences without their inline labels, each with the speaker
+    whose run it is in: a label starts a run, which lasts to the next label or the end of
+    its line (the key facts line names no speaker). Labelled again when they are composed
+    into the next summary, never labelled twice ("Assistant: User: ...")."""
+    text, speaker, line = utterance.text, "", -1
+    for index, (start, end) in enumerate(spans):
+        line_start = text.rfind("\n", 0, start)
+        if line_start != line:
+            speaker, line = "", line_start
+        piece = text[start:end]
+        label, rest = split_label(piece)
+        if label:
+            speaker = label
+        elif piece.startswith(KEY_FACTS_LABEL):
+            rest = piece[len(KEY_FACTS_LABEL) :]
+        yield Sentence(utterance, index, start + len(piece) - len(rest), rest, speaker)
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
