@@ -37,19 +37,26 @@ class EpisodicError(Exception):
             self.reason = reason
 
 
+CONFIGURATION = "configuration"  # the subject of an InvalidArgument about settings, not a request
+
+
 class InvalidArgument(EpisodicError):
-    """The request is malformed; `violations` names every wrong field."""
+    """The request is malformed; `violations` names every wrong field. `subject` says what
+    was invalid: "request", or "configuration" when every wrong field is a setting or an
+    agent's memory configuration (the message then says "invalid configuration: ...")."""
 
     reason = "INVALID_ARGUMENT"
 
-    def __init__(self, violations: list[FieldViolation], *, reason: str | None = None) -> None:
+    def __init__(
+        self, violations: list[FieldViolation], *, reason: str | None = None, subject: str = "request"
+    ) -> None:
         summary = "; ".join(f"{v.field}: {v.description}" for v in violations)
-        super().__init__(f"invalid request: {summary}", reason=reason)
+        super().__init__(f"invalid {subject}: {summary}", reason=reason)
         self.violations = violations
 
     @classmethod
-    def of(cls, field: str, description: str) -> InvalidArgument:
-        return cls([FieldViolation(field, description)])
+    def of(cls, field: str, description: str, *, subject: str = "request") -> InvalidArgument:
+        return cls([FieldViolation(field, description)], subject=subject)
 
 
 class Unauthenticated(EpisodicError):

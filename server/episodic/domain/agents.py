@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from episodic.domain.model import Agent, MemoryConfig, PiiPolicy, RecallMode
 from episodic.domain.ports import TokenCounter
 from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.errors import CONFIGURATION
 
 MAX_CONTEXT_WINDOW = 10_000_000
 MAX_TOP_K = 100
@@ -62,7 +63,7 @@ def build_agent(
     memory = fill_memory(MemoryConfig(), draft.memory)
     check_memory(v, "agent.memory_config", memory)
     encoding = resolve_encoding(v, draft, tokens)
-    v.raise_if_any()
+    v.raise_if_any(_subject(v))
     return Agent(
         tenant_id=tenant_id,
         agent_id=draft.agent_id,
@@ -75,6 +76,12 @@ def build_agent(
         created_at=now,
         updated_at=now,
     )
+
+
+def _subject(v: Violations) -> str:
+    """An agent wrong only in its memory configuration is a configuration problem."""
+    memory_only = all(item.field.startswith("agent.memory_config.") for item in v.items)
+    return CONFIGURATION if memory_only else "request"
 
 
 def update_agent(

@@ -39,9 +39,9 @@ class Violations:
     def add(self, field: str, description: str) -> None:
         self.items.append(FieldViolation(field, description))
 
-    def raise_if_any(self) -> None:
+    def raise_if_any(self, subject: str = "request") -> None:
         if self.items:
-            raise InvalidArgument(self.items)
+            raise InvalidArgument(self.items, subject=subject)
 
 
 def check_id(v: Violations, field: str, value: str, *, required: bool = True) -> None:

@@ -49,7 +49,7 @@ from episodic.domain.recall import Scope, SearchMode, Snippet
 from episodic.domain.reducers import REPLY_PRIMING, least_tokens
 from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
 from episodic.domain.working_set import WorkingSet
-from episodic.errors import FailedPrecondition
+from episodic.errors import CONFIGURATION, FailedPrecondition
 from episodic.service.compaction import SharedCompactions, SummaryMaker
 from episodic.service.episodes import EpisodeService
 from episodic.service.memory_search import MemoryQuery, MemorySearch
@@ -423,7 +423,7 @@ def _effective_memory(working_set: WorkingSet, draft: MemoryDraft) -> MemoryConf
     config = fill_memory(working_set.agent.memory, draft)
     v = Violations()
     check_memory(v, "memory_config", config)
-    v.raise_if_any()
+    v.raise_if_any(CONFIGURATION)
     return config
 
 

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
 
 from episodic.bounded import within
-from episodic.errors import InvalidArgument
+from episodic.errors import CONFIGURATION, InvalidArgument
 from episodic.store.faults import Fault, StoreHealth, as_error, classify
 
 # Durable commits (synchronous=FULL even in WAL), integrity, and no erased text left in
@@ -49,10 +49,14 @@ def normalize_url(raw: str) -> URL:
     try:
         url = make_url(raw)
     except Exception as exc:  # sqlalchemy raises ArgumentError with no stable base
-        raise InvalidArgument.of("database_url", f"is not a database URL: {exc}") from exc
+        raise InvalidArgument.of(
+            "database_url", f"is not a database URL: {exc}", subject=CONFIGURATION
+        ) from exc
     backend = url.get_backend_name()
     if backend not in _DRIVERS:
-        raise InvalidArgument.of("database_url", "must be a sqlite:// or postgresql:// URL")
+        raise InvalidArgument.of(
+            "database_url", "must be a sqlite:// or postgresql:// URL", subject=CONFIGURATION
+        )
     return url.set(drivername=_DRIVERS[backend])
 
 
