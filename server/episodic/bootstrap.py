@@ -10,9 +10,9 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -23,6 +23,7 @@ from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.domain.digests import indexed_with
 from episodic.domain.ports import Embedder, MemoryExtractor, Summarizer, VectorIndex
 from episodic.embed import EmbeddingError, make_embedder
+from episodic.errors import EpisodicError
 from episodic.index import FaissVectorIndex
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
@@ -73,6 +74,8 @@ from episodic.summarize.memories import ExtractiveMemoryExtractor
 from episodic.summarize.openai_chat import OpenAIChatConfig
 from episodic.summarize.openai_memories import OpenAiMemoryExtractor
 from episodic.telemetry.instrumentation import server_interceptor
+from episodic.telemetry.metrics import MeteredAccessLog, Metrics, Watched, build_metrics
+from episodic.telemetry.metrics_endpoint import serving_metrics
 from episodic.telemetry.setup import tracing_from_env
 from episodic.telemetry.tracing import Tracing
 from episodic.tokens import TiktokenCounter, verify_assets
@@ -168,6 +171,7 @@ class App:
     access_log: AccessLog
     tracing: Tracing
     tls: TlsMaterial | None  # None: plaintext
+    metrics: Metrics  # served on settings.metrics_address by serve_app; no-ops when it is empty
 
 
 log = logging.getLogger("episodic.server")
@@ -207,9 +211,17 @@ async def ensure_schema(database: Database, migrate: bool) -> None:
     problem = sqlite_path_problem(database.url)
     if problem is not None:
         raise DatabaseNotReady(f"database_url: {problem}")
-    try:
+    with explained_startup_failures(database):
         await _bring_schema_up(database, migrate)
-    except DatabaseNotReady:
+
+
+@contextmanager
+def explained_startup_failures(database: Database) -> Iterator[None]:
+    """A database that cannot be reached or read at start-up (by serve, migrate, an operator's
+    command) becomes DatabaseNotReady's one line; anything else passes through."""
+    try:
+        yield
+    except (DatabaseNotReady, EpisodicError):  # already say what is wrong
         raise
     except Exception as exc:
         message = startup_failure(exc, database.url)
@@ -379,7 +391,12 @@ def build_memory_service(
 
 
 def build_digester(
-    settings: Settings, adapters: Adapters, state: State, pool: ThreadPoolExecutor, memories: MemoryService
+    settings: Settings,
+    adapters: Adapters,
+    state: State,
+    pool: ThreadPoolExecutor,
+    memories: MemoryService,
+    metrics: Metrics | None = None,
 ) -> Digester:
     llm = settings.summarizer == "openai"  # an LLM waits on the network: it must not hold the pool
     return Digester(
@@ -391,6 +408,7 @@ def build_digester(
         summary_pool=None if llm else pool,
         promote=memories.promote_closed,
         workers=settings.digest_workers,
+        on_failure=metrics.digest_failed if metrics is not None and metrics.enabled else None,
     )
 
 
@@ -417,8 +435,10 @@ def build_services(
     tracing: Tracing,
     memories: MemoryService,
     marks: RecallMarks,
+    metrics: Metrics | None = None,
 ) -> Services:
     a, limits = adapters, settings.limits
+    metered = metrics if metrics is not None and metrics.enabled else None
     queries = QueryVectors(a.embedder)
     memory_search = MemorySearch(
         store=a.memories, agents=a.agents, embedder=a.embedder, index=state.memory_index, limits=limits,
@@ -434,6 +454,7 @@ def build_services(
         digests=RememberedDigestReads(a.digests, state.versions), agents=a.agents, embedder=a.embedder,
         index=state.index, limits=limits,
         clock=utc_now, passages=passages, tracing=tracing, queries=queries,
+        timed=metered.recall_finished if metered else None,
     )  # fmt: skip
     context = ContextService(
         store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,
@@ -441,6 +462,7 @@ def build_services(
         cache=state.working_sets, memo=RecencyMemo(state.versions), passages=passages, pii=state.pii,
         summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
         memory_store=a.memories, sessions=a.sessions, queries=queries,
+        rendered=metered.context_rendered if metered else None,
     )  # fmt: skip
     return Services(
         episodes=episodes,
@@ -538,34 +560,57 @@ async def open_app(
     tls = settings.tls_material()  # before the database opens, so a bad file fails fast
     owns_tracing = tracing is None
     tracing = load_tracing(settings) if tracing is None else tracing
+    metrics = build_metrics(settings.metrics_address, settings.otel_environ)
     database = open_database(settings.database_url, pool_size=settings.db_pool_size)
     try:
         await ensure_schema(database, settings.migrate_on_start)
-        writer = GroupCommitWriter(database, workers=settings.db_writers)
+        on_batch = metrics.writer_batch if metrics.enabled else None
+        writer = GroupCommitWriter(database, workers=settings.db_writers, on_batch=on_batch)
         writer.start()
-        access_log = JsonLinesAccessLog() if settings.access_log else NoAccessLog()
+        access_log: AccessLog = JsonLinesAccessLog() if settings.access_log else NoAccessLog()
+        if metrics.enabled:  # RPC metrics ride on the access log's one record per RPC
+            access_log = MeteredAccessLog(access_log, metrics)
         try:
-            async with _wired(settings, database, writer, tracing, replace) as (
+            async with _wired(settings, database, writer, tracing, replace, metrics) as (
                 adapters,
                 state,
                 services,
                 workers,
             ):
+                metrics.watch(watched_state(adapters, state))
                 yield App(
-                    settings, database, keys, adapters, state, services, workers, access_log, tracing, tls
-                )
+                    settings, database, keys, adapters, state, services, workers, access_log, tracing, tls,
+                    metrics,
+                )  # fmt: skip
         finally:
             await writer.stop()
             access_log.close()
     finally:
         await database.dispose()
+        metrics.shutdown()
         if owns_tracing:
             tracing.shutdown()  # exports the spans still queued
 
 
+def watched_state(adapters: Adapters, state: State) -> Watched:
+    """What metrics read at scrape time."""
+    return Watched(
+        working_sets=state.working_sets,
+        indexes={"episodes": state.index, "memories": state.memory_index},
+        pools=adapters.database.pool_use,
+        digest_queue=adapters.digests.waiting,
+        clock=utc_now,
+    )
+
+
 @asynccontextmanager
 async def _wired(
-    settings: Settings, database: Database, writer: GroupCommitWriter, tracing: Tracing, replace: Replacements
+    settings: Settings,
+    database: Database,
+    writer: GroupCommitWriter,
+    tracing: Tracing,
+    replace: Replacements,
+    metrics: Metrics,
 ) -> AsyncIterator[tuple[Adapters, State, Services, Workers]]:
     """Everything above the database; the change feed's tail and the background workers run
     beside the RPCs until the block ends. Nothing is loaded into the indexes here: each
@@ -581,12 +626,12 @@ async def _wired(
     await state.tail.start()
     pool = new_summary_pool()
     memories = build_memory_service(settings, adapters, state, pool)
-    digester = build_digester(settings, adapters, state, pool, memories)
+    digester = build_digester(settings, adapters, state, pool, memories, metrics)
     compactor = build_compactor(settings, adapters, state)
     marks = RecallMarks(store=adapters.memories)
     services = build_services(
         settings, adapters, state, digester=digester, compactor=compactor, pool=pool, tracing=tracing,
-        memories=memories, marks=marks,
+        memories=memories, marks=marks, metrics=metrics,
     )  # fmt: skip
     workers = build_workers(settings, adapters, state, services, digester, compactor, marks)
     if replace.background:
@@ -612,25 +657,27 @@ async def note_stale_vectors(adapters: Adapters) -> None:
 @asynccontextmanager
 async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIterator[GrpcServer]:
     """The gRPC server of an open app on its settings' address, SERVING until the block ends;
-    then NOT_SERVING, and calls in flight get the grace (default: the shutdown grace)."""
-    grpc_server = await build_server(
-        app.settings,
-        app.services,
-        app.keys,
-        app.access_log,
-        [server_interceptor(app.tracing)],  # outermost: calls refused inside are traced too
-        app.tls,
-        app.state.health,
-    )
-    await grpc_server.server.start()
-    await grpc_server.set_serving(True)
-    try:
-        yield grpc_server
-    finally:
-        await grpc_server.set_serving(False)
-        # watches never finish on their own: end them now (UNAVAILABLE: watch another replica)
-        await within(WORKER_STOP_SECONDS, app.state.watch.close(), "end live watches")
-        grace = app.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
-        # gRPC cancels what is still running after the grace; a handler that then does not
-        # finish must not hold the process
-        await within(grace + WORKER_STOP_SECONDS, grpc_server.server.stop(grace), "stop gRPC server")
+    then NOT_SERVING, and calls in flight get the grace (default: the shutdown grace).
+    Metrics (when on) are served from before SERVING until the calls have drained."""
+    async with serving_metrics(app.metrics, app.settings.metrics_address):
+        grpc_server = await build_server(
+            app.settings,
+            app.services,
+            app.keys,
+            app.access_log,
+            [server_interceptor(app.tracing)],  # outermost: calls refused inside are traced too
+            app.tls,
+            app.state.health,
+        )
+        await grpc_server.server.start()
+        await grpc_server.set_serving(True)
+        try:
+            yield grpc_server
+        finally:
+            await grpc_server.set_serving(False)
+            # watches never finish on their own: end them now (UNAVAILABLE: watch another replica)
+            await within(WORKER_STOP_SECONDS, app.state.watch.close(), "end live watches")
+            grace = app.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
+            # gRPC cancels what is still running after the grace; a handler that then does not
+            # finish must not hold the process
+            await within(grace + WORKER_STOP_SECONDS, grpc_server.server.stop(grace), "stop gRPC server")

@@ -303,6 +303,12 @@ OPTIONS: tuple[Option, ...] = (
         "One JSON line per RPC on stderr (method, status, duration, peer). Set false to turn off.",
         commands=GRPC,
     ),
+    Option(
+        "metrics_address",
+        "EPISODIC_METRICS_ADDRESS",
+        "HOST:PORT serving Prometheus metrics on GET /metrics (plaintext, no authentication: bind it to a private interface). Empty: no metrics.",
+        commands=GRPC,
+    ),
 )
 
 
@@ -376,6 +382,7 @@ class Settings:
     max_connection_age_seconds: float = 600.0
     max_connection_age_grace_seconds: float = 60.0
     access_log: bool = True
+    metrics_address: str = ""
     # The OTEL_* variables as read at start-up, for the tracing setup (docs/observability.md).
     # Not an Episodic setting, so no Option: empty unless loaded from an environment.
     otel_environ: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
@@ -536,11 +543,9 @@ def address_of_process() -> str:
 
 
 def _check(settings: Settings) -> None:
-    host, sep, port = settings.address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ConfigError(f"address: want HOST:PORT, got {settings.address!r}")
-    if int(port) > 65535:
-        raise ConfigError(f"address: port {port} is out of range (0-65535; 0 picks a free port)")
+    _check_address("address", settings.address)
+    if settings.metrics_address:
+        _check_address("metrics_address", settings.metrics_address)
     for name in (
         "max_content_bytes",
         "max_batch_messages",
@@ -561,8 +566,21 @@ def _check(settings: Settings) -> None:
     for name in ("feed_poll_seconds", "feed_retention_seconds"):
         if not getattr(settings, name) >= 0.01:
             raise ConfigError(f"{name}: must be at least 0.01")
+    if settings.log_level.upper() not in _LOG_LEVELS:
+        raise ConfigError(f"log_level: {settings.log_level!r} is not DEBUG, INFO, WARNING, ERROR or CRITICAL")
     _check_connection_age(settings)
     _check_tls(settings)
+
+
+_LOG_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"})
+
+
+def _check_address(name: str, address: str) -> None:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"{name}: want HOST:PORT, got {address!r}")
+    if int(port) > 65535:
+        raise ConfigError(f"{name}: port {port} is out of range (0-65535; 0 picks a free port)")
 
 
 def _check_connection_age(settings: Settings) -> None:

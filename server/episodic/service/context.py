@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -128,6 +128,8 @@ class ContextService:
     memory_store: MemoryStore | None = None  # this episode's PENDING memories
     sessions: SessionDataStore | None = None
     queries: QueryVectorSource | None = None  # shared with recall and memories: embedded once a turn
+    # told the tokens of each section of every new model call (metrics)
+    rendered: Callable[[Iterable[tuple[str, int]]], None] | None = None
     counts: CachedCounts = dataclasses.field(init=False)
     compactions: SharedCompactions = dataclasses.field(init=False)
 
@@ -320,6 +322,8 @@ class ContextService:
         call = self._model_call(caller, r, turn, assembly, compaction)
         with self.tracing.span("persist", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             stored, fresh = await self.store.save_call(call, summary)
+        if fresh and self.rendered is not None:
+            self.rendered(stored.report.section_tokens.items())
         if summary is not None:
             turn.working_set.compacted(summary)
             self.cache.put(key, turn.working_set)

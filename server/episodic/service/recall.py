@@ -4,7 +4,8 @@ meaning fused with full-text matching."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -95,10 +96,22 @@ class RecallService:
     known_agents: set[tuple[str, str]] = field(default_factory=set)
     tracing: Tracing = field(default_factory=no_tracing)
     queries: QueryVectorSource | None = None  # shared query embeddings; None: embed every time
+    timed: Callable[[str, float], None] | None = None  # told each search's mode and seconds (metrics)
 
     async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
         mode, top_k = self._check(request)
         require_agent(caller, request.agent_id)
+        if self.timed is None:
+            return await self._search(caller, request, mode, top_k)
+        started = time.perf_counter()
+        try:
+            return await self._search(caller, request, mode, top_k)
+        finally:
+            self.timed(mode.value, time.perf_counter() - started)
+
+    async def _search(
+        self, caller: Caller, request: SearchRequest, mode: SearchMode, top_k: int
+    ) -> SearchResult:
         with self.tracing.span(SEARCH_MEMORY, self._span_attributes(request, mode)) as span:
             await require_existing_agent(self.agents, self.known_agents, caller.tenant_id, request.agent_id)
             scope = Scope(caller.tenant_id, request.agent_id, request.user_id)

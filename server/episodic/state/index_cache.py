@@ -104,6 +104,11 @@ class ResidentScopes:
     def held_bytes(self) -> int:
         return self._bytes
 
+    def loaded(self) -> tuple[int, int]:
+        """(resident scopes, their vectors), from the accounting alone: O(1) for metrics."""
+        scopes = len(self._resident)
+        return scopes, (self._bytes - scopes * SCOPE_OVERHEAD) // self._vector_bytes
+
     # --- the owner's side ----------------------------------------------------------------
 
     def touched(self, scope: Scope) -> bool:
@@ -225,6 +230,10 @@ class WholeIndex:
 
     def resident(self) -> list[Scope]:
         return self.index.scopes()
+
+    def loaded(self) -> tuple[int, int]:
+        scopes = self.index.scopes()
+        return len(scopes), sum(self.index.count(scope) for scope in scopes)
 
     def touched(self, scope: Scope) -> bool:
         return True

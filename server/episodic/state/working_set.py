@@ -23,6 +23,7 @@ class WorkingSetCache:
         self._items: OrderedDict[Key, tuple[WorkingSet, int]] = OrderedDict()
         self._bytes = 0
         self._locks = KeyedLocks()
+        self.evictions = 0  # over the byte budget, since start (read by metrics)
 
     @property
     def total_bytes(self) -> int:
@@ -47,6 +48,7 @@ class WorkingSetCache:
         while self._bytes > self._max_bytes and len(self._items) > 1:
             _, (_, evicted) = self._items.popitem(last=False)
             self._bytes -= evicted
+            self.evictions += 1
 
     def changed(self, change: Change) -> None:
         """A removed episode's working set goes (its id may be opened again); after an

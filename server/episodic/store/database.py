@@ -136,6 +136,20 @@ class Database:
         self.health.succeeded(wrote=False)
         return result
 
+    def pool_use(self) -> dict[str, tuple[int, int]]:
+        """Connections of each pool, (in use, idle): "main" serves everything on PostgreSQL
+        (migrations and streaming on SQLite), "readers" and "writer" are SQLite's own."""
+        pools = {"main": self.engine.pool}
+        if self.sqlite_readers is not None:
+            pools["readers"] = self.sqlite_readers.engine.pool
+        if self.sqlite_writer is not None:
+            pools["writer"] = self.sqlite_writer.pool
+        return {
+            name: (pool.checkedout(), pool.checkedin())
+            for name, pool in pools.items()
+            if isinstance(pool, QueuePool)
+        }
+
     def fault_of(self, exc: Exception) -> Exception:
         """What to raise for a failed database call: an outage becomes UNAVAILABLE /
         RESOURCE_EXHAUSTED (and is reported to `health`); anything else is `exc` itself."""

@@ -128,6 +128,13 @@ class SqlDigestStore:
         stmt = select(func.count()).where(_scope_of(scope), D.c.state.in_(unsettled))
         return await self._db.quick_read(lambda conn: _count(conn, stmt))
 
+    async def waiting(self) -> list[tuple[str, int, datetime | None]]:
+        """The digester's queue, over every tenant: per waiting state, how many digests and
+        when the oldest one's episode ended (for metrics)."""
+        stmt = select(D.c.state, func.count(), func.min(D.c.ended_at)).where(D.c.state.in_(_WAITING))
+        stmt = stmt.group_by(D.c.state)
+        return await self._db.read(lambda conn: [(r[0], int(r[1]), r[2]) for r in conn.execute(stmt)])
+
     async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
         return await self._db.read(lambda conn: lexical.search(conn, scope, query, limit, self._common))
 

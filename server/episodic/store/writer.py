@@ -55,8 +55,16 @@ class GroupCommitWriter:
     on a dedicated thread. PostgreSQL: `workers` batches in flight (row locks keep appends
     to one episode ordered, also across replicas)."""
 
-    def __init__(self, database: Database, *, workers: int = 1, max_batch: int = 128) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        workers: int = 1,
+        max_batch: int = 128,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
         self._database = database
+        self._on_batch = on_batch  # told each batch's size (metrics)
         self._workers = 1 if database.is_sqlite else workers
         self._max_batch = max_batch
         self._queue: asyncio.Queue[_Pending[Any]] = asyncio.Queue()
@@ -120,6 +128,8 @@ class GroupCommitWriter:
     async def _commit(self, batch: list[_Pending[Any]]) -> None:
         if not batch:
             return
+        if self._on_batch is not None:
+            self._on_batch(len(batch))
         try:
             outcomes = await self._run_batch(_units(batch))
         except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable

@@ -47,6 +47,7 @@ class Digester:
     # the episode's pending and extracted memories into long-term storage (idempotent), before
     # its digest is marked ready: a crash in between redoes both
     promote: Callable[[Digest, Sequence[Message]], Awaitable[int]] | None = None
+    on_failure: Callable[[str], None] | None = None  # told each failed attempt's error type (metrics)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _settled: asyncio.Condition = field(default_factory=asyncio.Condition)
     _task: asyncio.Task[None] | None = None
@@ -120,6 +121,8 @@ class Digester:
         except Exception as exc:  # recorded on the digest and retried with back-off
             if not isinstance(exc, EpisodicError):  # an outage is logged once, by the store's health
                 log.warning("digest failed", extra={"episode_id": digest.episode_id}, exc_info=True)
+            if self.on_failure is not None:
+                self.on_failure(exc.reason if isinstance(exc, EpisodicError) else type(exc).__name__)
             failed = rules.failed(digest, _failure(exc), self.clock())
             await self.changes.commit(
                 lambda: self.store.save_failed(failed),

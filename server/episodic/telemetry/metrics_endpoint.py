@@ -1,0 +1,136 @@
+"""The --metrics-address listener: GET /metrics and nothing else (404 for any other path,
+405 for another method), one request per connection.
+
+It runs on the event loop, so a scrape reads the in-RAM state from the thread that changes
+it; all its I/O is asynchronous with timeouts, so a slow or stalled scraper holds only its
+own connection, never an RPC. Closing stops listening first (a scrape that comes after is
+refused), then lets the scrapes in flight finish for a bounded time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from http import HTTPStatus
+
+from episodic.config import ConfigError
+from episodic.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+PATH = "/metrics"
+MAX_HEAD_BYTES = 16 * 1024  # request line and headers; a scraper sends a few hundred
+READ_SECONDS = 10.0  # for the request to arrive
+WRITE_SECONDS = 10.0  # for the scraper to take the answer
+CLOSE_SECONDS = 5.0  # for scrapes in flight when the endpoint closes
+
+
+class MetricsEndpoint:
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._server: asyncio.Server | None = None
+        self._answering: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "not listening"
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def open(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        try:
+            self._server = await asyncio.start_server(
+                self._accept, host.strip("[]"), int(port), limit=MAX_HEAD_BYTES
+            )
+        except OSError as exc:  # asyncio's own message repeats the address: keep the reason
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise ConfigError(
+                f"metrics_address: cannot listen on {address}: {reason}; "
+                "stop the other process or choose another --metrics-address"
+            ) from exc
+
+    async def close(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()  # no new connections from here on
+        in_flight = set(self._answering)
+        if in_flight:
+            _, late = await asyncio.wait(in_flight, timeout=CLOSE_SECONDS)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        self._server = None
+
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.get_running_loop().create_task(self._answer(reader, writer))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_SECONDS)
+            status, body, content_type = await self._respond(head)
+            writer.write(_response(status, body, content_type))
+            await asyncio.wait_for(writer.drain(), WRITE_SECONDS)
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # the scraper went away, stalled or sent garbage: only its connection ends
+        except Exception:
+            log.exception("metrics scrape failed")
+        finally:
+            writer.close()
+
+    async def _respond(self, head: bytes) -> tuple[HTTPStatus, bytes, str]:
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        parts = request_line.split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return _plain(HTTPStatus.BAD_REQUEST)
+        method, target = parts[0], parts[1].partition("?")[0]
+        if target != PATH:
+            return _plain(HTTPStatus.NOT_FOUND)
+        if method != "GET":
+            return _plain(HTTPStatus.METHOD_NOT_ALLOWED)
+        await self._metrics.refresh()
+        body, content_type = self._metrics.exposition(_header(header_lines, "accept"))
+        return HTTPStatus.OK, body, content_type
+
+
+def _header(lines: list[str], name: str) -> str:
+    for line in lines:
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() == name:
+            return value.strip()
+    return ""
+
+
+def _plain(status: HTTPStatus) -> tuple[HTTPStatus, bytes, str]:
+    return status, f"{status.value} {status.phrase}\n".encode(), "text/plain; charset=utf-8"
+
+
+def _response(status: HTTPStatus, body: bytes, content_type: str) -> bytes:
+    allow = "Allow: GET\r\n" if status is HTTPStatus.METHOD_NOT_ALLOWED else ""
+    head = (
+        f"HTTP/1.1 {status.value} {status.phrase}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"{allow}Connection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+@asynccontextmanager
+async def serving_metrics(metrics: Metrics, address: str) -> AsyncIterator[MetricsEndpoint | None]:
+    """The endpoint on `address` for the block, when metrics are on (None otherwise)."""
+    if not metrics.enabled or not address:
+        yield None
+        return
+    endpoint = MetricsEndpoint(metrics)
+    await endpoint.open(address)
+    metrics.port = endpoint.port
+    log.info("serving metrics", extra={"address": address, "port": endpoint.port, "path": PATH})
+    try:
+        yield endpoint
+    finally:
+        await endpoint.close()
+        metrics.port = None
