@@ -85,6 +85,18 @@ OPTIONS: tuple[Option, ...] = (
         commands=CALLERS,
     ),
     Option(
+        "mcp_address",
+        "EPISODIC_MCP_ADDRESS",
+        "HOST:PORT `episodic mcp` serves the Model Context Protocol on (streamable HTTP at /mcp; every request carries its own API key as a bearer token). Empty: MCP over stdin/stdout.",
+        commands=frozenset({"mcp"}),
+    ),
+    Option(
+        "mcp_api_key",
+        "EPISODIC_MCP_API_KEY",
+        "The API key `episodic mcp` serves stdio as: one of the keys of --api-keys / --api-keys-file, which decides the tenant and agents (prefer the variable to the flag, which other users can see). Unused over HTTP.",
+        commands=frozenset({"mcp"}),
+    ),
+    Option(
         "tls_cert_file",
         "EPISODIC_TLS_CERT_FILE",
         "PEM server certificate (chain); with --tls-key-file, the server speaks TLS only.",
@@ -337,6 +349,8 @@ class Settings:
     dev_tenant: str = "dev"
     api_keys: str = ""
     api_keys_file: str = ""
+    mcp_address: str = ""
+    mcp_api_key: str = ""
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
