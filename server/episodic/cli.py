@@ -1,10 +1,12 @@
-"""The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, reindex.
-The measuring tools are the lab's (`episodic-lab`, in lab/), not the product's."""
+"""The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, reindex,
+model-call, mcp; `--version`. The measuring tools are the lab's (`episodic-lab`, in lab/), not the
+product's."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import sys
 import traceback
 from collections.abc import Sequence
@@ -13,6 +15,7 @@ from episodic import config
 from episodic.errors import EpisodicError
 from episodic.keys import KeyConfigError, KeyRing, config_line, new_key
 from episodic.logs import configure_logging
+from episodic.mcp.command import add_command as add_mcp_command
 
 COMMANDS = (
     "serve",
@@ -21,7 +24,10 @@ COMMANDS = (
     "healthcheck",
     "config-docs",
     "reindex",
+    "model-call",
+    "mcp",
 )
+VERSION_FLAGS = ("-V", "--version")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,12 +52,22 @@ def _failed(line: str, debug: bool) -> int:
 
 
 def _with_default_command(argv: list[str]) -> list[str]:
-    wants_help = argv[:1] in (["-h"], ["--help"])
-    return argv if (argv[:1] and argv[0] in COMMANDS) or wants_help else ["serve", *argv]
+    """No command means `serve`; help and the version are the top level's own."""
+    top_level = argv[:1] in (["-h"], ["--help"]) or (argv[:1] and argv[0] in VERSION_FLAGS)
+    return argv if (argv[:1] and argv[0] in COMMANDS) or top_level else ["serve", *argv]
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, as pip recorded it)."""
+    try:
+        return importlib.metadata.version("episodic")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="episodic", description="Episodic memory service for LLM agents.")
+    parser.add_argument(*VERSION_FLAGS, action="version", version=f"episodic {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gRPC server (default)")
     config.add_flags(serve, "serve")
@@ -67,7 +83,9 @@ def _parser() -> argparse.ArgumentParser:
         "--agents", default="", help="comma-separated agent ids the key may use [default: every agent]"
     )
     keygen.set_defaults(run=_keygen)
-    health = commands.add_parser("healthcheck", help="exit 0 if the local server reports SERVING")
+    health = commands.add_parser(
+        "healthcheck", help="print the local server's health status; exit 0 only if it is SERVING"
+    )
     health.add_argument("--address", default=None, help="HOST:PORT [default: EPISODIC_ADDRESS]")
     _add_probe_tls_flags(health)
     health.set_defaults(run=_healthcheck)
@@ -78,7 +96,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     config.add_flags(reindex, "reindex")
     reindex.set_defaults(run=_reindex)
+    _add_model_call(commands)
+    add_mcp_command(commands)
     return parser
+
+
+def _add_model_call(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    model_call = commands.add_parser(
+        "model-call", help="print a stored model call (what a BuildContext rendered) from the database"
+    )
+    model_call.add_argument("model_call_id", metavar="CALL_ID", help="the model call's id")
+    model_call.add_argument("--tenant", required=True, help="the tenant the call belongs to")
+    model_call.add_argument("--json", action="store_true", help="print the call as the API returns it")
+    config.add_flags(model_call, "model-call")
+    _add_debug_flag(model_call)
+    model_call.set_defaults(run=_model_call)
+
+
+def _model_call(args: argparse.Namespace) -> int:
+    from episodic.model_call import run
+
+    return run(_settings(args), args)
 
 
 def _add_debug_flag(parser: argparse.ArgumentParser) -> None:
@@ -109,21 +147,16 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from episodic.bootstrap import DatabaseNotReady
+    from episodic.bootstrap import explained_startup_failures
     from episodic.store.database import open_database
-    from episodic.store.faults import startup_failure
     from episodic.store.migrate import current_revision, upgrade_to_head
 
     async def run() -> str | None:
         database = open_database(_settings(args).database_url)
         try:
-            await upgrade_to_head(database.engine)
-            return await current_revision(database.engine)
-        except Exception as exc:
-            message = startup_failure(exc, database.url)
-            if message is None:
-                raise
-            raise DatabaseNotReady(f"database_url: {message}") from exc
+            with explained_startup_failures(database):
+                await upgrade_to_head(database.engine)
+                return await current_revision(database.engine)
         finally:
             await database.dispose()
 
@@ -148,7 +181,9 @@ def _healthcheck(args: argparse.Namespace) -> int:
 
     address = args.address or config.address_of_process()
     tls = probe_tls(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name, args.tls)
-    return 0 if check(str(address), tls=tls) else 1
+    seen = check(str(address), tls=tls)
+    print(seen.line)
+    return 0 if seen.serving else 1
 
 
 def _keygen(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from episodic.domain.watch import WatchLimits
 # Which subcommands take a setting as a flag: `episodic <command> --help` lists only its own.
 # The environment is read whole either way; a variable a command does not use is ignored.
 ENGINE = frozenset({"serve", "mcp", "reindex"})  # what the memory engine needs, served or not
-DATABASE = ENGINE | {"migrate"}
+DATABASE = ENGINE | {"migrate", "model-call"}  # every command that opens the database
 CALLERS = frozenset({"serve", "mcp"})  # who may call and how callers are held back
 GRPC = frozenset({"serve"})  # the gRPC listener itself
 
@@ -204,7 +204,7 @@ OPTIONS: tuple[Option, ...] = (
         "EPISODIC_PII_TENANT_POLICIES",
         "Per-tenant overrides of pii_policy, e.g. acme=redact,globex=off.",
     ),
-    Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR.", commands=DATABASE),
+    Option("log_level", "EPISODIC_LOG_LEVEL", "DEBUG, INFO, WARNING, ERROR or CRITICAL.", commands=DATABASE),
     Option(
         "embedder",
         "EPISODIC_EMBEDDER",

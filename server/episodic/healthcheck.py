@@ -1,7 +1,8 @@
-"""`episodic healthcheck`: exit 0 when the local server reports SERVING (for container
-HEALTHCHECKs and probes that cannot speak gRPC themselves). Against a TLS server it needs
-TLS too: the CA that signed the server's certificate and, for mutual TLS, a client
-certificate."""
+"""`episodic healthcheck`: prints what the local server's health service said (SERVING,
+NOT_SERVING, UNKNOWN) or why it said nothing (unreachable, TLS trouble), one line, and
+exits 0 only on SERVING (for container HEALTHCHECKs and probes that cannot speak gRPC
+themselves). Against a TLS server it needs TLS too: the CA that signed the server's
+certificate and, for mutual TLS, a client certificate."""
 
 from __future__ import annotations
 
@@ -44,14 +45,48 @@ def probe_target(address: str) -> str:
     return f"127.0.0.1:{port}" if host in {"0.0.0.0", "[::]", "::"} else address
 
 
-def check(address: str, timeout: float = 3.0, tls: ProbeTls | None = None) -> bool:
-    with _channel(probe_target(address), tls) as channel:
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What a probe saw: the status's name, or why there was none, as one line."""
+
+    line: str
+    serving: bool = False
+
+
+def check(address: str, timeout: float = 3.0, tls: ProbeTls | None = None) -> Seen:
+    target = probe_target(address)
+    with _channel(target, tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
-        except grpc.RpcError:
-            return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+        except grpc.RpcError as exc:
+            return Seen(_trouble(exc, target, tls, timeout))
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    return Seen(status, reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+_TLS_WORDS = ("ssl", "tls", "handshake", "certificate", "verification")
+
+
+def _trouble(exc: grpc.RpcError, target: str, tls: ProbeTls | None, timeout: float) -> str:
+    code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = (exc.details() if isinstance(exc, grpc.Call) else "") or ""
+    if any(word in details.lower() for word in _TLS_WORDS):
+        return f"TLS failed with {target}: {_first_line(details)}"
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"unreachable: {target} gave no answer within {timeout:g} s"
+    if code is grpc.StatusCode.UNAVAILABLE:
+        # A TLS server closes a plaintext probe's connection without a word.
+        closed = tls is None and "socket closed" in details.lower()
+        hint = " (a TLS server? probe it with --tls-ca or --tls)" if closed else ""
+        return f"unreachable: {target}: {_first_line(details) or 'unavailable'}{hint}"
+    if code is grpc.StatusCode.UNIMPLEMENTED:
+        return f"no health service at {target}"
+    return f"{code.name} from {target}: {_first_line(details)}"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _channel(target: str, tls: ProbeTls | None) -> grpc.Channel:

@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line on stderr, with any `extra` fields."""
+"""Structured logs: one JSON object per line on stderr, with any `extra` fields. A progress
+bar on the same terminal (episodic.progress) steps aside for each line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import logging
 import sys
 import traceback
 from datetime import UTC, datetime
+from typing import TextIO
+
+from episodic import progress
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -39,8 +43,16 @@ def describe_exception(exc: BaseException) -> dict[str, object]:
     return {"error_type": " <- ".join(types), "stack": frames}
 
 
+class JsonLineHandler(logging.StreamHandler[TextIO]):
+    """Writes each record on a line of its own, never inside a progress bar's line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with progress.suspended():
+            super().emit(record)
+
+
 def configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = JsonLineHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

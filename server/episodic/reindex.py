@@ -1,10 +1,10 @@
 """`episodic reindex`: digests every pending episode and re-embeds every digest whose
-vectors were made by another model, with a progress bar, without serving. The server
-does the same in the background after a model change; this is for doing it up front."""
+vectors were made by another model, without serving, with a progress bar when stderr is a
+terminal (episodic.progress). The server does the same in the background after a model
+change; this is for doing it up front."""
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import func, select
@@ -19,6 +19,7 @@ from episodic.bootstrap import (
 from episodic.config import Settings
 from episodic.domain.digests import indexed_with
 from episodic.domain.recall import DigestState
+from episodic.progress import Progress
 from episodic.store import schema
 from episodic.store.database import Database, open_database
 from episodic.store.writer import GroupCommitWriter
@@ -42,16 +43,15 @@ async def _run(settings: Settings, database: Database, writer: GroupCommitWriter
     adapters = build_adapters(settings, database, writer, None)
     model = indexed_with(adapters.embedder.model_id)
     total = await _outstanding(database, model)
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(1) as pool, Progress("reindex", total, unit="digests") as bar:
         state = build_state(settings, adapters)
         memories = build_memory_service(settings, adapters, state, pool)
         digester = build_digester(settings, adapters, state, pool, memories)
-        done = 0
+        bar.update(0, note=f"with {model}")
         while batch := await digester.run_once():
-            done += batch
-            _progress(done, total, model)
-    print(file=sys.stderr)
-    return done
+            done = bar.done + batch
+            bar.update(done, total=max(total, done))  # episodes closed meanwhile join the run
+    return bar.done
 
 
 async def _outstanding(database: Database, model: str) -> int:
@@ -60,10 +60,3 @@ async def _outstanding(database: Database, model: str) -> int:
     stmt = select(func.count()).where((d.c.state != DigestState.READY.value) | stale)
     async with database.engine.connect() as conn:
         return int(await conn.scalar(stmt) or 0)
-
-
-def _progress(done: int, total: int, model: str) -> None:
-    width = 30
-    filled = width * min(done, total) // max(total, 1)
-    bar = "#" * filled + "-" * (width - filled)
-    print(f"\rreindex [{bar}] {done}/{total} digests with {model}", end="", file=sys.stderr, flush=True)

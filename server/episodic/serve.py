@@ -26,7 +26,7 @@ DEV_BANNER = """
 async def serve(settings: Settings) -> None:
     if settings.insecure_dev:
         print(DEV_BANNER.format(tenant=repr(settings.dev_tenant)), file=sys.stderr, flush=True)
-    stop = _stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
+    stop = stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
     problem = address_problem(settings.address)  # before the database is opened: fail fast
     if problem is not None:
         raise AddressInUse(f"address: cannot listen on {settings.address}: {problem}")
@@ -52,7 +52,7 @@ def transport_of(tls: TlsMaterial | None) -> str:
     return "tls" if tls.client_ca is None else "mtls"
 
 
-def _stop_on_signals() -> asyncio.Event:
+def stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

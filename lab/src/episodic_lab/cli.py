@@ -19,6 +19,7 @@ from episodic_lab.bench_replicas import add_flags as add_bench_replicas_flags
 from episodic_lab.evals.extraction import add_flags as add_eval_extraction_flags
 from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
 from episodic_lab.evals.flags import add_pii_flags
+from episodic_lab.evals.locomo_data import MissingData
 from episodic_lab.report.options import add_flags as add_report_flags
 from episodic_lab.soak.options import add_flags as add_soak_flags
 
@@ -61,7 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     module, function = args.runner.split(":")
     run: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
-    return int(run(args))
+    try:
+        return int(run(args))
+    except MissingData as exc:  # a usage problem, not a crash: one line, exit 2 like argparse
+        print(f"episodic-lab {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 def _parser() -> argparse.ArgumentParser:

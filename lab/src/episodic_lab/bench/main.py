@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from episodic.progress import say
 from episodic_lab.bench import BenchError
 from episodic_lab.bench.databases import describe_database, throwaway_database
 from episodic_lab.bench.durability import check_durability
@@ -102,5 +103,5 @@ class _Bench:
 
 
 def _progress(line: str) -> None:
-    """To stderr, so stdout holds only the report."""
-    print(line, file=sys.stderr, flush=True)
+    """To stderr, so stdout holds only the report (and never inside a progress bar)."""
+    say(line)

@@ -2,9 +2,9 @@
 latency as the log grows, and the server's memory per conversation.
 Kept import-light: the CLI imports `options` to build its parser on every start-up."""
 
-import sys
+from episodic.progress import say
 
 
 def progress(line: str) -> None:
-    """To stderr, so stdout holds only the report."""
-    print(line, file=sys.stderr, flush=True)
+    """To stderr, so stdout holds only the report (and never inside a progress bar)."""
+    say(line)

@@ -23,6 +23,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
+from episodic.progress import Progress
 from episodic_client import AsyncEpisodicClient
 from episodic_client.v1 import agent_pb2, context_pb2
 from episodic_lab.evals.bm25 import Bm25
@@ -109,8 +110,11 @@ async def _evaluate(
             memory.CopyFrom(MEMORY)
             memory.known_facts = facts
             memory.recall_mode = recall
-            for q in questions:
-                report.add(await _ask(client, q, raw, memory))
+            label = f"BuildContext (known facts {'on' if facts else 'off'})"
+            with Progress(label, len(questions), unit="questions") as bar:
+                for q in questions:
+                    report.add(await _ask(client, q, raw, memory))
+                    bar.advance()
     return reports
 
 

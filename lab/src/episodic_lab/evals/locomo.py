@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
+from episodic.progress import Progress
 from episodic_client import AsyncEpisodicClient, message_input
 from episodic_client.v1 import episode_pb2
 from episodic_lab.bench.server_process import running_server
@@ -72,9 +73,11 @@ async def loaded_server(sessions: list[Session], embedder: str) -> AsyncIterator
 
 async def _load(client: AsyncEpisodicClient, sessions: list[Session]) -> None:
     await client.create_agent(AGENT, model="gpt-4o")
-    for session in sessions:
-        await _import(client, session)
-    await _await_digests(client, {s.sample_id for s in sessions})
+    with Progress("import", len(sessions), unit="sessions") as bar:
+        for session in sessions:
+            await _import(client, session)
+            bar.advance()
+    await _await_digests(client, {s.sample_id for s in sessions}, len(sessions))
 
 
 async def _import(client: AsyncEpisodicClient, session: Session) -> None:
@@ -92,26 +95,34 @@ def _message(session: Session, i: int) -> episode_pb2.MessageInput:
     return message_input(role, f"{turn.speaker}: {turn.text}", create_time=when)
 
 
-async def _await_digests(client: AsyncEpisodicClient, users: set[str], timeout: float = 600) -> None:
+async def _await_digests(
+    client: AsyncEpisodicClient, users: set[str], episodes: int, timeout: float = 600
+) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pending = 0
-        for user in users:
-            pending += (await client.search_episodes(AGENT, user, mode="recency", top_k=1)).pending_digests
-        if not pending:
-            return
-        await asyncio.sleep(0.2)
+    with Progress("digest", episodes, unit="episodes") as bar:
+        while time.monotonic() < deadline:
+            pending = 0
+            for user in users:
+                pending += (
+                    await client.search_episodes(AGENT, user, mode="recency", top_k=1)
+                ).pending_digests
+            bar.update(episodes - pending)
+            if not pending:
+                return
+            await asyncio.sleep(0.2)
     raise TimeoutError("digests did not become READY in time")
 
 
 async def _ask(client: AsyncEpisodicClient, questions: list[Question], mode: str, report: Report) -> None:
     """`mode` is a search mode's short name (recency, semantic, hybrid), as the client takes it."""
-    for q in questions:
-        started = time.perf_counter()
-        reply = await client.search_episodes(AGENT, q.sample_id, q.text, mode=mode, top_k=10)
-        report.timed(mode, time.perf_counter() - started)
-        ranked = [s.episode_id.removeprefix(f"{q.sample_id}-") for s in reply.snippets]
-        report.add(mode, q.category, ranked, q.evidence)
+    with Progress(f"ask ({mode})", len(questions), unit="questions") as bar:
+        for q in questions:
+            started = time.perf_counter()
+            reply = await client.search_episodes(AGENT, q.sample_id, q.text, mode=mode, top_k=10)
+            report.timed(mode, time.perf_counter() - started)
+            ranked = [s.episode_id.removeprefix(f"{q.sample_id}-") for s in reply.snippets]
+            report.add(mode, q.category, ranked, q.evidence)
+            bar.advance()
 
 
 def report_bm25(report: Report, sessions: Sequence[Session], questions: Sequence[Question]) -> None:

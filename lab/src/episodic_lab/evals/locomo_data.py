@@ -38,7 +38,21 @@ class Question:
     answer: str = ""  # the gold answer ("" for adversarial questions, which have none)
 
 
+FILES = ("sessions.jsonl", "questions.jsonl")
+
+
+class MissingData(Exception):
+    """The LoCoMo directory is not where it was looked for (it is not part of the repository)."""
+
+
 def load(directory: Path) -> tuple[list[Session], list[Question]]:
+    missing = [name for name in FILES if not (directory / name).is_file()]
+    if missing:
+        raise MissingData(
+            f"no LoCoMo data in {directory} ({' and '.join(missing)} not found): the development split "
+            "is not part of the repository; pass --data DIR, a directory holding sessions.jsonl and "
+            "questions.jsonl (by default ../shared/eval/locomo-dev, next to the checkout)"
+        )
     sessions = [_session(json.loads(line)) for line in _lines(directory / "sessions.jsonl")]
     questions = [_question(json.loads(line)) for line in _lines(directory / "questions.jsonl")]
     return sessions, [q for q in questions if q.evidence]
