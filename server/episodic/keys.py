@@ -57,6 +57,17 @@ class KeyRing:
     def caller_for(self, key: str) -> Caller | None:
         return self.callers_by_hash.get(hash_key(key))
 
+    def caller_for_header(self, authorization: str | None, dev: Caller | None) -> Caller | None:
+        """An HTTP request's caller from its `Authorization: Bearer <key>` header: none at
+        all is `dev` (the --insecure-dev tenant, or None); a malformed or unknown key is
+        None even in dev mode, so a typo never reads or writes the dev tenant."""
+        if authorization is None:
+            return dev
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return self.caller_for(token.strip())
+
     def __len__(self) -> int:
         return len(self.callers_by_hash)
 

@@ -43,7 +43,7 @@ def rich_status(error: errors.EpisodicError) -> tuple[grpc.StatusCode, status_pb
     status.details.add().Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN))
     if isinstance(error, errors.InvalidArgument):
         status.details.add().Pack(_bad_request(error))
-    delay = _retry_delay(error)
+    delay = retry_delay_for(error)
     if delay is not None:
         status.details.add().Pack(
             error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=delay))
@@ -55,7 +55,7 @@ def rich_status(error: errors.EpisodicError) -> tuple[grpc.StatusCode, status_pb
     return code, status
 
 
-def _retry_delay(error: errors.EpisodicError) -> int | None:
+def retry_delay_for(error: errors.EpisodicError) -> int | None:
     for cls in type(error).__mro__:
         if cls in RETRY_DELAY_SECONDS:
             return RETRY_DELAY_SECONDS[cls]

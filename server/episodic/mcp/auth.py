@@ -62,20 +62,12 @@ class BearerAuth:
         if scope["type"] != "http":  # lifespan: the app's own start and stop
             await self._app(scope, receive, send)
             return
-        caller = self._caller(Headers(scope=scope).get("authorization"))
+        caller = self._keys.caller_for_header(Headers(scope=scope).get("authorization"), self._dev)
         if caller is None:
             await _refuse(scope, receive, send)
             return
         scope[CALLER_KEY] = caller
         await self._app(scope, receive, send)
-
-    def _caller(self, header: str | None) -> Caller | None:
-        if header is None:
-            return self._dev
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None
-        return self._keys.caller_for(token.strip())
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:

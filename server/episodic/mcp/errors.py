@@ -14,7 +14,7 @@ from types import MappingProxyType
 from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from episodic.api.status import RETRY_DELAY_SECONDS, status_code_for
+from episodic.api.status import retry_delay_for, status_code_for
 from episodic.errors import EpisodicError, FieldViolation, InvalidArgument
 from episodic.logs import describe_exception
 
@@ -65,7 +65,7 @@ def tool_error(error: Exception, renames: Mapping[str, str] = NO_RENAMES) -> Cal
         ]
         body["fields"] = [{"field": v.field, "description": v.description} for v in violations]
         message = "invalid arguments: " + "; ".join(f"{v.field}: {v.description}" for v in violations)
-    delay = _retry_delay(error)
+    delay = retry_delay_for(error)
     if delay is not None:
         body["retry_after_seconds"] = delay
         message += f" (retry in {delay} s)"
@@ -86,13 +86,6 @@ def _reworded(description: str, renames: Mapping[str, str]) -> str:
         if renamed and name.isidentifier():
             description = re.sub(rf"\b{name}\b", renamed, description)
     return description
-
-
-def _retry_delay(error: EpisodicError) -> int | None:
-    for cls in type(error).__mro__:
-        if cls in RETRY_DELAY_SECONDS:
-            return RETRY_DELAY_SECONDS[cls]
-    return None
 
 
 def _result(

@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
-import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
+from episodic import http_serving
 from episodic.bootstrap import App, load_keys, open_app
-from episodic.config import ConfigError, Settings
+from episodic.config import Settings
 from episodic.domain.model import Caller
 from episodic.mcp.auth import BearerAuth, dev_caller, request_caller, stdio_caller
 from episodic.mcp.server import build_server
@@ -64,27 +64,14 @@ async def _serve_http(settings: Settings, address: tuple[str, int], stop: asynci
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"mcp_address: want HOST:PORT (port 0-65535; 0 picks a free port), got {address!r}")
-    return host.strip("[]"), int(port)
+    return http_serving.parse_address("mcp_address", address)
 
 
 @contextmanager
 def bound(host: str, port: int) -> Iterator[socket.socket]:
     """The listening socket, bound before the database opens so a taken port fails fast."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"mcp_address: cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    try:
+    with http_serving.bound("mcp_address", host, port) as sock:
         yield sock
-    finally:
-        sock.close()
 
 
 async def _stdio(server: Server[Any]) -> None:
@@ -107,40 +94,17 @@ async def _until_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) -
         raise failure
 
 
-class _Uvicorn(uvicorn.Server):
-    """Signals are the command's (it stops the app after the server), not uvicorn's."""
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 @asynccontextmanager
 async def serve_http(app: App, sock: socket.socket) -> AsyncIterator[int]:
     """Streamable HTTP at /mcp on `sock`, stateless (each request stands alone, with its own
     key: any replica can serve it) and answering in JSON; yields the port."""
-    host, port = sock.getsockname()[:2]
+    host = sock.getsockname()[0]
     mcp = build_server(app.services, lambda ctx: request_caller(ctx.request))
     asgi = mcp.streamable_http_app(
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host
     )
-    config = uvicorn.Config(
-        BearerAuth(asgi, app.keys, dev_caller(app.settings)),
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        ws="none",
-        timeout_graceful_shutdown=int(HTTP_STOP_SECONDS),
-    )
-    http = _Uvicorn(config)
-    serving = asyncio.create_task(http.serve(sockets=[sock]))
-    while not http.started and not serving.done():
-        await asyncio.sleep(0.01)
-    if serving.done():
-        await serving  # raises what stopped the start
-        raise ConfigError("mcp_address: the HTTP server stopped while starting")
-    try:
-        yield int(port)
-    finally:
-        http.should_exit = True
-        await serving
+    authenticated = BearerAuth(asgi, app.keys, dev_caller(app.settings))
+    async with http_serving.serving_asgi(
+        authenticated, sock, setting="mcp_address", stop_seconds=HTTP_STOP_SECONDS, lifespan="on"
+    ) as port:
+        yield port
