@@ -35,6 +35,7 @@ from episodic.domain.drafts import (
 )
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import Audit, Erased
+from episodic.domain.inspection import UserSummary
 from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
 from episodic.domain.memories import Memory, MemoryKind, MemoryState, SessionData, text_key
 from episodic.domain.memory_merge import frame_key
@@ -414,6 +415,20 @@ class FakeEpisodeStore:
         ]
         found.sort(key=lambda e: (e.started_at, e.episode_id), reverse=True)
         return [self._with_digest(e) for e in found[:limit]]
+
+    async def list_users(
+        self, tenant_id: str, agent_id: str, after_user_id: str | None, limit: int
+    ) -> list[UserSummary]:
+        users: dict[str, UserSummary] = {}
+        for key, e in self._t.episodes.items():
+            if (e.tenant_id, e.agent_id) != (tenant_id, agent_id) or key in self._t.deleted_at:
+                continue
+            if after_user_id is not None and e.user_id <= after_user_id:
+                continue
+            seen = users.get(e.user_id)
+            last = e.last_activity_at if seen is None else max(seen.last_activity_at, e.last_activity_at)
+            users[e.user_id] = UserSummary(e.user_id, 1 if seen is None else seen.episodes + 1, last)
+        return [users[u] for u in sorted(users)][:limit]
 
     async def list_messages(
         self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int

@@ -28,6 +28,7 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
+from episodic.service.inspection import InspectionService
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
@@ -69,6 +70,7 @@ class Services:
     sessions: SessionDataService
     memory_tools: MemoryTools
     watch: WatchService
+    inspection: InspectionService
 
 
 class HealthSource(Protocol):

@@ -194,8 +194,9 @@ def _with_called_at(result: ToolResult, when: datetime) -> ToolResult:
     )
 
 
-def countable_text(msg: NewMessage) -> str:
-    """The text whose tokens a message costs: its content plus any tool payloads as JSON."""
+def countable_text(msg: NewMessage | Message) -> str:
+    """The text whose tokens a message costs (and in which the inspector looks for a
+    phrase): its content plus any tool payloads as JSON."""
     parts = [msg.content]
     for call in msg.tool_calls:
         parts.append(f"{call.tool_name}({json_text(call.input)})")

@@ -14,6 +14,7 @@ from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.drafts import DraftLimits, Push, Pushed
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import Audit, Erased
+from episodic.domain.inspection import UserSummary
 from episodic.domain.log import PreparedMessage
 from episodic.domain.memories import ExtractedMemory, Memory, MemoryKind, MemoryState, SessionData
 from episodic.domain.model import Agent, CloseReason, Episode, EpisodeState, Message
@@ -232,6 +233,16 @@ class EpisodeStore(Protocol):
     ) -> list[Message]: ...
 
     async def idle_episodes(self, now: datetime, limit: int) -> list[Episode]: ...
+
+
+class UserDirectory(Protocol):
+    """The users an agent has episodes with (the inspector's navigation)."""
+
+    async def list_users(
+        self, tenant_id: str, agent_id: str, after_user_id: str | None, limit: int
+    ) -> list[UserSummary]:
+        """By user id; episodes soft-deleted by retention or erasure are not counted."""
+        ...
 
 
 class DigestReads(Protocol):

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, or_, select, update
+from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, func, or_, select, update
 
 from episodic.domain import episodes as rules
 from episodic.domain.digests import pending_digest
 from episodic.domain.episodes import OpenRequest
+from episodic.domain.inspection import UserSummary
 from episodic.domain.log import PreparedMessage
 from episodic.domain.model import CloseReason, Episode, Message
 from episodic.domain.ports import Clock, EpisodeCursor, EpisodeFilter
@@ -143,6 +144,20 @@ class SqlEpisodeStore:
         """Open episodes idle past their agent's timeout, oldest first: one query per agent
         (agents are few and each has its own cut-off)."""
         return await self._db.read(lambda conn: _idle(conn, now, limit))
+
+    async def list_users(
+        self, tenant_id: str, agent_id: str, after_user_id: str | None, limit: int
+    ) -> list[UserSummary]:
+        """One group per user over the (tenant, agent, user, started_at) index."""
+        stmt = select(E.c.user_id, func.count(), func.max(E.c.last_activity_at)).where(
+            E.c.tenant_id == tenant_id, E.c.agent_id == agent_id, E.c.deleted_at.is_(None)
+        )
+        if after_user_id is not None:
+            stmt = stmt.where(E.c.user_id > after_user_id)
+        stmt = stmt.group_by(E.c.user_id).order_by(E.c.user_id).limit(limit)
+        return await self._db.read(
+            lambda conn: [UserSummary(r[0], int(r[1]), r[2]) for r in conn.execute(stmt)]
+        )
 
     async def list_messages(
         self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int

@@ -1,0 +1,231 @@
+"""What the inspector shows about stored model calls: the fate of every log message in a
+call (rendered verbatim, stubbed, present only through the summary, or pruned), where a
+phrase went turn by turn, and what changed between two consecutive calls. Computed from
+the stored calls alone, never guessed. Pure; every function is linear in its input."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from episodic.domain.context import ModelCall, RenderedMessage, Section
+from episodic.domain.log import countable_text
+from episodic.domain.model import Message
+
+PREVIEW_CHARS = 160
+MAX_PHRASE_CHARS = 1000
+
+
+class Fate(enum.StrEnum):
+    """What became of one log message in one model call."""
+
+    VERBATIM = "verbatim"
+    STUBBED = "stubbed"  # a tool result rendered as a stub
+    SUMMARIZED = "summarized"  # not rendered itself, inside the span of the rendered summary
+    PRUNED = "pruned"  # not rendered at all: it left the window
+    NOT_YET = "not_yet"  # written after the call
+
+
+class DropReason(enum.StrEnum):
+    WINDOW = "window"
+    COMPACTION = "compaction"
+    STUB = "stub"
+
+
+_REASONS = {
+    Fate.PRUNED: DropReason.WINDOW,
+    Fate.SUMMARIZED: DropReason.COMPACTION,
+    Fate.STUBBED: DropReason.STUB,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FateRun:
+    from_seq: int
+    to_seq: int
+    fate: Fate
+
+
+@dataclass(frozen=True, slots=True)
+class UserSummary:
+    """A user of an agent, as the inspector lists them."""
+
+    user_id: str
+    episodes: int
+    last_activity_at: datetime
+
+
+def last_seq(call: ModelCall) -> int:
+    """The newest log message the call could have seen."""
+    r = call.report
+    return max(r.user_message_seq, r.history_span.to_seq, r.summary_span.to_seq)
+
+
+def log_seq(call: ModelCall, message: RenderedMessage) -> int:
+    """The log seq a rendered message shows (0: none): a history message's own, or the
+    turn's user message once it was appended to the log."""
+    if message.section is Section.HISTORY:
+        return message.seq
+    if message.section is Section.USER_MESSAGE:
+        return call.report.user_message_seq
+    return 0
+
+
+def _rendered_fates(call: ModelCall) -> dict[int, Fate]:
+    found = {}
+    for m in call.messages:
+        seq = log_seq(call, m)
+        if seq > 0:
+            found[seq] = Fate.STUBBED if m.stubbed else Fate.VERBATIM
+    return found
+
+
+def _summarized(call: ModelCall, seq: int) -> bool:
+    span = call.report.summary_span
+    return span.to_seq > 0 and span.from_seq <= seq <= span.to_seq
+
+
+def fate_at(call: ModelCall, seq: int, rendered: dict[int, Fate] | None = None) -> Fate:
+    """What became of log message `seq` in `call`."""
+    if seq > last_seq(call):
+        return Fate.NOT_YET
+    found = (rendered if rendered is not None else _rendered_fates(call)).get(seq)
+    if found is not None:
+        return found
+    return Fate.SUMMARIZED if _summarized(call, seq) else Fate.PRUNED
+
+
+def fates(call: ModelCall) -> list[FateRun]:
+    """Every log seq from 1 to the call's last as runs of one fate: linear in the rendered
+    messages, not in the length of the log."""
+    rendered = _rendered_fates(call)
+    end = last_seq(call)
+    runs: list[FateRun] = []
+    cursor = 1
+    for seq in [*sorted(s for s in rendered if s <= end), end + 1]:
+        if seq > cursor:
+            _extend(runs, _gap(call, cursor, seq - 1))
+        if seq <= end:
+            _extend(runs, [FateRun(seq, seq, rendered[seq])])
+        cursor = seq + 1
+    return runs
+
+
+def _gap(call: ModelCall, first: int, last: int) -> list[FateRun]:
+    """Seqs first..last, none rendered: summarized inside the summary's span, else pruned."""
+    span = call.report.summary_span
+    if span.to_seq <= 0:
+        return [FateRun(first, last, Fate.PRUNED)]
+    runs = []
+    inside_from, inside_to = max(first, span.from_seq), min(last, span.to_seq)
+    if inside_from > inside_to:
+        return [FateRun(first, last, Fate.PRUNED)]
+    if first < inside_from:
+        runs.append(FateRun(first, inside_from - 1, Fate.PRUNED))
+    runs.append(FateRun(inside_from, inside_to, Fate.SUMMARIZED))
+    if inside_to < last:
+        runs.append(FateRun(inside_to + 1, last, Fate.PRUNED))
+    return runs
+
+
+def _extend(runs: list[FateRun], more: Iterable[FateRun]) -> None:
+    for run in more:
+        if runs and runs[-1].fate is run.fate and runs[-1].to_seq + 1 == run.from_seq:
+            runs[-1] = FateRun(runs[-1].from_seq, run.to_seq, run.fate)
+        else:
+            runs.append(run)
+
+
+# --- where did it go? -------------------------------------------------------------------
+
+
+def contains(message: Message, folded_phrase: str) -> bool:
+    """Case-insensitive; `folded_phrase` is already casefolded. str.__contains__ is linear
+    for long needles (two-way search), and the phrase is bounded anyway."""
+    return folded_phrase in countable_text(message).casefold()
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """The first call after one that rendered the message verbatim where it no longer was."""
+
+    seq: int
+    model_call_id: str
+    created_at: datetime
+    reason: DropReason
+
+
+@dataclass(frozen=True, slots=True)
+class CallFates:
+    call: ModelCall
+    fates: tuple[tuple[int, Fate], ...]  # (seq, fate) for each matching message
+
+
+@dataclass(frozen=True, slots=True)
+class PhraseTrace:
+    messages: tuple[Message, ...]  # the log messages that contain the phrase, by seq
+    calls: tuple[CallFates, ...]  # oldest call first
+    dropped: tuple[Drop, ...]
+
+
+def trace_phrase(matches: Sequence[Message], calls: Sequence[ModelCall]) -> PhraseTrace:
+    """Per call (oldest first), the fate of every matching message; per message, the first
+    turn it dropped out of the context after having been rendered verbatim, and why."""
+    seqs = [m.seq for m in matches]
+    table = []
+    for call in calls:
+        rendered = _rendered_fates(call)
+        table.append(CallFates(call, tuple((seq, fate_at(call, seq, rendered)) for seq in seqs)))
+    return PhraseTrace(tuple(matches), tuple(table), tuple(_drops(seqs, table)))
+
+
+def _drops(seqs: Sequence[int], table: Sequence[CallFates]) -> list[Drop]:
+    drops = []
+    for column, seq in enumerate(seqs):
+        seen = False
+        for row in table:
+            fate = row.fates[column][1]
+            if fate is Fate.VERBATIM:
+                seen = True
+            elif seen and fate in _REASONS:
+                drops.append(Drop(seq, row.call.model_call_id, row.call.created_at, _REASONS[fate]))
+                break
+    return drops
+
+
+# --- what changed between two calls -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallDiff:
+    entered: tuple[RenderedMessage, ...]
+    left: tuple[RenderedMessage, ...]
+    kept: int
+
+
+def _identity(call: ModelCall, message: RenderedMessage) -> tuple[object, ...]:
+    """A log message is itself by seq (and whether it was stubbed), wherever it stands;
+    anything else (system prompt, recall, summary, known facts) by its section and text."""
+    seq = log_seq(call, message)
+    if seq > 0:
+        return ("log", seq, message.stubbed)
+    return (message.section.value, message.content)
+
+
+def diff_calls(previous: ModelCall | None, current: ModelCall) -> CallDiff:
+    """What entered and what left the context from `previous` to `current` (None: the
+    episode's first call, where everything entered)."""
+    old = previous.messages if previous is not None else ()
+    before = {_identity(previous, m) for m in old} if previous is not None else set()
+    after = {_identity(current, m) for m in current.messages}
+    entered = tuple(m for m in current.messages if _identity(current, m) not in before)
+    left = tuple(m for m in old if previous is not None and _identity(previous, m) not in after)
+    return CallDiff(entered, left, len(current.messages) - len(entered))
+
+
+def preview(text: str) -> str:
+    """One line, at most PREVIEW_CHARS characters."""
+    flat = " ".join(text[: PREVIEW_CHARS * 4].split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
