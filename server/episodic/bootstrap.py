@@ -25,6 +25,7 @@ from episodic.domain.ports import Embedder, MemoryExtractor, Summarizer, VectorI
 from episodic.embed import EmbeddingError, make_embedder
 from episodic.errors import EpisodicError
 from episodic.index import FaissVectorIndex
+from episodic.inspector.serving import serving_inspector
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
 from episodic.service.compaction import SummaryMaker
@@ -32,6 +33,7 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
+from episodic.service.inspection import InspectionService
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
@@ -464,11 +466,12 @@ def build_services(
         memory_store=a.memories, sessions=a.sessions, queries=queries,
         rendered=metered.context_rendered if metered else None,
     )  # fmt: skip
+    agents = AgentService(
+        store=a.agents, tokens=a.tokens, limits=limits, clock=utc_now, changes=state.visibility
+    )
     return Services(
         episodes=episodes,
-        agents=AgentService(
-            store=a.agents, tokens=a.tokens, limits=limits, clock=utc_now, changes=state.visibility
-        ),
+        agents=agents,
         recall=recall,
         context=context,
         erasure=EraseService(
@@ -494,6 +497,14 @@ def build_services(
             watch_limits=settings.watch_limits,
             draft_limits=settings.draft_limits,
             clock=utc_now,
+        ),
+        inspection=InspectionService(
+            agents=agents,
+            episodes=episodes,
+            context=context,
+            users=a.episodes,
+            log=a.episodes,
+            calls=a.context,
         ),
     )
 
@@ -658,8 +669,12 @@ async def note_stale_vectors(adapters: Adapters) -> None:
 async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIterator[GrpcServer]:
     """The gRPC server of an open app on its settings' address, SERVING until the block ends;
     then NOT_SERVING, and calls in flight get the grace (default: the shutdown grace).
-    Metrics (when on) are served from before SERVING until the calls have drained."""
-    async with serving_metrics(app.metrics, app.settings.metrics_address):
+    Metrics and the inspector (when on) are served from before SERVING until the calls have
+    drained."""
+    async with (
+        serving_metrics(app.metrics, app.settings.metrics_address),
+        serving_inspector(app.settings, app.services.inspection, app.keys),
+    ):
         grpc_server = await build_server(
             app.settings,
             app.services,

@@ -316,6 +316,18 @@ OPTIONS: tuple[Option, ...] = (
         commands=GRPC,
     ),
     Option(
+        "inspector_address",
+        "EPISODIC_INSPECTOR_ADDRESS",
+        "HOST:PORT serving the read-only context inspector (a web page and its JSON, same API keys as gRPC; plaintext: put TLS in front of it beyond localhost). Empty: no inspector.",
+        commands=GRPC,
+    ),
+    Option(
+        "inspector_trace_url",
+        "EPISODIC_INSPECTOR_TRACE_URL",
+        "Link from a model call's trace id to your tracing UI: an http(s) URL template with {trace_id}, e.g. http://localhost:16686/trace/{trace_id}. Empty: the id is shown unlinked.",
+        commands=GRPC,
+    ),
+    Option(
         "metrics_address",
         "EPISODIC_METRICS_ADDRESS",
         "HOST:PORT serving Prometheus metrics on GET /metrics (plaintext, no authentication: bind it to a private interface). Empty: no metrics.",
@@ -396,6 +408,8 @@ class Settings:
     max_connection_age_seconds: float = 600.0
     max_connection_age_grace_seconds: float = 60.0
     access_log: bool = True
+    inspector_address: str = ""
+    inspector_trace_url: str = ""
     metrics_address: str = ""
     # The OTEL_* variables as read at start-up, for the tracing setup (docs/observability.md).
     # Not an Episodic setting, so no Option: empty unless loaded from an environment.
@@ -560,6 +574,9 @@ def _check(settings: Settings) -> None:
     _check_address("address", settings.address)
     if settings.metrics_address:
         _check_address("metrics_address", settings.metrics_address)
+    if settings.inspector_address:
+        _check_address("inspector_address", settings.inspector_address)
+    _check_trace_url(settings.inspector_trace_url)
     for name in (
         "max_content_bytes",
         "max_batch_messages",
@@ -595,6 +612,13 @@ def _check_address(name: str, address: str) -> None:
         raise ConfigError(f"{name}: want HOST:PORT, got {address!r}")
     if int(port) > 65535:
         raise ConfigError(f"{name}: port {port} is out of range (0-65535; 0 picks a free port)")
+
+
+def _check_trace_url(template: str) -> None:
+    if template and (not template.startswith(("http://", "https://")) or "{trace_id}" not in template):
+        raise ConfigError(
+            "inspector_trace_url: want an http(s) URL containing {trace_id}, e.g. http://localhost:16686/trace/{trace_id}"
+        )
 
 
 def _check_connection_age(settings: Settings) -> None:

@@ -1,0 +1,218 @@
+"""Domain objects as the inspector page's JSON (docs/inspector.md lists the shapes): plain
+snake_case objects, times in RFC 3339, enums as their lower-case names."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from episodic.domain.context import ModelCall, RenderedMessage, Section, Span
+from episodic.domain.inspection import FateRun, UserSummary, fates, log_seq, preview
+from episodic.domain.model import Agent, Episode, Message, ToolCall, ToolResult
+from episodic.service.inspection import Diffed, Traced
+
+Json = dict[str, Any]
+MESSAGES_PER_PAGE = 50  # rendered messages of one model call per response
+
+
+def _time(value: datetime | None) -> str:
+    return value.isoformat() if value is not None else ""
+
+
+def agent(a: Agent) -> Json:
+    return {"agent_id": a.agent_id, "model": a.model, "update_time": _time(a.updated_at)}
+
+
+def user(u: UserSummary) -> Json:
+    return {"user_id": u.user_id, "episodes": u.episodes, "last_activity_time": _time(u.last_activity_at)}
+
+
+def episode(e: Episode) -> Json:
+    return {
+        "episode_id": e.episode_id,
+        "agent_id": e.agent_id,
+        "user_id": e.user_id,
+        "state": e.state.value,
+        "start_time": _time(e.started_at),
+        "end_time": _time(e.ended_at),
+        "last_activity_time": _time(e.last_activity_at),
+        "message_count": e.message_count,
+    }
+
+
+def _tool_call(c: ToolCall) -> Json:
+    return {"tool_call_id": c.tool_call_id, "tool_name": c.tool_name, "input": c.input}
+
+
+def _tool_result(r: ToolResult | None) -> Json | None:
+    if r is None:
+        return None
+    duration = r.duration.total_seconds() * 1000 if r.duration is not None else None
+    return {"tool_call_id": r.tool_call_id, "output": r.output, "error": r.error, "duration_ms": duration}
+
+
+def message(m: Message) -> Json:
+    return {
+        "seq": m.seq,
+        "role": m.role.value,
+        "content": m.content,
+        "create_time": _time(m.created_at),
+        "tokens": m.token_count,
+        "tool_calls": [_tool_call(c) for c in m.tool_calls],
+        "tool_result": _tool_result(m.tool_result),
+    }
+
+
+def call_summary(c: ModelCall) -> Json:
+    r = c.report
+    return {
+        "model_call_id": c.model_call_id,
+        "create_time": _time(c.created_at),
+        "user_message_seq": r.user_message_seq,
+        "total_tokens": c.report.total_tokens,
+        "budget_tokens": r.budget,
+        "compaction": r.compaction.value,
+        "trace_id": r.trace_id,
+    }
+
+
+def _span(span: Span) -> Json | None:
+    return {"from_seq": span.from_seq, "to_seq": span.to_seq} if span.to_seq > 0 else None
+
+
+def _fate_run(run: FateRun) -> Json:
+    return {"from_seq": run.from_seq, "to_seq": run.to_seq, "fate": run.fate.value}
+
+
+def _rendered(call: ModelCall, index: int, m: RenderedMessage) -> Json:
+    return {
+        "index": index,
+        "role": m.role.value,
+        "section": m.section.value,
+        "content": m.content,
+        "tokens": m.tokens,
+        "seq": log_seq(call, m),
+        "stubbed": m.stubbed,
+        "tool_call_id": m.tool_call_id,
+        "tool_calls": [_tool_call(c) for c in m.tool_calls],
+    }
+
+
+def trace_url(template: str, trace_id: str) -> str:
+    return template.replace("{trace_id}", trace_id) if template and trace_id else ""
+
+
+def model_call(c: ModelCall, offset: int, template: str) -> Json:
+    """The call with its rendered messages from `offset`, MESSAGES_PER_PAGE of them."""
+    r = c.report
+    page = c.messages[offset : offset + MESSAGES_PER_PAGE]
+    following = offset + len(page)
+    return {
+        "model_call_id": c.model_call_id,
+        "episode_id": c.episode_id,
+        "agent_id": c.agent_id,
+        "user_id": c.user_id,
+        "create_time": _time(c.created_at),
+        "request_id": c.request_id,
+        "trace_id": r.trace_id,
+        "trace_url": trace_url(template, r.trace_id),
+        "model": r.model,
+        "token_encoding": r.token_encoding,
+        "budget_tokens": r.budget,
+        "ceiling_tokens": r.ceiling,
+        "total_tokens": c.report.total_tokens,
+        "over_budget": r.over_budget,
+        "reply_priming_tokens": r.reply_priming,
+        "sections": [{"section": s.value, "tokens": r.section_tokens.get(s, 0)} for s in Section],
+        "compaction": r.compaction.value,
+        "summary_span": _span(r.summary_span),
+        "history_span": _span(r.history_span),
+        "user_message_seq": r.user_message_seq,
+        "messages_pruned": r.pruned,
+        "tool_results_stubbed": r.stubbed,
+        "messages_summarized": r.summarized,
+        "fates": [_fate_run(run) for run in fates(c)],
+        "recalled_episodes": [
+            {
+                "episode_id": e.episode_id,
+                "score": e.score,
+                "end_time": _time(e.ended_at),
+                "rendered": e.rendered,
+            }
+            for e in r.recalled
+        ],
+        "recalled_memories": [
+            {"memory_id": m.memory_id, "score": m.score, "rendered": m.rendered, "pending": m.pending}
+            for m in r.memories
+        ],
+        "session_data_keys": list(r.session_keys),
+        "reply": _reply(c),
+        "message_count": len(c.messages),
+        "offset": offset,
+        "messages": [_rendered(c, offset + i, m) for i, m in enumerate(page)],
+        "next_offset": following if following < len(c.messages) else None,
+    }
+
+
+def _reply(c: ModelCall) -> Json | None:
+    if c.reply is None:
+        return None
+    return {
+        "input_tokens": c.reply.input_tokens,
+        "output_tokens": c.reply.output_tokens,
+        "latency_ms": c.reply.latency.total_seconds() * 1000,
+        "assistant_message_seq": c.reply.assistant_message_seq,
+    }
+
+
+def _item(call: ModelCall, m: RenderedMessage) -> Json:
+    return {
+        "section": m.section.value,
+        "seq": log_seq(call, m),
+        "stubbed": m.stubbed,
+        "role": m.role.value,
+        "tokens": m.tokens,
+        "preview": preview(m.content),
+    }
+
+
+def diff(d: Diffed) -> Json:
+    return {
+        "model_call_id": d.call.model_call_id,
+        "previous_model_call_id": d.previous.model_call_id if d.previous is not None else "",
+        "entered": [_item(d.call, m) for m in d.diff.entered],
+        "left": [_item(d.previous, m) for m in d.diff.left] if d.previous is not None else [],
+        "kept": d.diff.kept,
+    }
+
+
+def where(phrase: str, traced: Traced) -> Json:
+    t = traced.trace
+    return {
+        "phrase": phrase,
+        "truncated": traced.truncated,
+        "messages": [{"seq": m.seq, "role": m.role.value, "preview": preview(m.content)} for m in t.messages],
+        "calls": [
+            {
+                "model_call_id": row.call.model_call_id,
+                "create_time": _time(row.call.created_at),
+                "user_message_seq": row.call.report.user_message_seq,
+                "fates": [{"seq": seq, "fate": fate.value} for seq, fate in row.fates],
+            }
+            for row in t.calls
+        ],
+        "dropped": [
+            {
+                "seq": d.seq,
+                "model_call_id": d.model_call_id,
+                "create_time": _time(d.created_at),
+                "reason": d.reason.value,
+            }
+            for d in t.dropped
+        ],
+    }
+
+
+def listing(key: str, items: Sequence[Json], next_page_token: str) -> Json:
+    return {key: list(items), "next_page_token": next_page_token}
