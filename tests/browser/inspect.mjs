@@ -1,0 +1,424 @@
+// Drives the Episodic context inspector in Debian's Chromium like a user would, and prints
+// ONE JSON object on stdout with what it saw. The assertions live in the Python test
+// (tests/e2e/test_inspector_browser.py); this script fails (exit 1, still printing what it
+// saw so far, with "driver_error") only when it cannot drive the page: a timeout, a missing
+// element, a browser that does not start.
+//
+// Inputs (environment):
+//   INSPECTOR_URL            http://127.0.0.1:PORT (required)
+//   INSPECTOR_KEY            the API key to type into the form ("" : a dev server asks for none)
+//   WRONG_KEY                a key the server refuses, typed first (default: a made-up one)
+//   AGENT_ID, USER_ID, EPISODE_ID   the path to click through (required)
+//   PHRASE                   typed into "Where did it go?" (required)
+//   OTHER_TENANT_EPISODE_ID  an episode of another tenant, visited by URL
+//   LONG_PHRASE_LENGTH       length of the over-long phrase typed last (default 10000)
+//   SCREENSHOT_DIR           where the PNGs go (default: no screenshots)
+//   CHROMIUM                 the browser (default /usr/bin/chromium)
+//   STEP_TIMEOUT_MS          per wait (default 10000)
+
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const env = process.env;
+const BASE = (env.INSPECTOR_URL || "").replace(/\/+$/, "");
+const KEY = env.INSPECTOR_KEY || "";
+const WRONG_KEY = env.WRONG_KEY || "epk_not_a_key_of_this_server_0000000000";
+const AGENT_ID = env.AGENT_ID || "";
+const USER_ID = env.USER_ID || "";
+const EPISODE_ID = env.EPISODE_ID || "";
+const PHRASE = env.PHRASE || "";
+const OTHER = env.OTHER_TENANT_EPISODE_ID || "";
+const LONG = Number(env.LONG_PHRASE_LENGTH || 10000);
+const SHOTS = env.SCREENSHOT_DIR || "";
+const TIMEOUT = Number(env.STEP_TIMEOUT_MS || 10000);
+
+const out = {
+  steps: [],
+  console: [], // console messages of type error / warning
+  page_errors: [],
+  csp_violations: [],
+  failed_requests: [],
+  urls_with_key: [],
+  api_requests_without_auth: [],
+  screenshots: [],
+};
+
+function missing() {
+  const need = { INSPECTOR_URL: BASE, AGENT_ID, USER_ID, EPISODE_ID, PHRASE };
+  return Object.entries(need)
+    .filter(([, v]) => !v)
+    .map(([k]) => k);
+}
+
+const tid = (id) => `[data-testid="${id}"]`;
+
+async function texts(scope, id) {
+  return scope.locator(tid(id)).allTextContents();
+}
+
+// Viewport-sized PNGs (a model call's full page can be many screens long).
+async function shot(page, name) {
+  if (!SHOTS) return;
+  const path = join(SHOTS, `${name}.png`);
+  await page.screenshot({ path });
+  out.screenshots.push(path);
+}
+
+async function step(name, fn) {
+  out.steps.push(name);
+  try {
+    await fn();
+  } catch (error) {
+    error.message = `step "${name}": ${error.message}`;
+    throw error;
+  }
+}
+
+async function rendered(page) {
+  return page.locator(tid("rendered-message")).evaluateAll((items) =>
+    items.map((li) => ({
+      index: Number(li.dataset.index),
+      section: li.dataset.section,
+      seq: Number(li.dataset.seq),
+      stubbed: li.dataset.stubbed === "true",
+      fate: li.querySelector('[data-testid="message-fate"]')?.textContent || "",
+      section_label: li.querySelector('[data-testid="section-chip"]')?.textContent || "",
+      content: li.querySelector(":scope > pre.content")?.textContent || "",
+    })),
+  );
+}
+
+async function callView(page) {
+  await page.locator(tid("rendered-message")).first().waitFor({ timeout: TIMEOUT });
+  const bars = await page.locator(tid("section-bar")).evaluateAll((rows) =>
+    rows.map((row) => {
+      const fill = row.querySelector(".bar-fill");
+      const marker = row.querySelector('[data-testid="budget-marker"]');
+      return {
+        section: row.dataset.section,
+        tokens: Number(row.dataset.tokens),
+        text: row.textContent,
+        fill_width: fill ? fill.style.width : "",
+        fill_px: fill ? fill.getBoundingClientRect().width : 0,
+        fill_color: fill ? getComputedStyle(fill).backgroundColor : "",
+        marker_left: marker ? marker.style.left : "",
+      };
+    }),
+  );
+  const trace = page.locator(`${tid("trace-link")}, ${tid("trace-id")}`);
+  return {
+    title: await page.locator(".call-title").textContent(),
+    facts: await page.locator(tid("call-facts")).textContent(),
+    compaction: await page.locator(tid("compaction")).textContent(),
+    token_totals: await page.locator(tid("token-totals")).textContent(),
+    section_bars: bars,
+    fates: await page.locator(tid("fates")).textContent(),
+    fate_runs: await texts(page, "fate-run"),
+    message_count: await page.locator(tid("message-count")).textContent(),
+    rendered_messages: await rendered(page),
+    more_messages_visible: await page.locator(tid("more-messages")).isVisible(),
+    recalled_episodes: await texts(page, "recalled-episode"),
+    recalled_memories: await texts(page, "recalled-memory"),
+    trace: (await trace.count()) ? await trace.first().textContent() : "",
+    trace_href: (await page.locator(tid("trace-link")).count())
+      ? await page.locator(tid("trace-link")).getAttribute("href")
+      : "",
+  };
+}
+
+async function diffView(page) {
+  await page.locator(tid("diff-summary")).waitFor({ timeout: TIMEOUT });
+  const items = (id) =>
+    page.locator(tid(id)).evaluateAll((lis) =>
+      lis.map((li) => ({
+        section: li.dataset.section,
+        seq: Number(li.dataset.seq),
+        text: li.querySelector("pre")?.textContent || "",
+      })),
+    );
+  return {
+    summary: await page.locator(tid("diff-summary")).textContent(),
+    entered: await items("diff-entered"),
+    left: await items("diff-left"),
+  };
+}
+
+async function enterKey(page, key) {
+  const input = page.locator(tid("key-input"));
+  await input.waitFor({ timeout: TIMEOUT });
+  await input.fill(key);
+  await page.locator(tid("key-submit")).click();
+}
+
+async function drive(page) {
+  await step("open the root", async () => {
+    const response = await page.goto(`${BASE}/`, { waitUntil: "load" });
+    out.root_status = response.status();
+    out.csp_header = response.headers()["content-security-policy"] || "";
+    await page.locator(`${tid("key-form")}, ${tid("agent-link")}, ${tid("empty")}`).first().waitFor({ timeout: TIMEOUT });
+    out.asked_for_key = await page.locator(tid("key-form")).isVisible();
+  });
+
+  if (out.asked_for_key) {
+    await step("a wrong key is refused", async () => {
+      await enterKey(page, WRONG_KEY);
+      await page.locator(tid("key-error")).waitFor({ state: "visible", timeout: TIMEOUT });
+      out.wrong_key = {
+        asked_again: await page.locator(tid("key-form")).isVisible(),
+        error: await page.locator(tid("key-error")).textContent(),
+        stored: await page.evaluate(() => sessionStorage.length),
+      };
+      await shot(page, "01-key-refused");
+    });
+    await step("the right key", async () => {
+      await enterKey(page, KEY);
+      await page.locator(`${tid("agent-link")}, ${tid("empty")}`).first().waitFor({ timeout: TIMEOUT });
+    });
+  }
+
+  await step("agents", async () => {
+    await page.locator(tid("tenant")).waitFor({ state: "visible", timeout: TIMEOUT });
+    out.tenant = await page.locator(tid("tenant")).textContent();
+    out.agents = await texts(page, "agent-link");
+    out.url_after_key = page.url();
+    await shot(page, "02-agents");
+    await page.locator(tid("agent-link")).filter({ hasText: AGENT_ID }).first().click();
+  });
+
+  await step("users", async () => {
+    await page.locator(tid("user-link")).first().waitFor({ timeout: TIMEOUT });
+    out.users = await texts(page, "user-link");
+    await page.locator(tid("user-link")).filter({ hasText: USER_ID }).first().click();
+  });
+
+  await step("episodes", async () => {
+    await page.locator(tid("episode-link")).first().waitFor({ timeout: TIMEOUT });
+    out.episodes = await texts(page, "episode-link");
+    await page.locator(tid("episode-link")).filter({ hasText: EPISODE_ID }).first().click();
+  });
+
+  await step("the episode's log", async () => {
+    await page.locator(tid("log-message")).first().waitFor({ timeout: TIMEOUT });
+    await page.locator(tid("model-call")).first().waitFor({ timeout: TIMEOUT });
+    out.episode_url = page.url();
+    out.episode_header = await page.locator(tid("episode-header")).textContent();
+    out.log_first_page = await page.locator(tid("log-message")).count();
+    out.earlier_clicks = 0;
+    const earlier = page.locator(tid("earlier-messages"));
+    while ((await earlier.isVisible()) && out.earlier_clicks < 50) {
+      const before = await page.locator(tid("log-message")).count();
+      await earlier.click();
+      await page.waitForFunction(
+        ([sel, n]) => document.querySelectorAll(sel).length > n,
+        [tid("log-message"), before],
+        { timeout: TIMEOUT },
+      );
+      out.earlier_clicks += 1;
+    }
+    out.log = await page.locator(tid("log-message")).evaluateAll((lis) =>
+      lis.map((li) => ({
+        seq: Number(li.dataset.seq),
+        role: li.dataset.role,
+        content: li.querySelector(":scope > pre.content")?.textContent || "",
+      })),
+    );
+    const toolCalls = page.locator(tid("tool-call"));
+    out.tool_calls = await toolCalls.count();
+    if (out.tool_calls) {
+      await toolCalls.first().locator("summary").click();
+      out.tool_call_open = await toolCalls.first().evaluate((d) => d.open);
+      out.tool_call_text = await toolCalls.first().textContent();
+    }
+    out.tool_results = await texts(page, "tool-result");
+  });
+
+  await step("hostile content stays text", async () => {
+    out.pwned = await page.evaluate(() => typeof window.__pwned === "undefined" ? "undefined" : String(window.__pwned));
+    out.app_img_count = await page.locator("#app img").count();
+    out.app_script_count = await page.locator("#app script").count();
+  });
+
+  await step("the newest model call", async () => {
+    out.model_calls = await texts(page, "model-call");
+    await page.locator(tid("model-call")).last().click();
+    out.latest_call = await callView(page);
+    out.latest_call_url = page.url();
+    await shot(page, "03-model-call");
+    if (out.latest_call.more_messages_visible) {
+      const before = out.latest_call.rendered_messages.length;
+      await page.locator(tid("more-messages")).click();
+      await page.waitForFunction(
+        ([sel, n]) => document.querySelectorAll(sel).length > n,
+        [tid("rendered-message"), before],
+        { timeout: TIMEOUT },
+      );
+      out.latest_call.after_more = (await rendered(page)).length;
+    }
+    out.log_fates = await page.locator(tid("log-message")).evaluateAll((lis) =>
+      lis.map((li) => ({ seq: Number(li.dataset.seq), fate: li.dataset.fate || "" })),
+    );
+  });
+
+  await step("where did it go?", async () => {
+    await page.locator(tid("where-input")).fill(PHRASE);
+    await page.locator(tid("where-submit")).click();
+    await page.locator(tid("where-summary")).waitFor({ timeout: TIMEOUT });
+    out.where = {
+      summary: await page.locator(tid("where-summary")).textContent(),
+      messages: await page.locator(tid("where-message")).evaluateAll((lis) =>
+        lis.map((li) => ({ seq: Number(li.dataset.seq), text: li.textContent })),
+      ),
+      dropped: await page.locator(tid("dropped")).evaluateAll((divs) =>
+        divs.map((d) => ({ reason: d.dataset.reason, text: d.textContent })),
+      ),
+      not_dropped: await texts(page, "not-dropped"),
+      cells: await page.locator(tid("where-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.fate)),
+    };
+    await page.locator(tid("where-result")).scrollIntoViewIfNeeded();
+    await shot(page, "04-where");
+  });
+
+  await step("the call it dropped out at, and its diff", async () => {
+    const dropLink = page.locator(`${tid("dropped")} a`).first();
+    if (await dropLink.count()) {
+      await dropLink.click();
+    } else {
+      await page.locator(tid("model-call")).last().click();
+    }
+    await page.waitForFunction(() => /\/calls\//.test(location.hash), null, { timeout: TIMEOUT });
+    out.drop_call_url = page.url();
+    out.drop_call = await callView(page);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await shot(page, "05-dropped-call");
+    await page.locator(tid("tab-diff")).click();
+    out.diff = await diffView(page);
+    out.diff_url = page.url();
+    await shot(page, "06-diff");
+  });
+
+  await step("a reload keeps the page and the key", async () => {
+    await page.reload({ waitUntil: "load" });
+    out.diff_after_reload = await diffView(page);
+    out.asked_for_key_after_reload = await page.locator(tid("key-form")).isVisible();
+  });
+
+  await step("a 10k-character phrase", async () => {
+    await page.locator(tid("where-input")).fill("x".repeat(LONG));
+    await page.locator(tid("where-submit")).click();
+    const error = page.locator(`${tid("where-result")} ${tid("error")}`);
+    await error.waitFor({ timeout: TIMEOUT });
+    out.long_phrase = {
+      error: await error.textContent(),
+      status: await error.getAttribute("data-status"),
+      fields: await texts(page, "field-violation"),
+    };
+  });
+
+  if (OTHER) {
+    await step("another tenant's episode", async () => {
+      await page.goto(`${BASE}/#/episodes/${encodeURIComponent(OTHER)}`);
+      const error = page.locator(tid("error"));
+      await error.first().waitFor({ timeout: TIMEOUT });
+      out.other_tenant = {
+        error: await error.first().textContent(),
+        status: await error.first().getAttribute("data-status"),
+        log_messages: await page.locator(tid("log-message")).count(),
+      };
+      await shot(page, "07-other-tenant");
+    });
+  }
+
+  await step("forget the key", async () => {
+    const forget = page.locator(tid("forget-key"));
+    out.forget_visible = await forget.isVisible();
+    if (out.forget_visible) {
+      await forget.click();
+      await page.locator(tid("key-form")).waitFor({ timeout: TIMEOUT });
+      out.after_forget = {
+        asked: await page.locator(tid("key-form")).isVisible(),
+        stored: await page.evaluate(() => sessionStorage.length),
+      };
+    }
+  });
+}
+
+async function main() {
+  const lacking = missing();
+  if (lacking.length) {
+    out.driver_error = `missing environment: ${lacking.join(", ")}`;
+    return 2;
+  }
+  if (SHOTS) mkdirSync(SHOTS, { recursive: true });
+  const profile = mkdtempSync(join(tmpdir(), "episodic-inspector-chromium-"));
+  let context;
+  try {
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: env.CHROMIUM || "/usr/bin/chromium",
+      headless: true,
+      viewport: { width: 1440, height: 900 },
+      deviceScaleFactor: 1,
+      timeout: 30000,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+      ],
+    });
+    context.setDefaultTimeout(TIMEOUT);
+    await context.exposeBinding("__episodicCspViolation", (_source, violation) => {
+      out.csp_violations.push(violation);
+    });
+    await context.addInitScript(() => {
+      document.addEventListener("securitypolicyviolation", (e) => {
+        window.__episodicCspViolation({
+          directive: e.violatedDirective,
+          blocked: e.blockedURI,
+          sample: e.sample,
+          source: e.sourceFile,
+          line: e.lineNumber,
+        });
+      });
+    });
+    const page = context.pages()[0] || (await context.newPage());
+    page.on("console", (msg) => {
+      if (msg.type() === "error" || msg.type() === "warning") {
+        out.console.push({ type: msg.type(), text: msg.text(), url: msg.location().url || "" });
+      }
+    });
+    page.on("pageerror", (error) => out.page_errors.push(String(error && error.stack ? error.stack : error)));
+    page.on("request", (request) => {
+      const url = request.url();
+      if ((KEY && url.includes(KEY)) || url.includes(WRONG_KEY)) out.urls_with_key.push(url);
+      if (new URL(url).pathname.startsWith("/api/") && !request.headers().authorization) {
+        out.api_requests_without_auth.push(url);
+      }
+    });
+    page.on("requestfailed", (request) =>
+      out.failed_requests.push({ url: request.url(), error: request.failure()?.errorText || "" }),
+    );
+    await drive(page);
+    out.ok = true;
+    return 0;
+  } catch (error) {
+    out.driver_error = String(error && error.stack ? error.stack : error);
+    try {
+      const page = context && context.pages()[0];
+      if (page && SHOTS) await shot(page, "99-driver-error");
+    } catch {
+      /* the screenshot is a bonus */
+    }
+    return 1;
+  } finally {
+    if (context) await context.close().catch(() => {});
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+const code = await main();
+process.stdout.write(`${JSON.stringify(out)}\n`);
+process.exit(code);

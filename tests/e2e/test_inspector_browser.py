@@ -1,0 +1,454 @@
+"""The context inspector in a real browser: a real `episodic serve` with the inspector on,
+a conversation seeded through the Python client whose early detail ("my cat is called
+Zanzibar") is compacted away, and Debian's Chromium driven by tests/browser/inspect.mjs
+(Playwright) like a user: key prompt (a wrong key first), agent → user → episode, a model
+call, "Where did it go?", the diff, a reload, an over-long phrase, another tenant's episode.
+The script reports what the page showed; the assertions are here.
+
+Needs /usr/bin/chromium, node and `npm ci` in tests/browser: skipped without them, failed
+without them when EPISODIC_REQUIRE_BROWSER=1 (CI). Screenshots go to build/inspector/."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from episodic.keys import config_line
+from episodic_client import EpisodicClient, MemoryConfig, message_input, tool_call, tool_result
+from episodic_client.v1 import episode_pb2
+from tests.e2e.helpers import clean_environment
+from tests.server_harness import KEY_A, KEY_B, TENANT_A, TENANT_B
+
+ROOT = Path(__file__).resolve().parents[2]
+BROWSER_DIR = ROOT / "tests" / "browser"
+PLAYWRIGHT = BROWSER_DIR / "node_modules" / "playwright-core"
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = ROOT / "build" / "inspector"
+START_TIMEOUT = 30.0
+DRIVER_TIMEOUT = 120.0
+
+TRACE_TEMPLATE = "http://tracing.example.invalid/trace/{trace_id}"
+AGENT_ID = "garden-bot"
+USER_ID = "mary"
+PHRASE = "my cat is called Zanzibar"
+HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+SECRET_OF_B = "tenant B keeps this to itself"
+SECTIONS = ["system", "known_facts", "past_conversations", "summary", "history", "user_message"]
+BUDGET = 300
+WINDOW = 1000  # ceiling: 70 % of it
+FILLER = [
+    "Could you help me plan the garden beds for spring? I want tomatoes, basil and some peppers.",
+    "Tomatoes want full sun and about sixty centimetres between plants; basil does well beside them.",
+    "What about watering? The summer here is hot and dry, with a hose ban most years.",
+    "Mulch deeply, water at the roots early in the morning, and collect rain in a barrel.",
+    "And the peppers, do they need anything special compared with the tomatoes?",
+    "Peppers like the same sun but warmer soil; wait two weeks longer before planting them out.",
+]
+# Chromium logs every non-2xx fetch; these are the answers the steps provoke on purpose.
+EXPECTED_CONSOLE = (
+    "Failed to load resource: the server responded with a status of 401",
+    "Failed to load resource: the server responded with a status of 400",
+    "Failed to load resource: the server responded with a status of 404",
+)
+
+
+# --- the browser, or a reason why not -------------------------------------------------------
+
+
+@pytest.fixture
+def node() -> str:
+    """The node binary, once Chromium and Playwright are known to be there (else skip)."""
+    node = shutil.which("node")
+    lacking = [
+        what
+        for what, there in (
+            (str(CHROMIUM), CHROMIUM.exists()),
+            ("node", node is not None),
+            ("tests/browser/node_modules/playwright-core (npm ci in tests/browser)", PLAYWRIGHT.is_dir()),
+        )
+        if not there
+    ]
+    if lacking or node is None:
+        reason = "the inspector's browser test needs " + ", ".join(lacking)
+        if os.environ.get("EPISODIC_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason + " (EPISODIC_REQUIRE_BROWSER=1)")
+        pytest.skip(reason)
+    return node
+
+
+# --- a real server with the inspector on ----------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    inspector_url: str
+    lines: list[str] = field(default_factory=list)
+    grpc_port: int = 0
+    ready: threading.Event = field(default_factory=threading.Event)
+
+    def read(self) -> None:
+        """Drains stderr (a full pipe would block the server's logging); notes the port."""
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.lines.append(line)
+            if not self.ready.is_set() and line.startswith("{"):
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("message") == "serving":
+                    self.grpc_port = int(entry["port"])
+                    self.ready.set()
+        self.ready.set()  # exited: wake the waiter
+
+    def tail(self, n: int = 30) -> str:
+        return "\n".join(self.lines[-n:])
+
+
+@pytest.fixture
+def server(node: str, tmp_path: Path) -> Iterator[Server]:
+    """`episodic serve` with the inspector on a free port; gRPC on the port it logs."""
+    del node  # only its order matters: no server is started when the browser is missing
+    port = free_port()
+    keys = ",".join([config_line(TENANT_A, KEY_A), config_line(TENANT_B, KEY_B)])
+    argv = [
+        sys.executable, "-m", "episodic", "serve",
+        "--database-url", f"sqlite:///{tmp_path / 'inspector.db'}", "--migrate-on-start",
+        "--address", "127.0.0.1:0", "--inspector-address", f"127.0.0.1:{port}",
+        "--inspector-trace-url", TRACE_TEMPLATE, "--embedder", "hashing",
+        "--shutdown-grace-seconds", "2",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**clean_environment(), "EPISODIC_API_KEYS": keys},
+        cwd=tmp_path,
+    )
+    running = Server(proc, f"http://127.0.0.1:{port}")
+    reader = threading.Thread(target=running.read, daemon=True)
+    reader.start()
+    try:
+        if not running.ready.wait(START_TIMEOUT) or not running.grpc_port:
+            raise AssertionError(f"no 'serving' line within {START_TIMEOUT} s:\n{running.tail()}")
+        yield running
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        reader.join(5)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def get_json(url: str, key: str) -> tuple[int, Any]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return int(error.code), json.loads(error.read())
+
+
+# --- the conversation -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seeded:
+    episode_id: str
+    other_tenant_episode_id: str
+    calls: list[str]  # model call ids, oldest first
+
+
+def weather(call_id: str, city: str, forecast: str, high: int) -> list[episode_pb2.MessageInput]:
+    return [
+        message_input("assistant", "", tool_calls=[tool_call(call_id, "get_weather", {"city": city})]),
+        message_input(
+            "tool",
+            "",
+            tool_result=tool_result(
+                call_id, {"forecast": forecast, "high_c": high}, duration=timedelta(milliseconds=87)
+            ),
+        ),
+    ]
+
+
+def seed(address: str) -> Seeded:
+    """A past episode (recalled later), then an episode whose budget of 300 tokens makes
+    the history get summarized after a few turns; two tool results (the older one stubbed),
+    a message of markup, and a last call with a bigger budget that renders over 50 messages.
+    Tenant B gets an episode of its own."""
+    calls: list[str] = []
+    with EpisodicClient(address, api_key=KEY_A) as client:
+        config = MemoryConfig(
+            max_working_memory_tokens=BUDGET, context_window_tokens=WINDOW, tool_results_kept_verbatim=1
+        )
+        client.create_agent(
+            AGENT_ID,
+            system_prompt="You are a helpful gardening assistant.",
+            model="gpt-4",
+            memory_config=config,
+        )
+        past = client.open_episode(AGENT_ID, USER_ID).episode.episode_id
+        client.add_message(past, "user", "Last spring my roses got black spot; I sprayed them with neem oil.")
+        client.add_message(past, "assistant", "Neem oil helps; also clear the fallen leaves.")
+        client.close_episode(past, wait_for_digest=True)
+        episode_id = client.open_episode(AGENT_ID, USER_ID).episode.episode_id
+
+        def turn(
+            user: str,
+            reply: str = "",
+            then: list[episode_pb2.MessageInput] | None = None,
+            config: MemoryConfig | None = None,
+        ) -> None:
+            built = client.build_context(
+                episode_id, user_message=user, append_user_message=True, memory_config=config
+            )
+            calls.append(built.report.model_call_id)
+            if then:
+                client.add_messages(episode_id, then)
+            if reply:
+                seq = client.add_message(episode_id, "assistant", reply).message.seq
+                client.record_model_reply(
+                    built.report.model_call_id,
+                    input_tokens=built.report.total_tokens,
+                    output_tokens=20,
+                    latency=timedelta(milliseconds=640),
+                    assistant_message_seq=seq,
+                )
+
+        turn(f"Hi! By the way, {PHRASE} and she sleeps in the greenhouse.", "Zanzibar is a lovely name.")
+        both = [*weather("call_paris", "Paris", "light rain", 14), *weather("call_lyon", "Lyon", "sunny", 19)]
+        turn("What will the weather be in Paris and in Lyon tomorrow?", "Rain in Paris, sun in Lyon.", both)
+        turn("Anything else?", "Nothing else for now.")
+        turn(HOSTILE, "That looks like markup; I will treat it as plain text.")
+        for question, answer in zip(FILLER[::2], FILLER[1::2], strict=True):
+            turn(question, answer)
+        notes = [message_input("user" if k % 2 == 0 else "assistant", f"note {k}: ok") for k in range(60)]
+        client.add_messages(episode_id, notes)
+        roomy = MemoryConfig(max_working_memory_tokens=6000, context_window_tokens=16000)
+        turn("Summing up: what did we decide?", config=roomy)
+    with EpisodicClient(address, api_key=KEY_B) as client:
+        client.create_agent("other-bot", model="gpt-4")
+        other = client.open_episode("other-bot", "bob").episode.episode_id
+        client.add_message(other, "user", SECRET_OF_B)
+    return Seeded(episode_id, other, calls)
+
+
+def run_driver(node: str, server: Server, seeded: Seeded) -> dict[str, Any]:
+    if SCREENSHOTS.exists():
+        shutil.rmtree(SCREENSHOTS)
+    SCREENSHOTS.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "INSPECTOR_URL": server.inspector_url,
+        "INSPECTOR_KEY": KEY_A,
+        "AGENT_ID": AGENT_ID,
+        "USER_ID": USER_ID,
+        "EPISODE_ID": seeded.episode_id,
+        "PHRASE": PHRASE,
+        "OTHER_TENANT_EPISODE_ID": seeded.other_tenant_episode_id,
+        "SCREENSHOT_DIR": str(SCREENSHOTS),
+    }
+    done = subprocess.run(
+        [node, "inspect.mjs"],
+        cwd=BROWSER_DIR,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=DRIVER_TIMEOUT,
+        check=False,
+    )
+    stdout = done.stdout.decode(errors="replace").strip()
+    seen: dict[str, Any] = json.loads(stdout.splitlines()[-1]) if stdout else {}
+    assert done.returncode == 0, (
+        f"the browser driver failed ({done.returncode}): {seen.get('driver_error')}\n"
+        f"steps: {seen.get('steps')}\nstderr: {done.stderr.decode(errors='replace')[-2000:]}\n"
+        f"server:\n{server.tail()}"
+    )
+    return seen
+
+
+# --- the test -------------------------------------------------------------------------------
+
+
+def test_the_inspector_shows_where_a_detail_went_in_a_real_browser(node: str, server: Server) -> None:
+    started = time.monotonic()
+    seeded = seed(f"127.0.0.1:{server.grpc_port}")
+    with EpisodicClient(f"127.0.0.1:{server.grpc_port}", api_key=KEY_A) as client:
+        log = list(client.iter_messages(seeded.episode_id))
+        calls = {c: client.get_model_call(c).model_call for c in seeded.calls}
+    status, answer = get_json(f"{server.inspector_url}/api/session", KEY_A)
+    assert (status, answer["tenant_id"]) == (200, TENANT_A)
+
+    seen = run_driver(node, server, seeded)
+
+    assert_key_handling(seen)
+    assert_navigation(seen, seeded)
+    assert_the_log(seen, len(log))
+    assert_the_newest_call(seen, calls[seeded.calls[-1]])
+    dropped_at = first_call_without_the_phrase(seeded, calls)
+    assert_where_it_went(seen, seeded, dropped_at)
+    assert_the_diff(seen)
+    assert_bad_input(seen)
+    assert_a_clean_console(seen)
+    assert all(Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in seen["screenshots"])
+    assert len(seen["screenshots"]) >= 6
+    assert time.monotonic() - started < 60
+
+
+def assert_key_handling(seen: dict[str, Any]) -> None:
+    assert seen["root_status"] == 200
+    assert "script-src 'self'" in seen["csp_header"] and "default-src 'none'" in seen["csp_header"]
+    assert seen["asked_for_key"], "a server with keys and no key stored: the page asks for one"
+    wrong = seen["wrong_key"]
+    assert wrong["asked_again"] and "refused" in wrong["error"] and wrong["stored"] == 0, wrong
+    assert TENANT_A in seen["tenant"]
+    assert seen["urls_with_key"] == [], "a key went into a URL"
+    # only the first session probe (is this a dev server?) goes out without a key
+    assert {u.split("?")[0] for u in seen["api_requests_without_auth"]} <= {
+        seen["url_after_key"].split("#")[0].rstrip("/") + "/api/session"
+    }
+    assert not seen["asked_for_key_after_reload"], "the key is kept for the browser session"
+    assert seen["forget_visible"] and seen["after_forget"] == {"asked": True, "stored": 0}
+
+
+def assert_navigation(seen: dict[str, Any], seeded: Seeded) -> None:
+    assert seen["agents"] == [AGENT_ID], "tenant B's agent must not be listed"
+    assert seen["users"] == [USER_ID]
+    assert len(seen["episodes"]) == 2 and seen["episodes"][0] == seeded.episode_id, "newest first"
+    assert seen["episode_url"].endswith(f"#/episodes/{seeded.episode_id}")
+    assert seeded.episode_id in seen["episode_header"] and "open" in seen["episode_header"]
+
+
+def assert_the_log(seen: dict[str, Any], count: int) -> None:
+    assert seen["log_first_page"] == 50 and seen["earlier_clicks"] >= 1, "the log is paged backwards"
+    assert [m["seq"] for m in seen["log"]] == list(range(1, count + 1)), "oldest at the top, all loaded"
+    assert PHRASE in seen["log"][0]["content"]
+    hostile = [m for m in seen["log"] if m["content"] == HOSTILE]
+    assert len(hostile) == 1, "markup in a message is shown as its literal text"
+    assert seen["pwned"] == "undefined"
+    assert seen["app_img_count"] == 0 and seen["app_script_count"] == 0
+    assert seen["tool_calls"] == 2 and seen["tool_call_open"]
+    for shown in ("get_weather", "Paris", "light rain", "87 ms"):
+        assert shown in seen["tool_call_text"]
+    assert len(seen["tool_results"]) == 2
+
+
+def assert_the_newest_call(seen: dict[str, Any], call: Any) -> None:
+    shown = seen["latest_call"]
+    report = call.report
+    assert call.model_call_id in shown["title"]
+    bars = shown["section_bars"]
+    assert [b["section"] for b in bars] == SECTIONS
+    ceiling = report.ceiling_tokens
+    for bar in bars:  # widths against the ceiling, the budget's marker at budget / ceiling
+        assert percent(bar["fill_width"]) == pytest.approx(100 * bar["tokens"] / ceiling, abs=0.01), bar
+        assert percent(bar["marker_left"]) == pytest.approx(100 * report.budget_tokens / ceiling, abs=0.01)
+    assert len({b["fill_color"] for b in bars}) == len(SECTIONS), "each section its own colour"
+    history = next(b for b in bars if b["section"] == "history")
+    assert history["tokens"] > 0 and history["fill_px"] > 0
+    assert sum(b["tokens"] for b in bars) + report.section_tokens.reply_priming == report.total_tokens
+
+    assert len(call.messages) > 50 and str(len(call.messages)) in shown["message_count"]
+    assert len(shown["rendered_messages"]) == 50 and shown["more_messages_visible"]
+    assert shown["after_more"] == len(call.messages), "'more messages' fetched the next page"
+    for index, (item, message) in enumerate(zip(shown["rendered_messages"], call.messages, strict=False)):
+        assert item["index"] == index and item["content"] == message.content, item
+        assert item["section_label"] and item["fate"], item
+    summary = [m for m in shown["rendered_messages"] if m["section"] == "summary"]
+    assert len(summary) == 1 and summary[0]["fate"].startswith("summary of 1–"), summary
+    assert shown["fates"].startswith("seq 1–") and "summarized (summary span 1–" in shown["fates"]
+    if report.trace_id:
+        assert shown["trace"] == report.trace_id
+        assert shown["trace_href"] == TRACE_TEMPLATE.format(trace_id=report.trace_id)
+
+
+def percent(css: str) -> float:
+    assert css.endswith("%"), css
+    return float(css[:-1])
+
+
+def first_call_without_the_phrase(seeded: Seeded, calls: dict[str, Any]) -> str:
+    """The first model call whose summary took in seq 1 (the phrase's message)."""
+    for call_id in seeded.calls:
+        report = calls[call_id].report
+        if report.summary_from_seq <= 1 <= report.summary_to_seq:
+            return call_id
+    raise AssertionError("the seeded conversation never compacted its first message")
+
+
+def assert_where_it_went(seen: dict[str, Any], seeded: Seeded, dropped_at: str) -> None:
+    where = seen["where"]
+    assert PHRASE in where["summary"]
+    assert [m["seq"] for m in where["messages"]] == [1] and PHRASE in where["messages"][0]["text"]
+    assert len(where["dropped"]) == 1
+    drop = where["dropped"][0]
+    assert drop["reason"] == "compaction" and "Dropped out" in drop["text"], drop
+    cells = where["cells"]
+    assert len(cells) == len(seeded.calls)
+    first = seeded.calls.index(dropped_at)
+    assert set(cells[:first]) == {"verbatim"} and set(cells[first:]) == {"summarized"}, cells
+    assert seen["drop_call_url"].endswith(f"/calls/{dropped_at}"), "the drop links to its model call"
+    at_drop = seen["drop_call"]
+    assert at_drop["compaction"] == "summarized"
+    assert not [m for m in at_drop["rendered_messages"] if m["seq"] == 1], "seq 1 is not rendered there"
+    summaries = [m for m in at_drop["rendered_messages"] if m["section"] == "summary"]
+    assert len(summaries) == 1 and "Zanzibar" in summaries[0]["content"]
+
+
+def assert_the_diff(seen: dict[str, Any]) -> None:
+    diff = seen["diff"]
+    assert seen["diff_url"].endswith("/diff")
+    assert diff["summary"].startswith("Compared with the previous call")
+    left = [item for item in diff["left"] if item["seq"] == 1]
+    assert len(left) == 1 and PHRASE in left[0]["text"], diff["left"]
+    assert [item for item in diff["entered"] if item["section"] == "summary"], diff["entered"]
+    assert seen["diff_after_reload"] == diff, "a reload shows the same view"
+
+
+def assert_bad_input(seen: dict[str, Any]) -> None:
+    long = seen["long_phrase"]
+    assert long["status"] == "400" and any(f.startswith("phrase:") for f in long["fields"]), long
+    other = seen["other_tenant"]
+    assert other["status"] == "404" and "not found" in other["error"].lower(), other
+    assert other["log_messages"] == 0
+    assert SECRET_OF_B not in json.dumps(seen)
+
+
+def assert_a_clean_console(seen: dict[str, Any]) -> None:
+    assert seen["csp_violations"] == []
+    assert seen["page_errors"] == []
+    unexpected = [m for m in seen["console"] if not m["text"].startswith(EXPECTED_CONSOLE)]
+    assert unexpected == []
+    assert seen["failed_requests"] == []
