@@ -25,6 +25,7 @@ MAX_HEAD_BYTES = 16 * 1024  # request line and headers; a scraper sends a few hu
 READ_SECONDS = 10.0  # for the request to arrive
 WRITE_SECONDS = 10.0  # for the scraper to take the answer
 CLOSE_SECONDS = 5.0  # for scrapes in flight when the endpoint closes
+ACCEPT_SETTLE_TURNS = 3  # event-loop turns from an accepted socket to its answer task
 
 
 class MetricsEndpoint:
@@ -55,12 +56,19 @@ class MetricsEndpoint:
         if self._server is None:
             return
         self._server.close()  # no new connections from here on
-        in_flight = set(self._answering)
-        if in_flight:
-            _, late = await asyncio.wait(in_flight, timeout=CLOSE_SECONDS)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        # A connection the loop accepted just before reaches _accept a turn or two later
+        # (its transport is made by a task, then connection_made is scheduled): let it, so
+        # it is answered like the others instead of left hanging.
+        for _ in range(ACCEPT_SETTLE_TURNS):
+            await asyncio.sleep(0)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_SECONDS
+        while self._answering and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self._answering), timeout=left)
+        late = set(self._answering)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
         self._server = None
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
