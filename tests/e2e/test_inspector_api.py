@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from episodic.bootstrap import open_app, serve_app
-from episodic.inspector.app import CSP
+from episodic.inspector.app import CSP, STATIC
 from episodic.inspector.serving import serving_inspector
 from episodic.v1 import episode_pb2
 from tests.e2e.context_helpers import build, create_agent
@@ -242,7 +242,9 @@ async def test_every_answer_carries_the_content_security_policy(sqlite_url: str)
         ):
             assert answer.headers["content-security-policy"] == CSP
             assert answer.headers["x-content-type-options"] == "nosniff"
-        script = await ins.get("/static/inspector.js", None)
-        assert script.headers["content-type"].startswith("text/javascript")
+        for module in sorted(STATIC.glob("*.js")):  # the entry point and every module it imports
+            script = await ins.get(f"/static/{module.name}", None)
+            assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+            assert script.text == module.read_text()
         assert (await ins.get("/static/..%2Fapp.py", None)).status_code == 404
         assert (await ins.get("/api/agents", method="POST")).status_code == 405

@@ -1,0 +1,106 @@
+// A model call's tokens as bars: the total (stacked by section, plus reply priming) and each
+// section, all against the ceiling (the whole track), with the budget marked on every track.
+
+import { chip, h, styled } from "./dom.js";
+import { cssName, formatNumber, percentOf } from "./format.js";
+import { sectionLabel } from "./chips.js";
+
+export function tokenBars(call) {
+  const scale = barScale(call);
+  return h(
+    "div",
+    { class: "block", testid: "token-bars" },
+    h(
+      "h3",
+      {},
+      "Tokens ",
+      tokenTotals(call),
+      call.over_budget ? chip("over budget", "over", { testid: "over-budget" }) : null,
+    ),
+    h(
+      "div",
+      { class: "bars" },
+      totalRow(call, scale),
+      (call.sections || []).map((s) => sectionRow(s, call, scale)),
+    ),
+    h(
+      "p",
+      { class: "legend small muted" },
+      "Bar width: tokens against the ceiling (the whole track). ",
+      h("span", { class: "marker-sample" }),
+      " the budget.",
+    ),
+  );
+}
+
+// Widths as shares of the ceiling (or, lacking one, of whatever is largest).
+function barScale(call) {
+  const ceiling = call.ceiling_tokens || Math.max(call.budget_tokens, call.total_tokens, 1);
+  const width = (tokens) => `${Math.min(100, (100 * tokens) / ceiling).toFixed(2)}%`;
+  return {
+    width,
+    budgetMarker: () => {
+      const title = `budget ${formatNumber(call.budget_tokens)}`;
+      const marker = h("span", { class: "budget-marker", testid: "budget-marker", title });
+      return styled(marker, { left: width(call.budget_tokens) });
+    },
+  };
+}
+
+function tokenTotals(call) {
+  return h(
+    "span",
+    { class: "muted small", testid: "token-totals" },
+    `${formatNumber(call.total_tokens)} of budget ${formatNumber(call.budget_tokens)} · ` +
+      `ceiling ${formatNumber(call.ceiling_tokens)}` +
+      (call.reply_priming_tokens ? ` · reply priming ${formatNumber(call.reply_priming_tokens)}` : ""),
+  );
+}
+
+function totalRow(call, scale) {
+  const segment = (cls, title, tokens) => styled(h("span", { class: cls, title }), { width: scale.width(tokens) });
+  const sections = (call.sections || [])
+    .filter((s) => s.tokens)
+    .map((s) =>
+      segment(
+        `bar-seg sec-bg-${cssName(s.section)}`,
+        `${sectionLabel(s.section)}: ${formatNumber(s.tokens)}`,
+        s.tokens,
+      ),
+    );
+  const priming = call.reply_priming_tokens
+    ? segment("bar-seg priming", `reply priming: ${formatNumber(call.reply_priming_tokens)}`, call.reply_priming_tokens)
+    : null;
+  return h(
+    "div",
+    { class: "bar-row total", testid: "total-bar" },
+    h("span", { class: "bar-label" }, h("strong", {}, "total")),
+    h("span", { class: "bar-track stacked" }, sections, priming, scale.budgetMarker()),
+    barValue(call.total_tokens, call.budget_tokens),
+  );
+}
+
+function sectionRow(s, call, scale) {
+  const fill = h("span", { class: `bar-fill sec-bg-${cssName(s.section)}${s.tokens ? " nonzero" : ""}` });
+  return h(
+    "div",
+    { class: "bar-row", testid: "section-bar", dataset: { section: s.section, tokens: String(s.tokens) } },
+    h(
+      "span",
+      { class: "bar-label" },
+      h("span", { class: `swatch sec-bg-${cssName(s.section)}` }),
+      sectionLabel(s.section),
+    ),
+    h("span", { class: "bar-track" }, styled(fill, { width: scale.width(s.tokens) }), scale.budgetMarker()),
+    barValue(s.tokens, call.budget_tokens),
+  );
+}
+
+function barValue(tokens, budget) {
+  return h(
+    "span",
+    { class: "bar-value" },
+    `${formatNumber(tokens)}`,
+    h("span", { class: "muted" }, ` · ${percentOf(tokens, budget)} of budget`),
+  );
+}

@@ -1,0 +1,213 @@
+// "Where did it go?": finds the log messages that contain a phrase, follows each through every
+// model call of the episode, and says at which call and why it dropped out of the context.
+
+import { api, showError } from "./api.js";
+import { h, link, loading } from "./dom.js";
+import { cssName, formatTime } from "./format.js";
+import { FATE_LABELS, FATE_SHORT, fateLabel, roleChip } from "./chips.js";
+import { callHref, encoded } from "./routes.js";
+import { logButton } from "./log.js";
+
+const DROP_REASONS = {
+  window: "pushed out by the sliding window (pruned: the history budget no longer held it)",
+  compaction: "compacted: from then on present only through the summary",
+  stub: "tool result replaced by a short stub",
+};
+
+export class WherePanel {
+  // episode: { episodeId, isShown(), callNumber(callId), revealInLog(seq) } (see episode.js).
+  constructor(episode) {
+    this.episode = episode;
+    this.traces = 0; // bumped per phrase: only the newest one's answer is shown
+    this.input = h("input", {
+      type: "search",
+      id: "where-input",
+      testid: "where-input",
+      placeholder: "a phrase from the conversation, e.g. “my cat is called”",
+      autocomplete: "off",
+      spellcheck: "false",
+    });
+    this.result = h("div", { class: "where-result", testid: "where-result", hidden: true });
+    const form = h(
+      "form",
+      { class: "where-form", testid: "where-form", role: "search", onsubmit: (event) => this.submit(event) },
+      h("label", { for: "where-input", class: "where-label" }, "Where did it go?"),
+      this.input,
+      h("button", { type: "submit", class: "primary", testid: "where-submit" }, "Trace phrase"),
+    );
+    this.elements = [form, this.result];
+  }
+
+  submit(event) {
+    event.preventDefault();
+    this.trace(this.input.value);
+  }
+
+  async trace(phrase) {
+    this.result.hidden = false;
+    this.result.replaceChildren(loading("Tracing the phrase…"));
+    const trace = ++this.traces;
+    const current = () => this.episode.isShown() && trace === this.traces;
+    let answer;
+    try {
+      answer = await api(encoded`/api/episodes/${this.episode.episodeId}/where?phrase=${phrase}`);
+    } catch (error) {
+      if (current()) showError(this.result, error, "where did it go");
+      return;
+    }
+    if (!current()) return;
+    this.result.replaceChildren(...traceNodes(answer, this.episode));
+  }
+}
+
+// The answer: a summary, then (when the phrase was found) each message's verdict and a
+// message × call matrix of fates.
+function traceNodes(answer, episode) {
+  const calls = answer.calls || [];
+  const callLink = callLinker(calls, episode);
+  const nodes = [traceSummary(answer, calls)];
+  if (!answer.messages.length) return nodes;
+  const drops = new Map((answer.dropped || []).map((d) => [d.seq, d]));
+  nodes.push(
+    h(
+      "ol",
+      { class: "where-messages" },
+      answer.messages.map((m) => tracedMessage(m, drops.get(m.seq), calls, callLink, episode)),
+    ),
+  );
+  if (calls.length) nodes.push(fateMatrix(answer.messages, calls, callLink));
+  return nodes;
+}
+
+// Links to the traced calls, numbered as in the model-call list; the trace may hold only the
+// newest calls, so a call the list has not loaded is numbered by its place in the trace.
+function callLinker(calls, episode) {
+  const numbers = new Map(calls.map((c, i) => [c.model_call_id, episode.callNumber(c.model_call_id) || `#${i + 1}`]));
+  return (id) => link(callHref(episode.episodeId, id), numbers.get(id) || "?", { class: "call-ref" });
+}
+
+function traceSummary(answer, calls) {
+  const found = answer.messages.length;
+  return h(
+    "p",
+    { class: "where-summary", testid: "where-summary" },
+    found
+      ? `${found}${answer.truncated ? "+" : ""} log message${found === 1 ? " contains" : "s contain"} `
+      : "No log message contains ",
+    h("q", { class: "phrase" }, answer.phrase),
+    `; ${calls.length} model call${calls.length === 1 ? "" : "s"} in the episode.`,
+    answer.truncated
+      ? h(
+          "span",
+          { class: "muted", testid: "where-truncated" },
+          " Cut short: the earliest matches are traced through the newest model calls only.",
+        )
+      : null,
+  );
+}
+
+function tracedMessage(m, drop, calls, callLink, episode) {
+  return h(
+    "li",
+    { class: "where-message", testid: "where-message", dataset: { seq: String(m.seq) } },
+    h(
+      "div",
+      { class: "msg-head" },
+      logButton(m.seq, episode.revealInLog, { cls: "link-button" }),
+      roleChip(m.role),
+      h("span", { class: "preview" }, m.preview),
+    ),
+    drop ? droppedVerdict(drop, calls, callLink) : keptVerdict(m, calls),
+  );
+}
+
+function droppedVerdict(drop, calls, callLink) {
+  const at = calls.find((c) => c.model_call_id === drop.model_call_id);
+  const userMessage = at && at.user_message_seq ? `, user msg #${at.user_message_seq}` : "";
+  return h(
+    "div",
+    { class: `dropped reason-${cssName(drop.reason)}`, testid: "dropped", dataset: { reason: drop.reason } },
+    h("strong", {}, "Dropped out"),
+    " at model call ",
+    callLink(drop.model_call_id),
+    ` (${formatTime(drop.create_time)}${userMessage}): `,
+    h("span", { class: "reason", testid: "dropped-reason" }, `${drop.reason} — ${DROP_REASONS[drop.reason] || ""}`),
+  );
+}
+
+// A message that did not drop out: how it stands in the latest model call.
+function keptVerdict(m, calls) {
+  if (!calls.length) return h("div", { class: "muted", testid: "not-dropped" }, "No model call was built yet.");
+  const fates = calls.map((c) => tracedFate(c, m.seq));
+  const lastFate = fates[fates.length - 1];
+  if (lastFate === "verbatim") {
+    return h("div", { class: "kept", testid: "not-dropped" }, "Still rendered verbatim in the latest model call.");
+  }
+  return h(
+    "div",
+    { class: "muted", testid: "not-dropped" },
+    fates.includes("verbatim")
+      ? `In the latest model call: ${fateLabel(lastFate) || "absent"}.`
+      : "Never rendered verbatim.",
+  );
+}
+
+function fateMatrix(messages, calls, callLink) {
+  const head = h(
+    "tr",
+    {},
+    h("th", { class: "corner" }, "log msg \\ call"),
+    calls.map((c) => h("th", { title: callTitle(c) }, callLink(c.model_call_id))),
+  );
+  const rows = messages.map((m) =>
+    h(
+      "tr",
+      {},
+      h("th", {}, `#${m.seq}`),
+      calls.map((c) => fateCell(tracedFate(c, m.seq))),
+    ),
+  );
+  return h(
+    "div",
+    { class: "block" },
+    h("h3", {}, "Per model call"),
+    h(
+      "div",
+      { class: "matrix-wrap" },
+      h("table", { class: "matrix", testid: "where-matrix" }, h("thead", {}, head), h("tbody", {}, rows)),
+    ),
+    fateLegend(),
+  );
+}
+
+function callTitle(c) {
+  return `${formatTime(c.create_time)}${c.user_message_seq ? ` · user msg #${c.user_message_seq}` : ""}`;
+}
+
+function fateCell(fate) {
+  return h(
+    "td",
+    {
+      class: `cell fate-${cssName(fate || "none")}`,
+      title: FATE_LABELS[fate] || "absent",
+      testid: "where-cell",
+      dataset: { fate },
+    },
+    FATE_SHORT[fate] || "",
+  );
+}
+
+function fateLegend() {
+  return h(
+    "p",
+    { class: "legend small" },
+    Object.keys(FATE_SHORT).map((f) =>
+      h("span", { class: "legend-item" }, h("span", { class: `cell fate-${f}` }, FATE_SHORT[f]), ` ${FATE_LABELS[f]}`),
+    ),
+  );
+}
+
+// A traced call lists the fate of each traced message it covered ("" when it covered none).
+function tracedFate(tracedCall, seq) {
+  return (tracedCall.fates.find((f) => f.seq === seq) || {}).fate || "";
+}
