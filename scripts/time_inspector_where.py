@@ -1,0 +1,115 @@
+"""Times the inspector's "where did it go?" on a long episode: an in-process server on a fresh
+SQLite file, one episode of 10,001 messages (AddMessages, 400 a batch) with 75 model calls
+under a 2,000-token budget (so they compact), then five searches each for a phrase said once
+at the start and for one said in half the messages. Prints the median and worst time, and
+the median as a multiple of an Echo round trip measured in the same run.
+
+    .venv/bin/python scripts/time_inspector_where.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import http.client
+import statistics
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import grpc  # noqa: E402
+
+from episodic.bootstrap import open_app, serve_app  # noqa: E402
+from episodic.inspector.serving import serving_inspector  # noqa: E402
+from episodic.v1 import diagnostics_service_pb2, episode_pb2  # noqa: E402
+from tests.e2e.context_helpers import build, create_agent  # noqa: E402
+from tests.e2e.helpers import Client, user_message  # noqa: E402
+from tests.server_harness import KEY_A, settings_for  # noqa: E402
+
+BATCHES = 25
+BATCH = 400
+CALLS_PER_BATCH = 3
+SEARCHES = 5
+
+
+def get(port: int, target: str) -> tuple[int, int]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request("GET", target, headers={"Authorization": f"Bearer {KEY_A}"})
+        response = connection.getresponse()
+        return response.status, len(response.read())
+    finally:
+        connection.close()
+
+
+def batch(number: int) -> list[episode_pb2.MessageInput]:
+    def one(i: int) -> episode_pb2.MessageInput:
+        if i % 2:
+            reply = f"ok {number}-{i}, noted"
+            return episode_pb2.MessageInput(role=episode_pb2.ROLE_ASSISTANT, content=reply)
+        return user_message(f"note {number}-{i}: water the tomatoes at dawn and check the basil")
+
+    return [one(i) for i in range(BATCH)]
+
+
+async def seed(client: Client) -> str:
+    agent_id = await create_agent(client, max_working_memory_tokens=2000)
+    episode_id = await client.open_episode(agent_id)
+    await client.add(episode_id, user_message("my cat is called Zanzibar"))
+    for number in range(BATCHES):
+        await client.add(episode_id, *batch(number))
+        for _ in range(CALLS_PER_BATCH):
+            await build(client, episode_id, user_message="what next?")
+    return episode_id
+
+
+async def echo_ms(client: Client) -> float:
+    """The median Echo round trip, the yardstick for this machine's speed right now."""
+    times = []
+    for _ in range(200):
+        started = time.perf_counter()
+        await client.diagnostics.Echo(diagnostics_service_pb2.EchoRequest(payload=b"x"), metadata=client.auth)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+async def time_searches(port: int, episode_id: str, phrase: str, echo: float) -> None:
+    target = f"/api/episodes/{episode_id}/where?" + urllib.parse.urlencode({"phrase": phrase})
+    times = []
+    for _ in range(SEARCHES):
+        started = time.perf_counter()
+        status, size = await asyncio.to_thread(get, port, target)
+        times.append((time.perf_counter() - started) * 1000)
+    median = statistics.median(times)
+    print(
+        f"where {phrase!r}: HTTP {status}, {size:,} bytes, "
+        f"median {median:.0f} ms ({median / echo:,.0f} Echo round trips), worst {max(times):.0f} ms"
+    )
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        settings = settings_for(f"sqlite:///{folder}/where.db")
+        inspected = dataclasses.replace(settings, inspector_address="127.0.0.1:0")
+        async with (
+            open_app(settings) as app,
+            serve_app(app, grace_seconds=1) as server,
+            serving_inspector(inspected, app.services.inspection, app.keys) as port,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            assert port is not None
+            client = Client.of(channel, KEY_A)
+            episode_id = await seed(client)
+            echo = await echo_ms(client)
+            calls = BATCHES * CALLS_PER_BATCH
+            print(f"{BATCHES * BATCH + 1:,} messages, {calls} model calls; Echo {echo:.2f} ms")
+            for phrase in ("zanzibar", "basil"):
+                await time_searches(port, episode_id, phrase, echo)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
