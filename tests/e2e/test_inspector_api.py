@@ -10,7 +10,7 @@ import dataclasses
 import http.client
 import json
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -62,13 +62,20 @@ class Inspector:
     grpc: Client
     port: int
 
-    async def get(self, path: str, key: str | None = KEY_A, method: str = "GET", **params: str) -> Answer:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        target = f"{path}?{urllib.parse.urlencode(params)}" if params else path
+    async def get(
+        self,
+        path: str,
+        key: str | None = KEY_A,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        query: Mapping[str, str] | None = None,
+    ) -> Answer:
+        headers = {**(headers or {}), **({"Authorization": f"Bearer {key}"} if key else {})}
+        target = f"{path}?{urllib.parse.urlencode(query)}" if query else path
         return await asyncio.to_thread(request, self.port, method, target, headers)
 
     async def json(self, path: str, key: str = KEY_A, **params: str) -> Any:
-        answer = await self.get(path, key, **params)
+        answer = await self.get(path, key, query=params)
         assert answer.status_code == 200, answer.text
         return answer.json()
 
@@ -199,7 +206,7 @@ async def test_keys_and_tenants_are_those_of_grpc(database_url: str) -> None:
         ):
             answer = await ins.get(path, KEY_B)
             assert answer.status_code == 404 and answer.json()["error"]["code"] == "NOT_FOUND", path
-        where = await ins.get(f"/api/episodes/{episode_id}/where", KEY_B, phrase="hello")
+        where = await ins.get(f"/api/episodes/{episode_id}/where", KEY_B, query={"phrase": "hello"})
         assert where.status_code == 404
         assert "private-user" not in where.text and "hello" not in where.text.replace('"phrase"', "")
 
@@ -221,7 +228,7 @@ async def test_bad_input_is_400_naming_the_parameter(
         agent_id = await create_agent(ins.grpc)
         episode_id = await ins.grpc.open_episode(agent_id)
         call_id = (await build(ins.grpc, episode_id, user_message="hello")).report.model_call_id
-        answer = await ins.get(path.format(episode=episode_id, call=call_id, agent=agent_id), **params)
+        answer = await ins.get(path.format(episode=episode_id, call=call_id, agent=agent_id), query=params)
         assert answer.status_code == 400, answer.text
         error = answer.json()["error"]
         assert error["code"] == "INVALID_ARGUMENT"
@@ -246,5 +253,9 @@ async def test_every_answer_carries_the_content_security_policy(sqlite_url: str)
             script = await ins.get(f"/static/{module.name}", None)
             assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
             assert script.text == module.read_text()
+            again = await ins.get(
+                f"/static/{module.name}", None, headers={"If-None-Match": script.headers["etag"]}
+            )
+            assert again.status_code == 304 and not again.text  # revalidated, not sent again
         assert (await ins.get("/static/..%2Fapp.py", None)).status_code == 404
         assert (await ins.get("/api/agents", method="POST")).status_code == 405

@@ -4,6 +4,7 @@ are `InspectionService`'s, and errors map to HTTP statuses by one table."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -55,10 +56,17 @@ Handler = Callable[[Request, Caller], Awaitable[views.Json]]
 
 
 @dataclass(frozen=True, slots=True)
+class Asset:
+    body: bytes
+    content_type: str
+    etag: str  # of the bytes: a browser revalidates and gets 304 until the package changes
+
+
+@dataclass(frozen=True, slots=True)
 class Assets:
     """The static files, read once at start-up (they ship inside the package)."""
 
-    files: Mapping[str, tuple[bytes, str]]
+    files: Mapping[str, Asset]
 
     @classmethod
     def load(cls, folder: Path = STATIC) -> Assets:
@@ -66,15 +74,19 @@ class Assets:
         for path in sorted(folder.iterdir()) if folder.is_dir() else []:
             content_type = CONTENT_TYPES.get(path.suffix)
             if path.is_file() and content_type is not None:
-                found[path.name] = (path.read_bytes(), content_type)
+                body = path.read_bytes()
+                etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+                found[path.name] = Asset(body, content_type, etag)
         return cls(found)
 
-    def response(self, name: str) -> Response:
-        found = self.files.get(name)
-        if found is None:
+    def response(self, name: str, if_none_match: str | None) -> Response:
+        asset = self.files.get(name)
+        if asset is None:
             return Response("not found", status_code=404, media_type="text/plain")
-        body, content_type = found
-        return Response(body, media_type=content_type, headers={"Cache-Control": "no-cache"})
+        headers = {"Cache-Control": "no-cache", "ETag": asset.etag}
+        if if_none_match is not None and asset.etag in if_none_match:
+            return Response(status_code=304, headers=headers)
+        return Response(asset.body, media_type=asset.content_type, headers=headers)
 
 
 def build_inspector(
@@ -83,11 +95,11 @@ def build_inspector(
     assets = Assets.load()
     routes = _Routes(inspection, trace_url_template)
 
-    async def index(_: Request) -> Response:
-        return assets.response("index.html")
+    async def index(request: Request) -> Response:
+        return assets.response("index.html", request.headers.get("if-none-match"))
 
     async def static(request: Request) -> Response:
-        return assets.response(str(request.path_params["name"]))
+        return assets.response(str(request.path_params["name"]), request.headers.get("if-none-match"))
 
     app = Starlette(
         routes=[

@@ -19,7 +19,9 @@ export class EpisodeView {
     this.episodeId = episodeId;
     this.episode = null; // loaded by open()
     this.isShown = () => false; // open() replaces it: true until the next navigation
-    this.selected = { callId: "", call: null }; // call: the loaded one (null until it is)
+    // callId: the call asked for; call: the one loaded (another until callId's arrives);
+    // tab: the tab asked for last, which a call that arrives late is shown on
+    this.selected = noSelection();
     this.pending = { callId: "", tab: "context" }; // asked for before the episode loaded
     this.callLoads = 0; // bumped per call loaded: an answer for an older one is dropped
     // What the parts of the page need from the episode around them.
@@ -95,39 +97,50 @@ export class EpisodeView {
       this.clearSelection();
       return;
     }
-    const sameCall = this.selected.callId === callId && this.selected.call;
-    this.selected.callId = callId;
+    const selected = this.selected;
+    selected.tab = tab;
     this.callList.highlight(callId, tab);
-    if (sameCall) this.showCall(this.selected.call, tab);
-    else this.loadCall(callId, tab);
+    if (selected.call && selected.call.model_call_id === callId) {
+      this.callLoads += 1; // a call still loading for an earlier selection is dropped
+      selected.callId = callId;
+      selected.loading = false;
+      this.showCall(selected.call, tab);
+    } else if (selected.callId !== callId || !selected.loading) {
+      selected.callId = callId;
+      this.loadCall(callId);
+    } // else: on its way, and shown on `tab` when it arrives
   }
 
   clearSelection() {
-    this.selected = { callId: "", call: null };
+    this.selected = noSelection();
     this.callList.highlight("", "context");
     this.log.markFates(null);
     const hint = this.callList.isEmpty ? "" : "Select a model call to see what the model was shown.";
     this.detail.replaceChildren(h("p", { class: "muted hint" }, hint));
   }
 
-  async loadCall(callId, tab) {
+  async loadCall(callId) {
     this.callLoads += 1;
     const current = this.untilCallChanges();
+    this.selected.loading = true;
     this.detail.replaceChildren(loading());
     let call;
     try {
       call = (await api(encoded`/api/model-calls/${callId}?offset=0`)).model_call;
     } catch (error) {
-      if (current()) showError(this.detail, error, "model call");
+      if (!current()) return;
+      this.selected.loading = false;
+      showError(this.detail, error, "model call");
       return;
     }
     if (!current()) return;
+    this.selected.loading = false;
     if (call.episode_id !== this.episodeId) {
       this.detail.replaceChildren(otherEpisodeNote(call));
       return;
     }
     this.selected.call = call;
-    this.showCall(call, tab);
+    this.showCall(call, this.selected.tab);
     this.log.scrollTo(call.user_message_seq || (call.history_span ? call.history_span.to_seq : 0));
   }
 
@@ -141,6 +154,10 @@ export class EpisodeView {
     const load = this.callLoads;
     return () => this.isShown() && load === this.callLoads;
   }
+}
+
+function noSelection() {
+  return { callId: "", call: null, tab: "context", loading: false };
 }
 
 function episodeHeader(e) {

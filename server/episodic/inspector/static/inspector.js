@@ -132,6 +132,7 @@ function showEpisode({ episodeId, callId, tab }) {
 
 function showUnknownPage() {
   navigate(null);
+  setTitle("Not found");
   setCrumbs([{ label: "Agents", href: AGENTS_HREF }, { label: "?" }]);
   mainArea().replaceChildren(
     errorBox(new ApiError(404, { error: { message: "no such page in the inspector" } })),
