@@ -571,11 +571,10 @@ def address_of_process() -> str:
 
 
 def _check(settings: Settings) -> None:
-    _check_address("address", settings.address)
-    if settings.metrics_address:
-        _check_address("metrics_address", settings.metrics_address)
-    if settings.inspector_address:
-        _check_address("inspector_address", settings.inspector_address)
+    split_address("address", settings.address)
+    for name in ("mcp_address", "metrics_address", "inspector_address"):  # optional listeners
+        if getattr(settings, name):
+            split_address(name, getattr(settings, name))
     _check_trace_url(settings.inspector_trace_url)
     for name in (
         "max_content_bytes",
@@ -606,12 +605,15 @@ def _check(settings: Settings) -> None:
 _LOG_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"})
 
 
-def _check_address(name: str, address: str) -> None:
+def split_address(name: str, address: str) -> tuple[str, int]:
+    """HOST:PORT of setting `name` as (host without IPv6 brackets, port); the one parser of
+    every listening address."""
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ConfigError(f"{name}: want HOST:PORT, got {address!r}")
     if int(port) > 65535:
         raise ConfigError(f"{name}: port {port} is out of range (0-65535; 0 picks a free port)")
+    return host.strip("[]"), int(port)
 
 
 def _check_trace_url(template: str) -> None:

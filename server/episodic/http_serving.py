@@ -15,13 +15,6 @@ from starlette.types import ASGIApp
 from episodic.config import ConfigError
 
 
-def parse_address(setting: str, address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"{setting}: want HOST:PORT (port 0-65535; 0 picks a free port), got {address!r}")
-    return host.strip("[]"), int(port)
-
-
 @contextmanager
 def bound(setting: str, host: str, port: int) -> Iterator[socket.socket]:
     """The listening socket; `setting` names the option in the error of a taken port."""

@@ -6,9 +6,9 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from episodic.config import Settings
+from episodic.config import Settings, split_address
 from episodic.domain.model import Caller
-from episodic.http_serving import bound, parse_address, serving_asgi
+from episodic.http_serving import bound, serving_asgi
 from episodic.inspector.app import build_inspector
 from episodic.keys import KeyRing
 from episodic.service.inspection import InspectionService
@@ -27,7 +27,7 @@ async def serving_inspector(
     if not settings.inspector_address:
         yield None
         return
-    host, port = parse_address(SETTING, settings.inspector_address)
+    host, port = split_address(SETTING, settings.inspector_address)
     dev = Caller(settings.dev_tenant) if settings.insecure_dev else None
     asgi = build_inspector(inspection, keys, dev, settings.inspector_trace_url)
     with bound(SETTING, host, port) as sock:

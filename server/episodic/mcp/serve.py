@@ -17,7 +17,7 @@ from mcp.server.stdio import stdio_server
 
 from episodic import http_serving
 from episodic.bootstrap import App, load_keys, open_app
-from episodic.config import Settings
+from episodic.config import Settings, split_address
 from episodic.domain.model import Caller
 from episodic.mcp.auth import BearerAuth, dev_caller, request_caller, stdio_caller
 from episodic.mcp.server import build_server
@@ -33,7 +33,7 @@ HTTP_STOP_SECONDS = 10.0  # requests in flight at shutdown get this long
 async def serve_mcp(settings: Settings) -> None:
     """Configuration errors (a bad address, a missing or unknown key) stop the start before
     the database is opened."""
-    address = parse_address(settings.mcp_address) if settings.mcp_address else None
+    address = split_address("mcp_address", settings.mcp_address) if settings.mcp_address else None
     keys = load_keys(settings)
     caller = stdio_caller(settings, keys) if address is None else None
     if settings.insecure_dev:
@@ -61,10 +61,6 @@ async def _serve_http(settings: Settings, address: tuple[str, int], stop: asynci
             log.info("serving MCP over HTTP", extra={"host": address[0], "port": port, "path": MCP_PATH})
             await stop.wait()
             log.info("shutting down", extra={"grace_seconds": HTTP_STOP_SECONDS})
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    return http_serving.parse_address("mcp_address", address)
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 
-from episodic.config import ConfigError
+from episodic.config import ConfigError, split_address
 from episodic.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -40,11 +40,9 @@ class MetricsEndpoint:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def open(self, address: str) -> None:
-        host, _, port = address.rpartition(":")
+        host, port = split_address("metrics_address", address)
         try:
-            self._server = await asyncio.start_server(
-                self._accept, host.strip("[]"), int(port), limit=MAX_HEAD_BYTES
-            )
+            self._server = await asyncio.start_server(self._accept, host, port, limit=MAX_HEAD_BYTES)
         except OSError as exc:  # asyncio's own message repeats the address: keep the reason
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
             raise ConfigError(
