@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from episodic.domain.context import ModelCall, RenderedMessage, Section, Span
-from episodic.domain.inspection import FateRun, UserSummary, fates, log_seq, preview
+from episodic.domain.inspection import FateRun, UserSummary, log_seq, preview
 from episodic.domain.model import Agent, Episode, Message, ToolCall, ToolResult
-from episodic.service.inspection import Diffed, Traced
+from episodic.service.inspection import Diffed, InspectedCall, Traced
 
 Json = dict[str, Any]
 MESSAGES_PER_PAGE = 50  # rendered messages of one model call per response
@@ -103,9 +103,9 @@ def trace_url(template: str, trace_id: str) -> str:
     return template.replace("{trace_id}", trace_id) if template and trace_id else ""
 
 
-def model_call(c: ModelCall, offset: int, template: str) -> Json:
+def model_call(inspected: InspectedCall, offset: int, template: str) -> Json:
     """The call with its rendered messages from `offset`, MESSAGES_PER_PAGE of them."""
-    r = c.report
+    c, r = inspected.call, inspected.call.report
     page = c.messages[offset : offset + MESSAGES_PER_PAGE]
     following = offset + len(page)
     return {
@@ -132,7 +132,7 @@ def model_call(c: ModelCall, offset: int, template: str) -> Json:
         "messages_pruned": r.pruned,
         "tool_results_stubbed": r.stubbed,
         "messages_summarized": r.summarized,
-        "fates": [_fate_run(run) for run in fates(c)],
+        "fates": [_fate_run(run) for run in inspected.fates],
         "recalled_episodes": [
             {
                 "episode_id": e.episode_id,

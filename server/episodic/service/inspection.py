@@ -16,10 +16,12 @@ from episodic.domain.context import ModelCall
 from episodic.domain.inspection import (
     MAX_PHRASE_CHARS,
     CallDiff,
+    FateRun,
     PhraseTrace,
     UserSummary,
     contains,
     diff_calls,
+    fates,
     trace_phrase,
 )
 from episodic.domain.model import Agent, Caller, Episode, Message, Page
@@ -46,6 +48,12 @@ MAX_SEARCHES = 4
 class Traced:
     trace: PhraseTrace
     truncated: bool  # the log or the calls were longer than one request reads
+
+
+@dataclass(frozen=True, slots=True)
+class InspectedCall:
+    call: ModelCall
+    fates: list[FateRun]  # every log seq up to the call, as runs of one fate
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +109,9 @@ class InspectionService:
         """Newest first."""
         return await self.context.list_model_calls(caller, episode_id, PAGE_SIZE, page_token)
 
-    async def get_model_call(self, caller: Caller, model_call_id: str) -> ModelCall:
-        return await self.context.get_model_call(caller, model_call_id)
+    async def get_model_call(self, caller: Caller, model_call_id: str) -> InspectedCall:
+        call = await self.context.get_model_call(caller, model_call_id)
+        return InspectedCall(call, fates(call))
 
     async def diff(self, caller: Caller, model_call_id: str) -> Diffed:
         """The call against the one before it in its episode (None for the first)."""
