@@ -10,40 +10,23 @@ the median as a multiple of an Echo round trip measured in the same run.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import http.client
 import statistics
 import sys
 import tempfile
 import time
-import urllib.parse
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import grpc  # noqa: E402
-
-from episodic.bootstrap import open_app, serve_app  # noqa: E402
-from episodic.inspector.serving import serving_inspector  # noqa: E402
 from episodic.v1 import diagnostics_service_pb2, episode_pb2  # noqa: E402
 from tests.e2e.context_helpers import build, create_agent  # noqa: E402
 from tests.e2e.helpers import Client, user_message  # noqa: E402
-from tests.server_harness import KEY_A, settings_for  # noqa: E402
+from tests.e2e.inspector_helpers import Inspector, inspector  # noqa: E402
 
 BATCHES = 25
 BATCH = 400
 CALLS_PER_BATCH = 3
 SEARCHES = 5
-
-
-def get(port: int, target: str) -> tuple[int, int]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        connection.request("GET", target, headers={"Authorization": f"Bearer {KEY_A}"})
-        response = connection.getresponse()
-        return response.status, len(response.read())
-    finally:
-        connection.close()
 
 
 def batch(number: int) -> list[episode_pb2.MessageInput]:
@@ -77,38 +60,28 @@ async def echo_ms(client: Client) -> float:
     return statistics.median(times)
 
 
-async def time_searches(port: int, episode_id: str, phrase: str, echo: float) -> None:
-    target = f"/api/episodes/{episode_id}/where?" + urllib.parse.urlencode({"phrase": phrase})
+async def time_searches(ins: Inspector, episode_id: str, phrase: str, echo: float) -> None:
     times = []
     for _ in range(SEARCHES):
         started = time.perf_counter()
-        status, size = await asyncio.to_thread(get, port, target)
+        answer = await ins.get(f"/api/episodes/{episode_id}/where", query={"phrase": phrase})
         times.append((time.perf_counter() - started) * 1000)
     median = statistics.median(times)
     print(
-        f"where {phrase!r}: HTTP {status}, {size:,} bytes, "
+        f"where {phrase!r}: HTTP {answer.status_code}, {len(answer.text):,} characters, "
         f"median {median:.0f} ms ({median / echo:,.0f} Echo round trips), worst {max(times):.0f} ms"
     )
 
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
-        settings = settings_for(f"sqlite:///{folder}/where.db")
-        inspected = dataclasses.replace(settings, inspector_address="127.0.0.1:0")
-        async with (
-            open_app(settings) as app,
-            serve_app(app, grace_seconds=1) as server,
-            serving_inspector(inspected, app.services.inspection, app.keys) as port,
-            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
-        ):
-            assert port is not None
-            client = Client.of(channel, KEY_A)
-            episode_id = await seed(client)
-            echo = await echo_ms(client)
+        async with inspector(f"sqlite:///{folder}/where.db") as ins:
+            episode_id = await seed(ins.grpc)
+            echo = await echo_ms(ins.grpc)
             calls = BATCHES * CALLS_PER_BATCH
             print(f"{BATCHES * BATCH + 1:,} messages, {calls} model calls; Echo {echo:.2f} ms")
             for phrase in ("zanzibar", "basil"):
-                await time_searches(port, episode_id, phrase, echo)
+                await time_searches(ins, episode_id, phrase, echo)
 
 
 if __name__ == "__main__":
