@@ -4,6 +4,7 @@ left the context between two calls."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from episodic.domain.context import (
@@ -16,9 +17,12 @@ from episodic.domain.context import (
 )
 from episodic.domain.inspection import (
     PREVIEW_CHARS,
+    PREVIEW_READS,
     DropReason,
     Fate,
     FateRun,
+    as_match,
+    call_fates,
     contains,
     diff_calls,
     fate_at,
@@ -134,6 +138,17 @@ def test_phrases_match_case_insensitively_in_content_and_tool_payloads() -> None
     assert contains(tool, "zanzibar")
     assert contains(result, '"temp": 31')
     assert not contains(logged(2, "nothing here"), "zanzibar")
+
+
+def test_a_trace_keeps_of_a_match_and_a_call_only_what_it_shows() -> None:
+    long = logged(1, "Zanzibar  the cat\n" * 10_000, tool_calls=(ToolCall("c1", "find", {"q": "x" * 1000}),))
+    kept = as_match(long)
+    assert (kept.seq, kept.role, preview(kept.content)) == (long.seq, long.role, preview(long.content))
+    assert len(kept.content) == PREVIEW_READS and kept.tool_calls == ()
+    full = call(1, [history(1)], history_span=Span(1, 1), user_seq=2)
+    row = call_fates(full, [1, 2, 3])
+    assert row.call == dataclasses.replace(full, messages=())
+    assert row.fates == ((1, Fate.VERBATIM), (2, Fate.VERBATIM), (3, Fate.NOT_YET))
 
 
 def test_the_diff_of_consecutive_calls_names_what_entered_and_what_left() -> None:

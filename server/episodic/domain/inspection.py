@@ -5,6 +5,7 @@ the stored calls alone, never guessed. Pure; every function is linear in its inp
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from episodic.domain.log import countable_text
 from episodic.domain.model import Message
 
 PREVIEW_CHARS = 160
+PREVIEW_READS = PREVIEW_CHARS * 4  # a preview looks no further into a text than this
 MAX_PHRASE_CHARS = 1000
 
 
@@ -141,10 +143,33 @@ def _extend(runs: list[FateRun], more: Iterable[FateRun]) -> None:
 # --- where did it go? -------------------------------------------------------------------
 
 
+def searchable(message: Message) -> str:
+    """The casefolded text a phrase is looked for in: content and tool payloads."""
+    return countable_text(message).casefold()
+
+
 def contains(message: Message, folded_phrase: str) -> bool:
     """Case-insensitive; `folded_phrase` is already casefolded. str.__contains__ is linear
     for long needles (two-way search), and the phrase is bounded anyway."""
-    return folded_phrase in countable_text(message).casefold()
+    return folded_phrase in searchable(message)
+
+
+def utf8_size(text: str) -> int:
+    """Bytes of `text` as UTF-8, without encoding it when it is ASCII (the usual case)."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
+def call_size(call: ModelCall) -> int:
+    """Bytes of what the call rendered: what reading it costs, beyond a small report."""
+    return sum(utf8_size(m.content) for m in call.messages)
+
+
+def as_match(message: Message) -> Message:
+    """What a trace keeps of a matching message: what its row shows (seq, role and the
+    start of its content that a preview reads), not a payload of up to hundreds of KiB."""
+    return dataclasses.replace(
+        message, content=message.content[:PREVIEW_READS], metadata={}, tool_calls=(), tool_result=None
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,26 +184,35 @@ class Drop:
 
 @dataclass(frozen=True, slots=True)
 class CallFates:
-    call: ModelCall
+    call: ModelCall  # without its rendered messages (the fates say what became of the matches)
     fates: tuple[tuple[int, Fate], ...]  # (seq, fate) for each matching message
 
 
 @dataclass(frozen=True, slots=True)
 class PhraseTrace:
-    messages: tuple[Message, ...]  # the log messages that contain the phrase, by seq
+    messages: tuple[Message, ...]  # the log messages that contain the phrase, by seq, as_match
     calls: tuple[CallFates, ...]  # oldest call first
     dropped: tuple[Drop, ...]
+
+
+def call_fates(call: ModelCall, seqs: Sequence[int]) -> CallFates:
+    """The fate of each of `seqs` in `call`, keeping of the call only what a trace shows, so
+    that a long run of calls can be traced one page at a time."""
+    rendered = _rendered_fates(call)
+    found = tuple((seq, fate_at(call, seq, rendered)) for seq in seqs)
+    return CallFates(dataclasses.replace(call, messages=()), found)
 
 
 def trace_phrase(matches: Sequence[Message], calls: Sequence[ModelCall]) -> PhraseTrace:
     """Per call (oldest first), the fate of every matching message; per message, the first
     turn it dropped out of the context after having been rendered verbatim, and why."""
     seqs = [m.seq for m in matches]
-    table = []
-    for call in calls:
-        rendered = _rendered_fates(call)
-        table.append(CallFates(call, tuple((seq, fate_at(call, seq, rendered)) for seq in seqs)))
-    return PhraseTrace(tuple(matches), tuple(table), tuple(_drops(seqs, table)))
+    return trace_of(matches, [call_fates(call, seqs) for call in calls])
+
+
+def trace_of(matches: Sequence[Message], rows: Sequence[CallFates]) -> PhraseTrace:
+    """The trace from each call's fates of `matches`, oldest call first."""
+    return PhraseTrace(tuple(matches), tuple(rows), tuple(_drops([m.seq for m in matches], rows)))
 
 
 def _drops(seqs: Sequence[int], table: Sequence[CallFates]) -> list[Drop]:
@@ -227,5 +261,5 @@ def diff_calls(previous: ModelCall | None, current: ModelCall) -> CallDiff:
 
 def preview(text: str) -> str:
     """One line, at most PREVIEW_CHARS characters."""
-    flat = " ".join(text[: PREVIEW_CHARS * 4].split())
+    flat = " ".join(text[:PREVIEW_READS].split())
     return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"

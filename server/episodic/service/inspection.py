@@ -2,27 +2,33 @@
 and stored model calls, and the two questions only the stored calls can answer: where did
 a phrase go, and what changed from one call to the next. Every read goes through the same
 services (and so the same visibility rules) as the gRPC API; the work of one request is
-bounded however long the episode."""
+bounded however long the episode and however large its messages."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from episodic.domain.access import require_agent
 from episodic.domain.context import ModelCall
 from episodic.domain.inspection import (
     MAX_PHRASE_CHARS,
     CallDiff,
+    CallFates,
     FateRun,
     PhraseTrace,
     UserSummary,
-    contains,
+    as_match,
+    call_fates,
+    call_size,
     diff_calls,
     fates,
-    trace_phrase,
+    searchable,
+    trace_of,
+    utf8_size,
 )
 from episodic.domain.model import Agent, Caller, Episode, Message, Page
 from episodic.domain.paging import decode_token, page_of, read_id
@@ -34,14 +40,25 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 
 PAGE_SIZE = 50
-SCAN_PAGE = 500
 MAX_SCANNED_MESSAGES = 10_000  # a phrase is looked for in the newest this many messages
 MAX_MATCHES = 50  # the earliest matching messages are traced
 MAX_TRACED_CALLS = 300  # through the newest this many model calls
-# "Where did it go?" reads up to thousands of rows: so few run at once that one tenant's
-# searches never hold the database from the others (more answer RESOURCE_EXHAUSTED).
+# A search reads at most SEARCH_BYTES of text (message text, then what the calls rendered;
+# the log gets half at most), so its cost does not grow with the size of messages: past
+# it, the result is cut short (truncated). It reads in pages of about PAGE_BYTES, sized by
+# the heaviest row seen so far, and holds one page at a time.
+SEARCH_BYTES = 64 * 1024 * 1024
+PAGE_BYTES = 4 * 1024 * 1024
+FIRST_PAGE = 8  # rows, before any says how heavy they are
+MAX_MESSAGES_PAGE = 500
+MAX_CALLS_PAGE = 50
+# "Where did it go?" reads up to thousands of rows: a tenant runs at most
+# MAX_SEARCHES_PER_TENANT at once (more answer RESOURCE_EXHAUSTED, BUSY), so one tenant
+# never holds the database from the others. MAX_SEARCHES is only a memory safety net, far
+# more than two tenants can fill: at worst MAX_SEARCHES × SEARCH_BYTES = 1 GiB of text
+# read at once across the server (held at once: about a page per search).
 MAX_SEARCHES_PER_TENANT = 2
-MAX_SEARCHES = 4
+MAX_SEARCHES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +88,7 @@ class InspectionService:
     users: UserDirectory
     log: EpisodeStore
     calls: ContextStore
+    search_bytes: int = SEARCH_BYTES
     _searching: Counter[str] = field(default_factory=Counter, init=False)
 
     async def list_agents(self, caller: Caller, page_token: str) -> Page[Agent]:
@@ -124,15 +142,24 @@ class InspectionService:
     async def where(self, caller: Caller, episode_id: str, phrase: str) -> Traced:
         folded = _checked_phrase(phrase).casefold()
         await self.episodes.ensure_visible(caller, episode_id)
-        with self._search_slot(caller.tenant_id):
-            matches, all_read = await self._matches(caller.tenant_id, episode_id, folded)
-            calls, all_calls = await self._calls(caller.tenant_id, episode_id)
-        return Traced(trace_phrase(matches, calls), not (all_read and all_calls))
+        tenant_id = caller.tenant_id
+        with self._search_slot(tenant_id):
+            log_text = _Reading(self.search_bytes // 2)
+            matches, all_read = await self._matches(tenant_id, episode_id, folded, log_text)
+            seqs = [m.seq for m in matches]
+            call_text = _Reading(self.search_bytes - self.search_bytes // 2 + log_text.left)
+            rows, all_calls = await self._call_fates(tenant_id, episode_id, seqs, call_text)
+        return Traced(trace_of(matches, rows), not (all_read and all_calls))
 
     @contextmanager
     def _search_slot(self, tenant_id: str) -> Iterator[None]:
         busy = self._searching
-        if busy[tenant_id] >= MAX_SEARCHES_PER_TENANT or busy.total() >= MAX_SEARCHES:
+        if busy[tenant_id] >= MAX_SEARCHES_PER_TENANT:
+            raise ResourceExhausted(
+                f"this tenant already runs {MAX_SEARCHES_PER_TENANT} phrase searches; retry in a few seconds",
+                reason="BUSY",
+            )
+        if busy.total() >= MAX_SEARCHES:
             raise ResourceExhausted("too many phrase searches at once; retry in a few seconds", reason="BUSY")
         busy[tenant_id] += 1
         try:
@@ -142,25 +169,97 @@ class InspectionService:
             if not busy[tenant_id]:
                 del busy[tenant_id]
 
-    async def _matches(self, tenant_id: str, episode_id: str, folded: str) -> tuple[list[Message], bool]:
-        """The earliest matches among the newest MAX_SCANNED_MESSAGES, and whether that was
-        the whole log."""
-        found: list[Message] = []
+    async def _matches(
+        self, tenant_id: str, episode_id: str, folded: str, reading: _Reading
+    ) -> tuple[list[Message], bool]:
+        """The earliest MAX_MATCHES matches (as_match) among the newest MAX_SCANNED_MESSAGES,
+        or fewer when `reading` runs out, and whether that was the whole log."""
+        earliest: deque[Message] = deque(maxlen=MAX_MATCHES)  # newest first: the last kept
+        found = scanned = 0
         before: int | None = None
-        scanned = 0
         while scanned < MAX_SCANNED_MESSAGES:
-            page = await self.log.list_messages(tenant_id, episode_id, before, SCAN_PAGE)
-            found.extend(m for m in page if contains(m, folded))
+            limit = reading.page(min(MAX_MESSAGES_PAGE, MAX_SCANNED_MESSAGES - scanned))
+            page = await self.log.list_messages(tenant_id, episode_id, before, limit)
+            matched, within = _keep_matches(page, folded, reading, earliest)
+            found += matched
+            if not within:
+                return _oldest_first(earliest), False
             scanned += len(page)
-            if len(page) < SCAN_PAGE:
-                return sorted(found, key=lambda m: m.seq)[:MAX_MATCHES], len(found) <= MAX_MATCHES
+            if len(page) < limit:
+                return _oldest_first(earliest), found <= MAX_MATCHES
             before = page[-1].seq
-        return sorted(found, key=lambda m: m.seq)[:MAX_MATCHES], False
+            del page  # before the next page is read: one page held at a time
+        return _oldest_first(earliest), False
 
-    async def _calls(self, tenant_id: str, episode_id: str) -> tuple[list[ModelCall], bool]:
-        """The newest MAX_TRACED_CALLS calls, oldest first, and whether that was all of them."""
-        newest = await self.calls.list_calls(tenant_id, episode_id, None, MAX_TRACED_CALLS + 1)
-        return newest[:MAX_TRACED_CALLS][::-1], len(newest) <= MAX_TRACED_CALLS
+    async def _call_fates(
+        self, tenant_id: str, episode_id: str, seqs: list[int], reading: _Reading
+    ) -> tuple[list[CallFates], bool]:
+        """The fates of `seqs` in the newest MAX_TRACED_CALLS calls, or fewer when `reading`
+        runs out, oldest first, and whether that was every call."""
+        rows: list[CallFates] = []
+        before: tuple[datetime, str] | None = None
+        while True:
+            # one more than is traced, to know whether there are more
+            limit = reading.page(min(MAX_CALLS_PAGE, MAX_TRACED_CALLS + 1 - len(rows)))
+            page = await self.calls.list_calls(tenant_id, episode_id, before, limit)
+            if not _keep_fates(page, seqs, reading, rows):
+                return rows[::-1], False
+            if len(page) < limit:
+                return rows[::-1], True
+            before = (page[-1].created_at, page[-1].model_call_id)
+            del page  # before the next page is read: one page held at a time
+
+
+@dataclass
+class _Reading:
+    """The text one scan may still read, and how many rows its next page asks for: about
+    PAGE_BYTES (never more than is left) by the heaviest row seen so far."""
+
+    left: int
+    heaviest: int = 0
+
+    def page(self, most: int) -> int:
+        if not self.heaviest:
+            return min(most, FIRST_PAGE)
+        return max(1, min(most, min(PAGE_BYTES, self.left) // self.heaviest))
+
+    def take(self, size: int) -> bool:
+        """Counts one row read; False (counting nothing) when it is more than is left."""
+        self.heaviest = max(self.heaviest, size, 1)
+        if size > self.left:
+            return False
+        self.left -= size
+        return True
+
+
+def _keep_matches(
+    page: list[Message], folded: str, reading: _Reading, earliest: deque[Message]
+) -> tuple[int, bool]:
+    """Keeps the page's matches in `earliest`: how many there were, and False when `reading`
+    ran out first."""
+    found = 0
+    for m in page:
+        text = searchable(m)
+        if not reading.take(utf8_size(text)):
+            return found, False
+        if folded in text:
+            earliest.append(as_match(m))
+            found += 1
+    return found, True
+
+
+def _keep_fates(page: list[ModelCall], seqs: list[int], reading: _Reading, rows: list[CallFates]) -> bool:
+    """Adds each call's fates of `seqs` to `rows`; False when a call is left over, past
+    MAX_TRACED_CALLS or what `reading` allows."""
+    for call in page:
+        if len(rows) == MAX_TRACED_CALLS or not reading.take(call_size(call)):
+            return False
+        rows.append(call_fates(call, seqs))
+    return True
+
+
+def _oldest_first(newest_first: Iterable[Message]) -> list[Message]:
+    return list(newest_first)[::-1]
 
 
 def _checked_phrase(phrase: str) -> str:
