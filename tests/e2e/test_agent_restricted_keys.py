@@ -18,12 +18,15 @@ from episodic.v1 import (
     context_service_pb2,
     episode_pb2,
     episode_service_pb2,
+    memory_pb2,
+    memory_service_pb2,
 )
 from tests.conftest import unique
 from tests.e2e.context_helpers import build, get_call, list_calls
 from tests.e2e.helpers import Client, error_reason, expect_code, user_message
 from tests.server_harness import KEY_A, TENANT_A, running_server, settings_for
 
+ms = memory_service_pb2
 KEY_OF_ALPHA = "epk_test_tenant_a_alpha_only_0123456789"
 Calls = dict[str, Callable[[], Awaitable[object]]]
 
@@ -140,6 +143,27 @@ async def test_a_restricted_key_retries_an_open_by_the_id_it_named(world: World)
     assert (own.created, own.episode.episode_id) == (False, world.alpha_episode)
 
 
+async def test_creating_another_agents_memory_id_answers_as_an_unused_id_does(world: World) -> None:
+    taken = unique("mem-taken")
+    theirs = await _remember(world.tenant_key, world.beta, taken, "Owns a red boat")
+    assert theirs.memory.memory_id == taken
+    over_theirs = await _remember(world.alpha_key, world.alpha, taken, "Likes green tea")
+    unused = await _remember(world.alpha_key, world.alpha, unique("mem-unused"), "Reads Portuguese poetry")
+    for made in (over_theirs, unused):
+        assert made.outcome == memory_service_pb2.MEMORY_OUTCOME_CREATED
+        assert made.memory.memory_id.startswith("mem_") and made.memory.agent_id == world.alpha
+    assert over_theirs.memory.memory_id != taken
+    again = await _remember(world.alpha_key, world.alpha, taken, "Likes green tea")
+    assert (again.outcome, again.memory.memory_id) == (
+        memory_service_pb2.MEMORY_OUTCOME_UNCHANGED,
+        over_theirs.memory.memory_id,
+    )
+    still = await world.tenant_key.memories.GetMemory(
+        memory_service_pb2.GetMemoryRequest(memory_id=taken), metadata=world.tenant_key.auth
+    )
+    assert (still.memory.agent_id, still.memory.text) == (world.beta, "Owns a red boat")
+
+
 async def test_a_key_of_the_whole_tenant_opens_the_id_it_names(world: World) -> None:
     named = unique("ep-named")
     assert (await _open(world.tenant_key, world.alpha, named)).episode.episode_id == named
@@ -162,6 +186,15 @@ async def test_a_key_of_the_whole_tenant_uses_every_agent(world: World) -> None:
         await client.add(episode_id, user_message("more"))
     assert (await get_call(client, world.beta_call)).model_call_id == world.beta_call
     await client.episodes.SearchEpisodes(_search(world.alpha), metadata=client.auth)
+
+
+async def _remember(client: Client, agent_id: str, memory_id: str, text: str) -> ms.MemoryResult:
+    memory = ms.MemoryInput(memory_id=memory_id, text=text, kind=memory_pb2.MEMORY_KIND_FACT)
+    request = ms.CreateMemoriesRequest(
+        agent_id=agent_id, user_id="mary", placement=ms.MEMORY_PLACEMENT_EAGER, memories=[memory]
+    )
+    (made,) = (await client.memories.CreateMemories(request, metadata=client.auth)).results
+    return made
 
 
 async def _open(client: Client, agent_id: str, episode_id: str) -> episode_service_pb2.OpenEpisodeResponse:

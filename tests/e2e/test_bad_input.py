@@ -23,6 +23,7 @@ from episodic.v1 import (
     diagnostics_service_pb2,
     episode_pb2,
     episode_service_pb2,
+    memory_service_pb2,
 )
 from tests.conftest import unique
 from tests.e2e.helpers import (
@@ -42,6 +43,7 @@ es = episode_service_pb2
 Call = Callable[[Client, str, str], Awaitable[object]]  # (client, agent_id, episode_id) -> RPC
 MAX_CONTENT_BYTES = 256 * 1024
 INT32_MAX = 2**31 - 1
+ALREADY = grpc.StatusCode.ALREADY_EXISTS
 
 
 @pytest.fixture(autouse=True)
@@ -939,3 +941,77 @@ async def test_undecodable_request_bytes_are_invalid_argument(
 async def test_an_oversized_echo_payload_is_invalid_argument(alice: Client) -> None:
     request = diagnostics_service_pb2.EchoRequest(payload=b"x" * (64 * 1024 + 1))
     await expect_invalid(alice.diagnostics.Echo(request, metadata=alice.auth), "payload")
+
+
+# --- durations, times, tool arguments, reused ids (issue "Fair share", findings 7 and 8) --
+
+
+def update_session_data(c: Client, episode_id: str, ttl: duration_pb2.Duration) -> Awaitable[object]:
+    data = struct_pb2.Struct()
+    data.update({"cart": 1})
+    request = memory_service_pb2.UpdateSessionDataRequest(episode_id=episode_id, data=data, ttl=ttl)
+    return c.memories.UpdateSessionData(request, metadata=c.auth)
+
+
+def call_tool(c: Client, episode_id: str, name: str, arguments: str) -> Awaitable[object]:
+    request = memory_service_pb2.CallMemoryToolRequest(episode_id=episode_id, name=name, arguments=arguments)
+    return c.memories.CallMemoryTool(request, metadata=c.auth)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "nanos"),
+    [(315_576_000_000, 0), (315_576_000_001, 0), (0, 2_000_000_000), (5, -1), (-5, 1)],
+    ids=["max-seconds-overflows-a-date", "seconds-out-of-range", "nanos-2e9", "plus-minus", "minus-plus"],
+)
+async def test_a_session_ttl_outside_the_rules_is_invalid_argument_naming_ttl(
+    alice: Client, seconds: int, nanos: int
+) -> None:
+    episode = await alice.open_episode()
+    ttl = duration_pb2.Duration(seconds=seconds, nanos=nanos)
+    await expect_invalid(update_session_data(alice, episode, ttl), "ttl")
+    read = memory_service_pb2.GetSessionDataRequest(episode_id=episode)
+    assert not (await alice.memories.GetSessionData(read, metadata=alice.auth)).session_data.data.fields
+
+
+async def test_tool_arguments_nested_3000_deep_are_invalid_argument(alice: Client) -> None:
+    episode = await alice.open_episode()
+    deep = '{"query": "tea", "kinds": ' + "[" * 3000 + "]" * 3000 + "}"
+    await expect_invalid(call_tool(alice, episode, "search_memory", deep), "arguments")
+
+
+@pytest.mark.parametrize("top_k", ["true", "1e308", "NaN", "0"])
+async def test_a_tool_top_k_not_an_integer_in_bounds_is_invalid(alice: Client, top_k: str) -> None:
+    episode = await alice.open_episode()
+    arguments = f'{{"query": "tea", "top_k": {top_k}}}'
+    await expect_invalid(call_tool(alice, episode, "search_memory", arguments), "arguments.top_k")
+
+
+@pytest.mark.parametrize("when", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+async def test_a_tool_event_time_beyond_the_calendar_is_invalid(alice: Client, when: str) -> None:
+    episode = await alice.open_episode()
+    arguments = json.dumps({"text": "Flies to Oslo", "kind": "event", "event_time": when, "long_term": True})
+    await expect_invalid(call_tool(alice, episode, "add_memory", arguments), "arguments.event_time")
+
+
+async def test_a_lone_surrogate_escaped_in_tool_arguments_is_invalid_argument(alice: Client) -> None:
+    episode = await alice.open_episode()
+    for arguments, field in (
+        ('{"text": "Likes \\ud800 tea", "kind": "fact", "long_term": true}', "arguments.text"),
+        ('{"text": "Likes tea", "kind": "fact", "topics": ["\\udfff"]}', "arguments.topics"),
+        ('{"query": "\\ud800"}', "arguments.query"),
+    ):
+        name = "search_memory" if "query" in arguments else "add_memory"
+        await expect_invalid(call_tool(alice, episode, name, arguments), field)
+
+
+async def test_finalizing_a_draft_whose_id_an_add_message_took_is_already_exists(alice: Client) -> None:
+    episode = await alice.open_episode()
+    push = es.PushAssistantDeltaRequest(episode_id=episode, draft_id="reply-1", offset=0, text="streamed")
+    await alice.episodes.PushAssistantDelta(push, metadata=alice.auth)
+    taken = user_message("other content")
+    taken.client_message_id = "reply-1"
+    await add_message(alice, episode, taken)
+    finalize = es.FinalizeAssistantMessageRequest(episode_id=episode, draft_id="reply-1")
+    err = await expect_code(alice.episodes.FinalizeAssistantMessage(finalize, metadata=alice.auth), ALREADY)
+    assert "draft_id 'reply-1'" in (err.details() or "")
+    assert [m.content for m in await alice.log_of(episode)] == ["other content"]

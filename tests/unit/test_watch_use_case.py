@@ -25,11 +25,11 @@ from episodic.domain.watch import (
     WatchEvent,
     WatchLimits,
 )
-from episodic.errors import FailedPrecondition, NotFound, ResourceExhausted
+from episodic.errors import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted
 from episodic.service.watch import LiveEpisodes, WatchService
 from episodic.state.watch_hub import WatchHub
 from episodic.store.signals import LocalSignals
-from tests.fakes import FakeDraftStore
+from tests.fakes import FakeDraftStore, StoredDraft
 from tests.unit.use_cases import CALLER, UseCases, use_cases
 
 STEP_TIMEOUT = 10.0  # a guard against a hang, never a measurement
@@ -119,7 +119,7 @@ async def test_finalizing_again_returns_the_message_and_pushing_again_is_refused
 
 
 async def test_many_watchers_cost_one_read_per_change(live: Live) -> None:
-    live.hub.limits = WatchLimits(per_episode=500, per_process=500)
+    live.hub.limits = WatchLimits(per_episode=500, per_process=500, per_tenant=500)
     episode_id = await live.open()
     streams = [await live.stream(episode_id) for _ in range(300)]
     await live.push(episode_id, "d1", 0, "a")
@@ -251,3 +251,24 @@ async def test_a_message_appended_reaches_watchers(live: Live) -> None:
     step = await joined(live, episode_id)
     stored, _ = await live.uc.episodes.add_message(CALLER, episode_id, NewMessage(Role.USER, "hi"))
     assert await asyncio.wait_for(step, STEP_TIMEOUT) == MessageAppended(stored)
+
+
+async def test_finalizing_a_draft_whose_id_an_add_message_took_is_already_exists(live: Live) -> None:
+    episode_id = await live.open()
+    await live.push(episode_id, "d1", 0, "the streamed reply")
+    await live.uc.episodes.add_message(CALLER, episode_id, NewMessage(Role.ASSISTANT, "other", "d1"))
+    with pytest.raises(AlreadyExists) as caught:
+        await live.watch.finalize(CALLER, episode_id, "d1")
+    assert caught.value.reason == "CLIENT_MESSAGE_ID_REUSED"
+    assert "draft_id 'd1'" in caught.value.message
+    assert await live.drafts.text_of(CALLER.tenant_id, episode_id, "d1") == "the streamed reply"
+
+
+async def test_a_finalization_whose_draft_was_not_removed_is_retried_as_the_same_message(live: Live) -> None:
+    episode_id = await live.open()
+    await live.push(episode_id, "d1", 0, "done")
+    stored = await live.watch.finalize(CALLER, episode_id, "d1")
+    held = live.drafts.drafts.setdefault((CALLER.tenant_id, episode_id), {})
+    held["d1"] = StoredDraft("done", live.uc.clock())  # as if the removal after the append was lost
+    assert await live.watch.finalize(CALLER, episode_id, "d1") == stored
+    assert await live.drafts.text_of(CALLER.tenant_id, episode_id, "d1") is None

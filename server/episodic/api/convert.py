@@ -106,7 +106,19 @@ def enum_in(table: Mapping[K, E], number: int, field: str, *, required: bool) ->
 # --- well-known types -------------------------------------------------------------------
 
 
+# google.protobuf's own bounds (duration.proto, timestamp.proto); its Python helpers do
+# not enforce them, and a value outside them is not a Duration or a Timestamp at all.
+MAX_DURATION_SECONDS = 315_576_000_000
+MAX_NANOS = 999_999_999
+MIN_TIMESTAMP_SECONDS = -62_135_596_800  # 0001-01-01T00:00:00Z
+MAX_TIMESTAMP_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
+
+
 def time_in(ts: timestamp_pb2.Timestamp, field: str) -> datetime:
+    if not MIN_TIMESTAMP_SECONDS <= ts.seconds <= MAX_TIMESTAMP_SECONDS:
+        raise InvalidArgument.of(field, "seconds must fall within 0001-01-01 and 9999-12-31 (UTC)")
+    if not 0 <= ts.nanos <= MAX_NANOS:
+        raise InvalidArgument.of(field, f"nanos must be between 0 and {MAX_NANOS}")
     try:
         return ts.ToDatetime(tzinfo=UTC)
     except (ValueError, OverflowError) as exc:
@@ -126,6 +138,12 @@ def time_out(value: datetime) -> timestamp_pb2.Timestamp:
 
 
 def duration_in(d: duration_pb2.Duration, field: str) -> timedelta:
+    if abs(d.seconds) > MAX_DURATION_SECONDS:
+        raise InvalidArgument.of(field, f"seconds must be within ±{MAX_DURATION_SECONDS:,}")
+    if abs(d.nanos) > MAX_NANOS:
+        raise InvalidArgument.of(field, f"nanos must be within ±{MAX_NANOS:,}")
+    if d.seconds * d.nanos < 0:
+        raise InvalidArgument.of(field, "seconds and nanos must have the same sign")
     try:
         return d.ToTimedelta()
     except (ValueError, OverflowError) as exc:

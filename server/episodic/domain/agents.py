@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from episodic.domain.model import Agent, MemoryConfig, PiiPolicy, RecallMode
 from episodic.domain.ports import TokenCounter
-from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.domain.validation import Limits, Violations, check_id, check_text, text_problem
 from episodic.errors import CONFIGURATION
 
 MAX_CONTEXT_WINDOW = 10_000_000
@@ -171,12 +171,15 @@ def _check_memory_recall(v: Violations, prefix: str, m: MemoryConfig) -> None:
     if len(keys) > MAX_SESSION_DATA_KEYS:
         v.add(f"{prefix}.session_data_keys", f"at most {MAX_SESSION_DATA_KEYS} keys")
     for i, key in enumerate(keys[:MAX_SESSION_DATA_KEYS]):
-        if not key or len(key) > 128 or "\x00" in key:
-            v.add(f"{prefix}.session_data_keys.keys[{i}]", "must be 1-128 characters without NUL")
-    if len(m.memory_extraction_prompt) > MAX_EXTRACTION_PROMPT_CHARS or "\x00" in m.memory_extraction_prompt:
+        if not key or len(key) > 128 or text_problem(key):
+            v.add(f"{prefix}.session_data_keys.keys[{i}]", "must be 1-128 characters of valid text")
+    prompt = m.memory_extraction_prompt
+    if len(prompt) > MAX_EXTRACTION_PROMPT_CHARS:
         v.add(
             f"{prefix}.memory_extraction_prompt", f"must be at most {MAX_EXTRACTION_PROMPT_CHARS} characters"
         )
+    elif problem := text_problem(prompt):
+        v.add(f"{prefix}.memory_extraction_prompt", problem)
 
 
 def _in_range(v: Violations, field: str, value: int, low: int, high: int) -> None:

@@ -27,3 +27,28 @@ def integral(value: JsonValue) -> JsonValue:
 def json_text(value: JsonValue, *, sort_keys: bool = False) -> str:
     """Compact enough for a prompt, readable (no \\u escapes), integers as integers."""
     return json.dumps(integral(value), ensure_ascii=False, sort_keys=sort_keys)
+
+
+def nested_deeper_than(text: str, limit: int) -> bool:
+    """Whether JSON text opens more than `limit` arrays or objects at once, found by one scan
+    and no recursion, so it can run before `json.loads` (which recurses, and raises
+    RecursionError on a few thousand levels). Brackets inside strings do not count."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False

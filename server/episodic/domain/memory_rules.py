@@ -20,7 +20,15 @@ from episodic.domain.memories import (
     Source,
 )
 from episodic.domain.model import JsonObject, JsonValue
-from episodic.domain.validation import Limits, Violations, check_id, check_json, check_text
+from episodic.domain.validation import (
+    Limits,
+    Violations,
+    check_id,
+    check_json,
+    check_text,
+    check_time,
+    text_problem,
+)
 from episodic.errors import Aborted
 
 MAX_TEXT_CHARS = 2000
@@ -31,6 +39,7 @@ MAX_BATCH = 100
 MAX_PENDING_PER_EPISODE = 200
 MAX_SESSION_DATA_BYTES = 64 * 1024
 MIN_TTL = timedelta(seconds=1)
+MAX_TTL = timedelta(days=100 * 366)  # far beyond any session, and now + ttl stays a datetime
 MUTABLE = ("text", "kind", "topics", "entities", "event_time", "expire_time")
 IMMUTABLE = (
     "memory_id", "agent_id", "user_id", "source", "state", "create_time", "update_time",
@@ -108,6 +117,8 @@ def check_draft(v: Violations, prefix: str, d: MemoryDraft, now: datetime) -> No
         v.add(f"{prefix}.kind", "is required: MEMORY_KIND_FACT, MEMORY_KIND_PREFERENCE or MEMORY_KIND_EVENT")
     _check_labels(v, f"{prefix}.topics", d.topics, MAX_TOPIC_CHARS)
     _check_labels(v, f"{prefix}.entities", d.entities, MAX_ENTITY_CHARS)
+    check_time(v, f"{prefix}.event_time", d.event_time)
+    check_time(v, f"{prefix}.expire_time", d.expires_at)
     if d.expires_at is not None and d.expires_at <= now:
         v.add(f"{prefix}.expire_time", "must be in the future")
     if d.from_seq < 0 or d.to_seq < 0 or d.to_seq < d.from_seq:
@@ -118,8 +129,8 @@ def _check_labels(v: Violations, field_name: str, labels: Sequence[str], max_cha
     if len(labels) > MAX_LABELS:
         v.add(field_name, f"at most {MAX_LABELS}, got {len(labels)}")
     for i, label in enumerate(labels[:MAX_LABELS]):
-        if not label.strip() or len(label) > max_chars or "\x00" in label:
-            v.add(f"{field_name}[{i}]", f"must be 1-{max_chars} characters without NUL")
+        if not label.strip() or len(label) > max_chars or text_problem(label):
+            v.add(f"{field_name}[{i}]", f"must be 1-{max_chars} characters without NUL or surrogates")
 
 
 def fingerprint(d: MemoryDraft) -> str:
@@ -225,8 +236,8 @@ def check_session_update(u: SessionUpdate, limits: Limits) -> None:
     if not u.patch:
         v.add("data", "is required: an object of keys to set (null removes a key)")
     check_json(v, "data", u.patch, dataclasses.replace(limits, max_json_bytes=MAX_SESSION_DATA_BYTES))
-    if u.ttl is not None and u.ttl < MIN_TTL:
-        v.add("ttl", "must be at least 1 second")
+    if u.ttl is not None and not MIN_TTL <= u.ttl <= MAX_TTL:
+        v.add("ttl", f"must be between 1 second and {MAX_TTL.days} days")
     v.raise_if_any()
 
 

@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from episodic.domain.model import JsonValue, NewMessage, Role
 from episodic.errors import FieldViolation, InvalidArgument
@@ -28,6 +29,7 @@ class Limits:
     max_text_field_bytes: int = 64 * 1024
     default_page_size: int = 50
     max_page_size: int = 1000
+    max_context_tokens: int = 1_000_000  # what BuildContext renders, whatever an agent asks
 
 
 class Violations:
@@ -54,11 +56,26 @@ def check_id(v: Violations, field: str, value: str, *, required: bool = True) ->
 
 
 NUL_RULE = "contains a NUL character (U+0000), which cannot be stored"
+SURROGATE_RULE = "contains a lone surrogate (U+D800-U+DFFF), which is not valid Unicode text"
+TIME_RULE = "is out of range: it must fall within years 1-9999 in UTC"
+# Lone surrogates reach us through JSON escapes ("\\ud800": MCP, tool arguments); protobuf
+# refuses them on the wire. UTF-8 cannot encode them, so a store would fail on them.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(value: str) -> str:
+    """Why `value` cannot be stored as text ("" when it can): the one check of every text."""
+    if "\x00" in value:
+        return NUL_RULE
+    if _SURROGATE.search(value):
+        return SURROGATE_RULE
+    return ""
 
 
 def check_text(v: Violations, field: str, value: str, max_bytes: int) -> None:
-    if "\x00" in value:
-        v.add(field, NUL_RULE)
+    problem = text_problem(value)
+    if problem:
+        v.add(field, problem)
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         v.add(field, f"is {size} bytes, over the limit of {max_bytes}")
@@ -75,22 +92,31 @@ def check_json(v: Violations, field: str, value: JsonValue, limits: Limits) -> N
         v.add(field, f"is {size} bytes as JSON, over the limit of {limits.max_json_bytes}")
 
 
-def _json_problem(value: JsonValue, depth_left: int) -> str:
-    if depth_left < 0:
-        return "is nested too deeply"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "is not valid JSON: contains NaN or Infinity"
-    if isinstance(value, str) and "\x00" in value:
-        return NUL_RULE
-    children: Sequence[JsonValue] = ()
-    if isinstance(value, dict):
-        children = [*value.keys(), *value.values()]
-    elif isinstance(value, list | tuple):
-        children = value
-    for child in children:
-        problem = _json_problem(child, depth_left - 1)
-        if problem:
+def check_time(v: Violations, field: str, value: datetime | None) -> None:
+    """A time with an offset may leave datetime's range once moved to UTC (as it is stored)."""
+    if value is None or value.tzinfo is None:
+        return
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        v.add(field, TIME_RULE)
+
+
+def _json_problem(value: JsonValue, max_depth: int) -> str:
+    """Walked with a stack, not recursion: the nesting is the client's to choose."""
+    stack: list[tuple[JsonValue, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return "is nested too deeply"
+        if isinstance(item, float) and not math.isfinite(item):
+            return "is not valid JSON: contains NaN or Infinity"
+        if isinstance(item, str) and (problem := text_problem(item)):
             return problem
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in [*item.keys(), *item.values()])
+        elif isinstance(item, list | tuple):
+            stack.extend((child, depth + 1) for child in item)
     return ""
 
 

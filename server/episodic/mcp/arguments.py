@@ -75,7 +75,9 @@ class GetContextArguments(Arguments):
         "Used as the query for past conversations and known facts unless recall_query is set.",
     )
     append_message: bool = Field(
-        False, description="true: also store `message` in the conversation as the user's message."
+        False,
+        strict=True,
+        description="true: also store `message` in the conversation as the user's message.",
     )
     recall_query: str = Field("", description="Optional: what to look for in past conversations instead.")
 
@@ -93,7 +95,9 @@ class SearchEpisodesArguments(Arguments):
     user_id: UserId
     query: str = Field("", description="What to look for, in plain words. Required unless mode is recency.")
     mode: SearchMode = Field("hybrid", description=_MODE)
-    limit: int = Field(5, ge=1, le=MAX_EPISODE_RESULTS, description="Most conversations to return.")
+    limit: int = Field(
+        5, ge=1, le=MAX_EPISODE_RESULTS, strict=True, description="Most conversations to return."
+    )
 
 
 class SearchMemoriesArguments(Arguments):
@@ -104,7 +108,7 @@ class SearchMemoriesArguments(Arguments):
     kinds: list[MemoryKind] = Field(
         default_factory=list, max_length=3, description="Only these kinds; empty: every kind."
     )
-    limit: int = Field(5, ge=1, le=MAX_MEMORY_RESULTS, description="Most memories to return.")
+    limit: int = Field(5, ge=1, le=MAX_MEMORY_RESULTS, strict=True, description="Most memories to return.")
 
 
 class RememberArguments(Arguments):

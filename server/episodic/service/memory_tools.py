@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from episodic.domain.access import require_visible
+from episodic.domain.json_text import nested_deeper_than
 from episodic.domain.memories import MemoryKind, Placement
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.model import Caller, JsonObject, JsonValue
 from episodic.domain.ports import EpisodeStore, MemoryFilter
 from episodic.domain.recall import SearchMode
+from episodic.domain.validation import Limits, Violations, check_json, check_time
 from episodic.errors import InvalidArgument
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemoryQuery, MemorySearch
@@ -63,6 +65,10 @@ SEARCH_MEMORY: JsonObject = {
     },
 }
 TOOLS = {"add_memory": ADD_MEMORY, "search_memory": SEARCH_MEMORY}  # by the function name the model calls
+MAX_ARGUMENT_DEPTH = 64  # the tools' arguments are flat; this only keeps hostile nesting out
+_ARGUMENT_LIMITS = Limits(max_json_depth=MAX_ARGUMENT_DEPTH, max_json_bytes=4 * 1024 * 1024)
+MAX_TOP_K = 20
+DEFAULT_TOP_K = 5
 
 
 @dataclass(kw_only=True)
@@ -87,7 +93,7 @@ class MemoryTools:
             entities=_strings(args, "entities"),
             event_time=_time(args.get("event_time")),
         )
-        placement = Placement.EAGER if args.get("long_term") is True else Placement.LAZY
+        placement = Placement.EAGER if _flag(args, "long_term") else Placement.LAZY
         (made,) = await self.memories.create(
             caller, CreateRequest([draft], episode_id=episode_id, placement=placement)
         )
@@ -100,11 +106,11 @@ class MemoryTools:
     async def _search(self, caller: Caller, episode_id: str, args: JsonObject) -> JsonObject:
         episode = await self.episodes.get_episode(caller.tenant_id, episode_id)
         require_visible(caller, episode.agent_id, "episode", episode_id)
-        top_k = args.get("top_k", 5)
+        top_k = _count(args, "top_k", DEFAULT_TOP_K, MAX_TOP_K)
         kinds = frozenset(k for k in (_kind(x) for x in _strings(args, "kinds")) if k is not None)
         query = MemoryQuery(
             episode.agent_id, episode.user_id, SearchMode.HYBRID, _text(args, "query"),
-            top_k if isinstance(top_k, int) else 0, None, MemoryFilter(kinds=kinds, episode_id=episode_id),
+            top_k, None, MemoryFilter(kinds=kinds, episode_id=episode_id),
         )  # fmt: skip
         hits = await self.search.search(caller, query)
         return {
@@ -115,6 +121,8 @@ class MemoryTools:
 
 
 def _arguments(text: str) -> JsonObject:
+    if nested_deeper_than(text, MAX_ARGUMENT_DEPTH):
+        raise InvalidArgument.of("arguments", f"is nested more than {MAX_ARGUMENT_DEPTH} levels deep")
     try:
         value = json.loads(text or "{}")
     except ValueError:
@@ -123,6 +131,26 @@ def _arguments(text: str) -> JsonObject:
         ) from None
     if not isinstance(value, dict):
         raise InvalidArgument.of("arguments", "must be a JSON object")
+    v = Violations()  # NaN, lone surrogates (JSON escapes allow both), NUL, anywhere inside
+    for key, item in value.items():
+        check_json(v, f"arguments.{key}", [key, item], _ARGUMENT_LIMITS)
+    v.raise_if_any()
+    return value
+
+
+def _count(args: JsonObject, key: str, default: int, high: int) -> int:
+    """A JSON integer literal in [1, high] (not 5.0, not true: as strict as the MCP tools'
+    arguments); absent: the default."""
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise InvalidArgument.of(f"arguments.{key}", f"must be an integer between 1 and {high}")
+    return value
+
+
+def _flag(args: JsonObject, key: str) -> bool:
+    value = args.get(key, False)
+    if not isinstance(value, bool):
+        raise InvalidArgument.of(f"arguments.{key}", "must be true or false")
     return value
 
 
@@ -154,4 +182,7 @@ def _time(value: JsonValue) -> datetime | None:
         parsed = datetime.fromisoformat(str(value))
     except ValueError:
         raise InvalidArgument.of("arguments.event_time", "must be an ISO 8601 date or time") from None
+    v = Violations()
+    check_time(v, "arguments.event_time", parsed)
+    v.raise_if_any()
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

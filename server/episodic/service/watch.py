@@ -20,13 +20,14 @@ from episodic.domain.model import Caller, EpisodeState, JsonObject, Message, New
 from episodic.domain.ports import Clock, DraftStore
 from episodic.domain.validation import Limits, Violations, check_id, check_text
 from episodic.domain.watch import EpisodeClosed, MessageAppended, WatchEvent, WatchLimits, check_after_seq
-from episodic.errors import EpisodicError, FailedPrecondition, NotFound
+from episodic.errors import AlreadyExists, EpisodicError, FailedPrecondition, NotFound
 from episodic.service.episodes import EpisodeService
 from episodic.state.watch_hub import Key, WatchHub
 
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 15.0  # a quiet stream still sends something: proxies drop idle ones
 REPLAY_PAGE = 100
+_ID_REUSED = "CLIENT_MESSAGE_ID_REUSED"  # domain/log.py: a client_message_id reused for other content
 
 
 class LiveEpisodes:
@@ -135,19 +136,35 @@ class WatchService:
         check_final_parts(v, metadata or {}, tool_calls, self.limits)
         v.raise_if_any()
         episode = await self.episodes.get_episode(caller, episode_id)
+        held = await self.drafts.text_of(caller.tenant_id, episode_id, draft_id)
         done = await self.drafts.finalized(caller.tenant_id, episode_id, draft_id)
-        if done is not None:  # a retry: the draft is already this message
-            await self.drafts.remove(caller.tenant_id, episode_id, draft_id)
+        if done is not None and held is None:  # a retry: the draft is already this message
             return done
         if episode.state is not EpisodeState.OPEN:
             raise episode_closed_error(episode_id)
-        text = _final_text(
-            draft_id, await self.drafts.text_of(caller.tenant_id, episode_id, draft_id), length, tool_calls
-        )
+        text = _final_text(draft_id, held, length, tool_calls)
         calls = tuple(tool_calls)
         reply = NewMessage(Role.ASSISTANT, text, draft_id, metadata=metadata or {}, tool_calls=calls)
-        stored, _ = await self.episodes.add_message(caller, episode_id, reply)
+        stored = await self._append_reply(caller, episode_id, reply)
         await self.drafts.remove(caller.tenant_id, episode_id, draft_id)
+        return stored
+
+    async def _append_reply(self, caller: Caller, episode_id: str, reply: NewMessage) -> Message:
+        """Through the ordinary append, whose dedupe by client_message_id returns the message
+        of an earlier finalization (one not followed by the draft's removal) and refuses an
+        id an AddMessage took for other content: answering with that message would lose the
+        draft's text, which is kept."""
+        try:
+            stored, _ = await self.episodes.add_message(caller, episode_id, reply)
+        except AlreadyExists as exc:
+            if exc.reason != _ID_REUSED:
+                raise
+            raise AlreadyExists(
+                f"draft_id {reply.client_message_id!r} was already used as the client_message_id of "
+                "a message with other content; the draft is kept: push the reply again under a new "
+                "draft id",
+                reason=_ID_REUSED,
+            ) from None
         return stored
 
 

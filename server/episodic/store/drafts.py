@@ -1,6 +1,8 @@
 """Drafts (assistant replies in progress) in SQL, and the reads that watch an episode.
 A push locks its episode row, like an append, so pushes, appends, finalizations and the
-close of one episode are ordered, also across replicas. Statements are built once."""
+close of one episode are ordered, also across replicas. A draft's text is kept as pieces,
+one row per push: a push inserts its delta and updates the draft's small row, whatever the
+length of the reply so far. Statements are built once."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from episodic.store.database import Database
 from episodic.store.rows import digest_from_row, episode_from_row, message_from_row
 from episodic.store.writer import GroupCommitWriter
 
-E, M, D, DG = s.episodes, s.messages, s.drafts, s.digests
+E, M, D, P, DG = s.episodes, s.messages, s.drafts, s.draft_pieces, s.digests
 _TENANT, _EPISODE = bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID)
 _DRAFT = bindparam("b_draft", type_=s.ID)
 _OF_EPISODE = (D.c.tenant_id == _TENANT, D.c.episode_id == _EPISODE)
@@ -51,19 +53,22 @@ _MESSAGE_OF_DRAFT = select(M).where(
     M.c.tenant_id == _TENANT, M.c.episode_id == _EPISODE, M.c.client_message_id == _DRAFT
 )
 _DRAFT_ROWS = select(D.c.draft_id, D.c.length, D.c.size, D.c.updated_at).where(*_OF_EPISODE)
-_FROM = bindparam("b_from", type_=Integer)  # 1-based, in characters
-_SPAN = select(func.substr(D.c.text, _FROM, bindparam("b_count", type_=Integer))).where(*_ONE_DRAFT)
-_SUFFIX = select(func.substr(D.c.text, _FROM)).where(*_ONE_DRAFT)
-_TEXT = select(D.c.text).where(*_ONE_DRAFT)
+_DRAFT_LENGTH = select(D.c.length).where(*_ONE_DRAFT)
+_OF_PIECES = (P.c.tenant_id == _TENANT, P.c.episode_id == _EPISODE, P.c.draft_id == _DRAFT)
+_ALL_PIECES = select(P.c.text).where(*_OF_PIECES).order_by(P.c.start)
+# The pieces from the one holding offset b_from (0-based, code points): the pieces tile the
+# text, so that one is the last to start at or before it. Both are seeks on the primary key.
+_HOLDING = (
+    select(func.coalesce(func.max(P.c.start), 0))
+    .where(*_OF_PIECES, P.c.start <= bindparam("b_from", type_=Integer))
+    .scalar_subquery()
+)
+_PIECES_FROM = select(P.c.start, P.c.text).where(*_OF_PIECES, P.c.start >= _HOLDING).order_by(P.c.start)
+_PIECES_BETWEEN = _PIECES_FROM.where(P.c.start < bindparam("b_until", type_=Integer))
 _GROW = (
     update(D)
     .where(*_ONE_DRAFT)
-    .values(
-        text=D.c.text + bindparam("v_tail", type_=s.drafts.c.text.type),
-        length=bindparam("v_length"),
-        size=bindparam("v_size"),
-        updated_at=bindparam("v_now"),
-    )
+    .values(length=bindparam("v_length"), size=bindparam("v_size"), updated_at=bindparam("v_now"))
 )
 _REMOVE = delete(D).where(*_ONE_DRAFT)
 _REMOVE_ALL = delete(D).where(*_OF_EPISODE)
@@ -110,7 +115,7 @@ class SqlDraftStore:
 
     async def text_of(self, tenant_id: str, episode_id: str, draft_id: str) -> str | None:
         scope = _scope(tenant_id, episode_id, draft_id)
-        text: str | None = await self._db.quick_read(lambda conn: conn.execute(_TEXT, scope).scalar())
+        text: str | None = await self._db.quick_read(lambda conn: _whole_text(conn, scope))
         return text
 
     async def finalized(self, tenant_id: str, episode_id: str, draft_id: str) -> Message | None:
@@ -161,33 +166,45 @@ def _open_episode_locked(conn: Connection, scope: dict[str, Any]) -> Episode:
     return episode
 
 
+def _whole_text(conn: Connection, scope: dict[str, Any]) -> str | None:
+    if conn.execute(_DRAFT_LENGTH, scope).scalar() is None:
+        return None
+    return "".join(conn.execute(_ALL_PIECES, scope).scalars())
+
+
+def _text_between(conn: Connection, scope: dict[str, Any], start: int, stop: int | None) -> str:
+    """The draft's text in [start, stop) (to its end when `stop` is None), read from the
+    pieces that hold it only."""
+    params = scope | {"b_from": start}
+    if stop is not None:
+        params["b_until"] = stop
+    rows = conn.execute(_PIECES_FROM if stop is None else _PIECES_BETWEEN, params).all()
+    if not rows:
+        return ""
+    joined = "".join(row.text for row in rows)
+    begin = start - rows[0].start
+    return joined[begin:] if stop is None else joined[begin : begin + stop - start]
+
+
 def _stored_span(conn: Connection, scope: dict[str, Any], rows: Sequence[DraftRow], push: Push) -> str:
     """The stored text a repeated push must match ("" when the push starts at the end)."""
     current = next((r for r in rows if r.draft_id == push.draft_id), None)
     offset, count = overlap_span(push)
     if current is None or offset >= current.length or count == 0:
         return ""
-    span = conn.execute(_SPAN, scope | {"b_from": offset + 1, "b_count": count}).scalar()
-    return span or ""
+    return _text_between(conn, scope, offset, offset + count)
 
 
 def _write(conn: Connection, scope: dict[str, Any], plan: PushPlan, now: datetime) -> None:
     if plan.replaces is not None:
-        conn.execute(_REMOVE, scope | {"b_draft": plan.replaces})
+        conn.execute(_REMOVE, scope | {"b_draft": plan.replaces})  # its pieces go with it
+    key = {"tenant_id": scope["b_tenant"], "episode_id": scope["b_episode"], "draft_id": scope["b_draft"]}
     if plan.creates:
-        row = {
-            "tenant_id": scope["b_tenant"],
-            "episode_id": scope["b_episode"],
-            "draft_id": scope["b_draft"],
-            "text": plan.tail,
-            "length": plan.length,
-            "size": plan.size,
-            "updated_at": now,
-        }
-        conn.execute(D.insert(), row)
+        conn.execute(D.insert(), key | {"length": plan.length, "size": plan.size, "updated_at": now})
     elif plan.tail:
-        values = {"v_tail": plan.tail, "v_length": plan.length, "v_size": plan.size, "v_now": now}
-        conn.execute(_GROW, scope | values)
+        conn.execute(_GROW, scope | {"v_length": plan.length, "v_size": plan.size, "v_now": now})
+    if plan.tail:
+        conn.execute(P.insert(), key | {"start": plan.length - len(plan.tail), "text": plan.tail})
 
 
 def _read_live(
@@ -212,8 +229,9 @@ def _changed_drafts(conn: Connection, scope: dict[str, Any], known: dict[str, in
             found[draft_id] = DraftChange(length)
             continue
         start = had if had is not None and had < length else 0
-        text = conn.execute(_SUFFIX, scope | {"b_draft": draft_id, "b_from": start + 1}).scalar()
-        found[draft_id] = DraftChange(length, start, text or "")
+        found[draft_id] = DraftChange(
+            length, start, _text_between(conn, scope | {"b_draft": draft_id}, start, None)
+        )
     return found
 
 

@@ -372,9 +372,26 @@ drafts = Table(
     Column("tenant_id", ID, primary_key=True),
     Column("episode_id", ID, primary_key=True),
     Column("draft_id", ID, primary_key=True),
-    Column("text", Text, nullable=False),
     Column("length", BigInteger, nullable=False),  # Unicode code points
     Column("size", BigInteger, nullable=False),  # UTF-8 bytes
     Column("updated_at", UtcDateTime, nullable=False),
     _owned_by("episodes"),
+)
+
+# A draft's text, one row per push that added some (migration 0010): a push inserts its
+# delta instead of rewriting the whole text, so its cost does not grow with the reply.
+# `start` is the piece's offset in the draft (code points); the pieces tile the text.
+draft_pieces = Table(
+    "draft_pieces",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("episode_id", ID, primary_key=True),
+    Column("draft_id", ID, primary_key=True),
+    Column("start", BigInteger, primary_key=True),
+    Column("text", Text, nullable=False),
+    ForeignKeyConstraint(
+        ["tenant_id", "episode_id", "draft_id"],
+        ["drafts.tenant_id", "drafts.episode_id", "drafts.draft_id"],
+        ondelete="CASCADE",
+    ),
 )
