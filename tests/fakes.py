@@ -717,6 +717,7 @@ class FakeEraser:
     def __init__(self, tables: Tables, scrubbed: bool = True) -> None:
         self._t = tables
         self.scrubbed = scrubbed
+        self.scrubs: list[dict[str, int]] = []
 
     async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased:
         mine = [
@@ -748,7 +749,8 @@ class FakeEraser:
         indexed = sum(1 for s in mine if s.vector is not None and s.memory.state is MemoryState.PROMOTED)
         return [(s.memory.scope, s.memory.memory_id) for s in mine], indexed
 
-    async def scrub(self) -> bool:
+    async def scrub(self, counts: Mapping[str, int]) -> bool:
+        self.scrubs.append(dict(counts))
         return self.scrubbed
 
 

@@ -182,3 +182,49 @@ async def test_a_full_disk_answers_resource_exhausted_flips_health_and_recovers(
     assert [e["message"] for e in _problem_logs(server)] == [
         "database fault: calls answer RESOURCE_EXHAUSTED until it clears"
     ]
+
+
+HUNG_WARNING = "database hung (no answer in time): calls answer UNAVAILABLE until it answers"
+
+
+@pytest.mark.postgres
+async def test_a_hung_postgresql_answers_unavailable_flips_health_and_recovers(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """A database that accepts connections and bytes but never answers (SIGSTOPped, or a
+    black hole on the network): without client-side timeouts every call waits forever and
+    health stays SERVING."""
+    target = int(postgres_url.rsplit(":", 1)[1].split("/", 1)[0])
+    proxy = CuttableProxy(target)
+    await proxy.start()
+    try:
+        url = postgres_url.replace(f":{target}/", f":{proxy.port}/")
+        flags = ("--insecure-dev", "--migrate-on-start", "--embedder", "hashing", "--database-url", url)
+        bounds = ("--db-statement-timeout-seconds", "1", "--db-connect-timeout-seconds", "1")
+        async with serving(*flags, *bounds, cwd=tmp_path) as server, server.channel() as channel:
+            client = Client.of(channel, None)
+            episode_id = await client.open_episode()
+            acked = [m.seq for m in await client.add(episode_id, user_message("before"))]
+
+            proxy.freeze()
+            add = client.add(episode_id, user_message("while hung"))
+            failure = await asyncio.wait_for(_failure_of(lambda: add), timeout=30)  # not until a deadline
+            assert failure.code() is grpc.StatusCode.UNAVAILABLE, failure
+            assert error_reason(failure) == "DATABASE_UNAVAILABLE" and _retry_delay(failure)
+            down_after = await _until_health(channel, NOT_SERVING, within=15)
+            await asyncio.sleep(2)  # probes meet the hung database too: still NOT_SERVING
+            assert await _health(channel) == NOT_SERVING
+
+            proxy.thaw()
+            up_after = await _until_health(channel, SERVING, within=30)
+            acked += [m.seq for m in await client.add(episode_id, user_message("after"))]
+            assert [m.seq for m in await client.log_of(episode_id)] == acked
+            assert await server.terminate() == 0
+    finally:
+        proxy.thaw()
+        await proxy.cut()
+    assert [e["message"] for e in _problem_logs(server)] == [HUNG_WARNING]
+    assert len([e for e in server.logs() if e.get("message") == "database answers again"]) == 1
+    print(
+        f"\nhung: NOT_SERVING {down_after:.2f} s after the failed call, SERVING {up_after:.2f} s after thaw"
+    )

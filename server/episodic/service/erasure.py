@@ -46,8 +46,8 @@ class EraseService:
                 UserErased(tenant, audit.user_hash),
             ],
         )
-        scrubbed = await self.eraser.scrub()
         counts = committed.result.counts
+        scrubbed = await self.eraser.scrub(counts)  # nothing deleted: nothing to scrub
         return Receipt(
             audit.erasure_id, audit.erased_at, audit.user_hash, counts, committed.result.vectors, scrubbed
         )

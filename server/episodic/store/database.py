@@ -12,6 +12,7 @@ PostgreSQL: one asyncpg pool for everything; the same sync code runs through
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,11 +21,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import AsyncAdaptedQueuePool, QueuePool
+from sqlalchemy.pool import AsyncAdaptedQueuePool, NullPool, QueuePool
 
 from episodic.bounded import within
 from episodic.errors import CONFIGURATION, InvalidArgument
-from episodic.store.faults import Fault, StoreHealth, as_error, classify
+from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify
 
 # Durable commits (synchronous=FULL even in WAL), integrity, and no erased text left in
 # free pages.
@@ -91,15 +92,37 @@ class SqliteReaders:
 
 
 @dataclass(frozen=True, slots=True)
+class Timeouts:
+    """PostgreSQL's bounds. `statement_seconds` None leaves statements unbounded (the CLI's
+    migrate and reindex); the server bounds every statement of its pool: a SIGSTOPped or
+    black-holed database answers nothing, so only a client-side timeout can notice."""
+
+    statement_seconds: float | None = None
+    connect_seconds: float = 5.0
+
+
+# The server-side statement_timeout fires first on a slow but living database (an answer
+# that does not flip health); the client-side one, this much later, means no answer at all.
+HUNG_GRACE_SECONDS = 2.0
+
+
+@dataclass(frozen=True, slots=True)
 class Database:
     """`engine` serves migrations and streaming (and everything on PostgreSQL);
-    `sqlite_writer` / `sqlite_readers` are the SQLite sync connections, None on PostgreSQL."""
+    `sqlite_writer` / `sqlite_readers` are the SQLite sync connections, None on PostgreSQL.
+    `maintenance` runs what may legitimately take long (migrations, VACUUM): on PostgreSQL
+    with bounded statements it is an unpooled engine without those bounds, else `engine`."""
 
     url: URL
     engine: AsyncEngine
     sqlite_writer: Engine | None
     sqlite_readers: SqliteReaders | None = None
     health: StoreHealth = field(default_factory=StoreHealth)
+    maintenance_engine: AsyncEngine | None = None
+
+    @property
+    def maintenance(self) -> AsyncEngine:
+        return self.maintenance_engine or self.engine
 
     @property
     def is_sqlite(self) -> bool:
@@ -107,10 +130,11 @@ class Database:
 
     async def read(self, read: Callable[[Connection], T]) -> T:
         """Runs a read-only function of a connection, in one transaction."""
+        started = time.monotonic()
         try:
             result = await self._read(read)
         except Exception as exc:
-            raise self.fault_of(exc) from exc
+            raise self.fault_of(exc, started) from exc
         self.health.succeeded(wrote=False)
         return result
 
@@ -128,11 +152,12 @@ class Database:
         readers = self.sqlite_readers
         if readers is None:
             return await self.read(read)
+        started = time.monotonic()
         try:
             result = readers.run_inline(read)
         except Exception as exc:
             readers.close_inline()  # a broken connection is replaced on the next read
-            raise self.fault_of(exc) from exc
+            raise self.fault_of(exc, started) from exc
         self.health.succeeded(wrote=False)
         return result
 
@@ -150,13 +175,15 @@ class Database:
             if isinstance(pool, QueuePool)
         }
 
-    def fault_of(self, exc: Exception) -> Exception:
-        """What to raise for a failed database call: an outage becomes UNAVAILABLE /
-        RESOURCE_EXHAUSTED (and is reported to `health`); anything else is `exc` itself."""
+    def fault_of(self, exc: Exception, started: float | None = None) -> Exception:
+        """What to raise for a failed database call (begun at `started`, time.monotonic()): an
+        outage becomes UNAVAILABLE / RESOURCE_EXHAUSTED (and is reported to `health`);
+        anything else is `exc` itself."""
         fault = classify(exc)
         if fault is None:
             return exc
-        self.health.failed(fault, exc)
+        if not answered_in_time(exc):  # a statement timeout is an answer: the database lives
+            self.health.failed(fault, exc, started=started)
         return as_error(fault)
 
     async def probe(self, fault: Fault) -> None:
@@ -184,6 +211,8 @@ class Database:
     async def dispose(self) -> None:
         await self.health.close()
         await within(DISPOSE_SECONDS, self.engine.dispose(), "close database connections")
+        if self.maintenance_engine is not None:
+            await within(DISPOSE_SECONDS, self.maintenance_engine.dispose(), "close database connections")
         if self.sqlite_writer is not None:
             self.sqlite_writer.dispose()
         if self.sqlite_readers is not None:
@@ -193,31 +222,22 @@ class Database:
             self.sqlite_readers.inline.dispose()
 
 
-def open_database(raw_url: str, *, pool_size: int = 8) -> Database:
-    database = _open(raw_url, pool_size)
+def open_database(raw_url: str, *, pool_size: int = 8, timeouts: Timeouts | None = None) -> Database:
+    database = _open(raw_url, pool_size, timeouts or Timeouts())
     database.health.set_probe(database.probe)
     return database
 
 
 DISPOSE_SECONDS = 10.0  # closing connections waits on the server; a lost one must not hang exit
-# An unreachable server must fail a call within seconds, not after asyncpg's 60 s
-# connect timeout or the pool's 30 s wait: the caller gets UNAVAILABLE and retries.
-PG_CONNECT_TIMEOUT_SECONDS = 5.0
+# An unreachable server must fail a call within seconds, not after the pool's 30 s wait:
+# the caller gets UNAVAILABLE and retries.
 PG_POOL_TIMEOUT_SECONDS = 10.0
 
 
-def _open(raw_url: str, pool_size: int) -> Database:
+def _open(raw_url: str, pool_size: int, timeouts: Timeouts) -> Database:
     url = normalize_url(raw_url)
     if url.get_backend_name() != "sqlite":
-        engine = create_async_engine(
-            url,
-            pool_size=pool_size,
-            max_overflow=pool_size,
-            pool_timeout=PG_POOL_TIMEOUT_SECONDS,
-            connect_args={"timeout": PG_CONNECT_TIMEOUT_SECONDS},
-            hide_parameters=True,
-        )
-        return Database(url, engine, None)
+        return _open_postgres(url, pool_size, timeouts)
     reader = create_async_engine(
         url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, hide_parameters=True
     )
@@ -229,6 +249,35 @@ def _open(raw_url: str, pool_size: int) -> Database:
         _sqlite_sync_engine(url, None, 1),
     )
     return Database(url, reader, writer, readers)
+
+
+def _open_postgres(url: URL, pool_size: int, timeouts: Timeouts) -> Database:
+    engine = create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_timeout=PG_POOL_TIMEOUT_SECONDS,
+        connect_args=_pg_connect_args(timeouts),
+        hide_parameters=True,
+    )
+    if timeouts.statement_seconds is None:
+        return Database(url, engine, None)
+    unbounded = _pg_connect_args(Timeouts(None, timeouts.connect_seconds))
+    maintenance = create_async_engine(url, poolclass=NullPool, connect_args=unbounded, hide_parameters=True)
+    return Database(url, engine, None, maintenance_engine=maintenance)
+
+
+def _pg_connect_args(timeouts: Timeouts) -> dict[str, Any]:
+    """asyncpg's `timeout` bounds the connect, `command_timeout` every statement on the client
+    side; statement_timeout and lock_timeout make the server give up first and free its
+    backend."""
+    args: dict[str, Any] = {"timeout": timeouts.connect_seconds}
+    if timeouts.statement_seconds is None:
+        return args
+    millis = str(max(1, round(timeouts.statement_seconds * 1000)))
+    args["command_timeout"] = timeouts.statement_seconds + HUNG_GRACE_SECONDS
+    args["server_settings"] = {"statement_timeout": millis, "lock_timeout": millis}
+    return args
 
 
 def _sqlite_sync_engine(url: URL, begin: str | None, pool_size: int) -> Engine:

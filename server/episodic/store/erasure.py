@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, Table, and_, delete, func, select, text
@@ -30,14 +31,19 @@ OWNED: dict[str, Table] = {
     "model_calls": s.model_calls,
     "session_data": s.session_data,
 }
-# Drafts (replies in progress, not counted in a receipt) also go in the episode's cascade.
-_VACUUMED = ("episodes", *(t.name for t in OWNED.values()), MEM.name, s.drafts.name)
+# The tables each receipt count deletes from; drafts and their pieces (replies in progress,
+# not counted in a receipt) go in the episodes' cascade.
+_TABLES_OF: dict[str, tuple[str, ...]] = {
+    "episodes": (E.name, s.drafts.name, s.draft_pieces.name),
+    "memories": (MEM.name,),
+} | {kind: (table.name,) for kind, table in OWNED.items()}
 
 
 class SqlEraser:
     def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
         self._db = db
         self._writer = writer
+        self._owed = False  # a scrub failed: the next erasure scrubs even if it deletes nothing
 
     async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased:
         """Counts, deletes and audits in one transaction."""
@@ -58,19 +64,31 @@ class SqlEraser:
 
         return await self._writer.run(op)
 
-    async def scrub(self) -> bool:
-        """Leaves no erased text in free space: SQLite deletes with secure_delete, then the
-        full-text index is merged (deleted terms otherwise linger in old segments) and the
-        WAL is checkpointed and truncated; PostgreSQL vacuums the tables erasure touches."""
-        try:
-            if self._db.is_sqlite:
-                await self._writer.run(_merge_fts)
-                return await asyncio.to_thread(self._checkpoint_sqlite)
-            await self._vacuum_postgres()
+    async def scrub(self, counts: Mapping[str, int]) -> bool:
+        """Leaves no erased text in free space, doing only what the erasure's deletions
+        (`counts`, per receipt kind) need: an erasure that deleted nothing does nothing, so a
+        loop of erasures of unknown users cannot slow other tenants down. SQLite deletes with
+        secure_delete; deleted digest text is merged out of the full-text index (deleted
+        terms otherwise linger in old segments); then the WAL is checkpointed and truncated.
+        PostgreSQL vacuums the tables rows were deleted from."""
+        tables = touched_tables(counts)
+        if not tables and not self._owed:
             return True
+        try:
+            scrubbed = await self._scrub(counts, tables if not self._owed else _ALL_TABLES)
         except Exception:  # the erasure itself is committed; say the scrub did not complete
             log.exception("scrubbing after an erasure failed")
-            return False
+            scrubbed = False
+        self._owed = not scrubbed
+        return scrubbed
+
+    async def _scrub(self, counts: Mapping[str, int], tables: tuple[str, ...]) -> bool:
+        if not self._db.is_sqlite:
+            await self._vacuum_postgres(tables)
+            return True
+        if counts.get("text_rows", 0) or self._owed:
+            await self._writer.run(_merge_fts)
+        return await asyncio.to_thread(self._checkpoint_sqlite)
 
     def _checkpoint_sqlite(self) -> bool:
         """On a connection of its own: the writer's is busy with its batches."""
@@ -81,11 +99,20 @@ class SqlEraser:
         finally:
             conn.close()
 
-    async def _vacuum_postgres(self) -> None:
-        async with self._db.engine.connect() as conn:
+    async def _vacuum_postgres(self, tables: tuple[str, ...]) -> None:
+        """On the maintenance engine: a VACUUM may outlast the request path's statement timeout."""
+        async with self._db.maintenance.connect() as conn:
             autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            for table in _VACUUMED:
+            for table in tables:
                 await autocommit.execute(text(f'VACUUM "{table}"'))
+
+
+def touched_tables(counts: Mapping[str, int]) -> tuple[str, ...]:
+    """The tables an erasure deleted rows from, by its receipt counts."""
+    return tuple(dict.fromkeys(t for kind, n in counts.items() if n for t in _TABLES_OF.get(kind, ())))
+
+
+_ALL_TABLES = tuple(dict.fromkeys(t for tables in _TABLES_OF.values() for t in tables))
 
 
 def _episodes_of(tenant_id: str, user_id: str, agent_id: str) -> list[Any]:

@@ -36,6 +36,9 @@ _PG_FULL = frozenset({"53100"})  # disk_full
 _PG_UNAVAILABLE_PREFIXES = ("08", "57P", "53", "3D000")  # connection, shutdown, resources, no database
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _PG_LOCK_CONFLICTS = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+# query_canceled (statement_timeout), lock_not_available (lock_timeout): the server gave up
+# on a statement in time; the caller may retry, but the database does answer.
+_PG_TIMED_OUT = frozenset({"57014", "55P03"})
 
 
 class Fault(Enum):
@@ -58,6 +61,18 @@ def is_lock_conflict(exc: BaseException) -> bool:
     nothing was written, and running it again succeeds once the other one has committed.
     Replicas whose batches mix appends and model calls can meet like this."""
     return any(getattr(cause, "sqlstate", None) in _PG_LOCK_CONFLICTS for cause in _chain(exc))
+
+
+def answered_in_time(exc: BaseException) -> bool:
+    """The server itself ended the statement at its statement or lock timeout: UNAVAILABLE
+    for this call, but no outage (health stays as it is)."""
+    return any(getattr(cause, "sqlstate", None) in _PG_TIMED_OUT for cause in _chain(exc))
+
+
+def no_answer(exc: BaseException) -> bool:
+    """The client gave up waiting (a statement past its timeout, a connect that never
+    completed): the database is hung or unreachable, not refusing."""
+    return any(isinstance(cause, TimeoutError) for cause in _chain(exc))
 
 
 def as_error(fault: Fault) -> EpisodicError:
@@ -103,6 +118,8 @@ def _sqlite_fault(name: str) -> Fault | None:
 def _pg_fault(sqlstate: str) -> Fault | None:
     if sqlstate in _PG_FULL:
         return Fault.STORAGE_FULL
+    if sqlstate in _PG_TIMED_OUT:
+        return Fault.UNAVAILABLE
     return Fault.UNAVAILABLE if sqlstate.startswith(_PG_UNAVAILABLE_PREFIXES) else None
 
 
@@ -119,6 +136,8 @@ def _asyncpg_fault(exc: BaseException) -> Fault | None:
 
 
 Probe = Callable[[Fault], Awaitable[None]]
+_FAULT = "database fault: calls answer %s until it clears"
+_HUNG = "database hung (no answer in time): calls answer %s until it answers"
 
 
 @dataclass(slots=True)
@@ -131,6 +150,7 @@ class StoreHealth:
     fault: Fault | None = None
     _probe: Probe | None = None
     _since: float = 0.0
+    _recovered: float = 0.0  # when the last fault cleared (time.monotonic())
     _listeners: list[Callable[[bool], None]] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
 
@@ -144,12 +164,15 @@ class StoreHealth:
     def listen(self, listener: Callable[[bool], None]) -> None:
         self._listeners.append(listener)
 
-    def failed(self, fault: Fault, exc: BaseException) -> None:
-        if self.fault is fault:
+    def failed(self, fault: Fault, exc: BaseException, *, started: float | None = None) -> None:
+        """`started`: when the failed call began. One that began before the database last
+        answered again is stale (a statement sent while it hung, timing out just after): it
+        says nothing of now."""
+        if self.fault is fault or (started is not None and started < self._recovered):
             return
         was_healthy, self.fault, self._since = self.fault is None, fault, time.monotonic()
         log.warning(
-            "database fault: calls answer %s until it clears",
+            _HUNG if no_answer(exc) else _FAULT,
             "RESOURCE_EXHAUSTED" if fault is Fault.STORAGE_FULL else "UNAVAILABLE",
             extra={"fault": fault.value, "error_type": _type_name(exc)},
         )
@@ -161,7 +184,8 @@ class StoreHealth:
         """A read clears only an outage; storage stays full until a write succeeds."""
         if self.fault is None or (self.fault is Fault.STORAGE_FULL and not wrote):
             return
-        down = time.monotonic() - self._since
+        self._recovered = time.monotonic()
+        down = self._recovered - self._since
         self.fault = None
         log.info("database answers again", extra={"down_seconds": round(down, 3)})
         self._tell(True)

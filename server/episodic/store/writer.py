@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -104,13 +105,14 @@ class GroupCommitWriter:
         if not self._tasks:
             raise RuntimeError("GroupCommitWriter used before start()")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        started = time.monotonic()
         self._queue.put_nowait(make(future))
         try:
             result = await future
         except Exception as exc:
             if is_lock_conflict(exc):  # still losing after the reruns: the client may retry
                 raise Aborted("the write met a concurrent one (a deadlock); retry it") from exc
-            raise self._database.fault_of(exc) from exc
+            raise self._database.fault_of(exc, started) from exc
         self._database.health.succeeded(wrote=True)
         return result
 
