@@ -10,6 +10,7 @@ import sys
 from episodic.api.server import AddressInUse, address_problem
 from episodic.bootstrap import open_app, serve_app
 from episodic.config import Settings, TlsMaterial
+from episodic.fd_limit import quiet_accept_failures, raise_open_files_limit
 from episodic.store.database import normalize_url
 
 log = logging.getLogger("episodic.server")
@@ -24,6 +25,8 @@ DEV_BANNER = """
 
 
 async def serve(settings: Settings) -> None:
+    raise_open_files_limit()
+    quiet_accept_failures()
     if settings.insecure_dev:
         print(DEV_BANNER.format(tenant=repr(settings.dev_tenant)), file=sys.stderr, flush=True)
     stop = stop_on_signals()  # before anything can report ready, so no SIGTERM is missed

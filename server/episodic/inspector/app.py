@@ -198,9 +198,15 @@ def _token(request: Request) -> str:
 
 
 def _offset(request: Request) -> int:
-    raw = request.query_params.get("offset", "0") or "0"
-    if not raw.isdigit() or int(raw) > MAX_OFFSET:
-        raise InvalidArgument.of("offset", "must be a whole number of messages, 0 or more")
+    return _whole_number(request, "offset", MAX_OFFSET, "must be a whole number of messages, 0 or more")
+
+
+def _whole_number(request: Request, name: str, maximum: int, problem: str) -> int:
+    """ASCII digits only: str.isdigit() also takes "²", which int() refuses (a 500), and an
+    unbounded run of digits, which int() refuses past 4,300."""
+    raw = request.query_params.get(name, "") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(maximum)) or int(raw) > maximum:
+        raise InvalidArgument.of(name, problem)
     return int(raw)
 
 

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from episodic.config import Settings, split_address
 from episodic.domain.model import Caller
+from episodic.http_guard import HttpLimits
 from episodic.http_serving import bound, serving_asgi
 from episodic.inspector.app import build_inspector
 from episodic.keys import KeyRing
@@ -31,6 +32,8 @@ async def serving_inspector(
     dev = Caller(settings.dev_tenant) if settings.insecure_dev else None
     asgi = build_inspector(inspection, keys, dev, settings.inspector_trace_url)
     with bound(SETTING, host, port) as sock:
-        async with serving_asgi(asgi, sock, setting=SETTING, stop_seconds=STOP_SECONDS) as serving_port:
+        async with serving_asgi(
+            asgi, sock, setting=SETTING, stop_seconds=STOP_SECONDS, limits=HttpLimits.of(settings)
+        ) as serving_port:
             log.info("serving the inspector", extra={"host": host, "port": serving_port})
             yield serving_port
