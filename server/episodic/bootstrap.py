@@ -18,12 +18,14 @@ from datetime import UTC, datetime, timedelta
 
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.api.server import GrpcServer, Services, build_server
+from episodic.api.shares import Refused
 from episodic.bounded import within
 from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.domain.digests import indexed_with
 from episodic.domain.ports import Embedder, MemoryExtractor, Summarizer, VectorIndex
 from episodic.embed import EmbeddingError, make_embedder
 from episodic.errors import EpisodicError
+from episodic.http_guard import HttpLimits
 from episodic.index import FaissVectorIndex
 from episodic.inspector.serving import serving_inspector
 from episodic.keys import KeyRing
@@ -48,6 +50,7 @@ from episodic.state.health import Health
 from episodic.state.index_cache import IndexCache, ResidentScopes, WholeIndex
 from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
+from episodic.state.shares import TenantShares
 from episodic.state.spoken_cache import SpokenCache
 from episodic.state.visibility import Visibility
 from episodic.state.watch_hub import WatchHub
@@ -55,7 +58,7 @@ from episodic.state.working_set import WorkingSetCache
 from episodic.store.agents import SqlAgentStore
 from episodic.store.cluster_clock import DatabaseClock
 from episodic.store.context import SqlContextStore
-from episodic.store.database import Database, open_database
+from episodic.store.database import Database, Timeouts, open_database
 from episodic.store.digests import SqlDigestStore
 from episodic.store.drafts import SqlDraftStore
 from episodic.store.episodes import SqlEpisodeStore
@@ -129,6 +132,7 @@ class State:
     spoken: SpokenCache
     pii: PiiGuard
     watch: WatchHub  # live watchers of episodes and their readers
+    shares: TenantShares  # each tenant's share of this server
 
 
 WORKER_STOP_SECONDS = 10.0
@@ -236,7 +240,7 @@ async def _bring_schema_up(database: Database, migrate: bool) -> None:
     """A new, empty SQLite file (the embedded default) is created at the current schema;
     an older schema and PostgreSQL wait for an explicit migrate."""
     if migrate or await is_new_sqlite(database):
-        await upgrade_to_head(database.engine)
+        await upgrade_to_head(database.maintenance)  # a long migration must not meet statement_timeout
         if not migrate:
             log.info(
                 "created a new SQLite database at the current schema", extra={"revision": head_revision()}
@@ -364,6 +368,7 @@ def build_state(settings: Settings, adapters: Adapters, *, whole_index: bool = F
         spoken=SpokenCache(),
         pii=PiiGuard(agents=adapters.agents, default=default, tenants=tenants),
         watch=WatchHub(adapters.drafts, adapters.signals, settings.watch_limits),  # subscribes: before start
+        shares=TenantShares(settings.share_limits),
     )
     for watcher in (state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii):
         state.visibility.watch(watcher)
@@ -389,6 +394,7 @@ def build_memory_service(
         store=a.memories, episodes=a.episodes, agents=a.agents, embedder=a.embedder, index=state.memory_index,
         changes=state.visibility, pii=state.pii, extractor=a.extractor, limits=settings.limits,
         clock=utc_now, new_id=new_call_id, pool=None if settings.extractor == "openai" else pool,
+        quota=state.shares,
     )  # fmt: skip
 
 
@@ -572,7 +578,8 @@ async def open_app(
     owns_tracing = tracing is None
     tracing = load_tracing(settings) if tracing is None else tracing
     metrics = build_metrics(settings.metrics_address, settings.otel_environ)
-    database = open_database(settings.database_url, pool_size=settings.db_pool_size)
+    timeouts = Timeouts(settings.db_statement_timeout_seconds, settings.db_connect_timeout_seconds)
+    database = open_database(settings.database_url, pool_size=settings.db_pool_size, timeouts=timeouts)
     try:
         await ensure_schema(database, settings.migrate_on_start)
         on_batch = metrics.writer_batch if metrics.enabled else None
@@ -665,6 +672,15 @@ async def note_stale_vectors(adapters: Adapters) -> None:
         log.warning("model or index recipe changed: re-embedding in the background", extra={"digests": stale})
 
 
+def share_refusals(metrics: Metrics, tenant_labels: bool) -> Refused | None:
+    """Refusals counted by share; tenant ids appear only where the operator opted in."""
+    if not metrics.enabled:
+        return None
+    if tenant_labels:
+        return metrics.share_refused
+    return lambda share, _tenant: metrics.share_refused(share)
+
+
 @asynccontextmanager
 async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIterator[GrpcServer]:
     """The gRPC server of an open app on its settings' address, SERVING until the block ends;
@@ -672,7 +688,7 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
     Metrics and the inspector (when on) are served from before SERVING until the calls have
     drained."""
     async with (
-        serving_metrics(app.metrics, app.settings.metrics_address),
+        serving_metrics(app.metrics, app.settings.metrics_address, HttpLimits.of(app.settings)),
         serving_inspector(app.settings, app.services.inspection, app.keys),
     ):
         grpc_server = await build_server(
@@ -683,6 +699,8 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
             [server_interceptor(app.tracing)],  # outermost: calls refused inside are traced too
             app.tls,
             app.state.health,
+            app.state.shares,
+            share_refusals(app.metrics, app.settings.metrics_tenant_labels),
         )
         await grpc_server.server.start()
         await grpc_server.set_serving(True)

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from episodic.domain.drafts import DraftLimits
 from episodic.domain.model import PiiPolicy
+from episodic.domain.shares import ShareLimits
 from episodic.domain.validation import Limits
 from episodic.domain.watch import WatchLimits
 
@@ -160,6 +161,16 @@ OPTIONS: tuple[Option, ...] = (
         "Concurrent group-commit writers on PostgreSQL (SQLite always uses 1). One gives the largest batches; more help only when the database is remote.",
     ),
     Option(
+        "db_statement_timeout_seconds",
+        "EPISODIC_DB_STATEMENT_TIMEOUT_SECONDS",
+        "PostgreSQL: longest a request's statement (or lock wait) may take; a statement unanswered 2 s past it means a hung database: UNAVAILABLE, health NOT_SERVING until a probe answers. Migrations and erasure's VACUUM are not bounded.",
+    ),
+    Option(
+        "db_connect_timeout_seconds",
+        "EPISODIC_DB_CONNECT_TIMEOUT_SECONDS",
+        "PostgreSQL: longest a new connection may take to open.",
+    ),
+    Option(
         "working_set_max_bytes",
         "EPISODIC_WORKING_SET_MAX_BYTES",
         "RAM for the working sets of active conversations (latest summary + verbatim tail each); least recently used ones are evicted and rebuilt from SQL on their next turn.",
@@ -265,13 +276,96 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_concurrent_rpcs",
         "EPISODIC_MAX_CONCURRENT_RPCS",
-        "Most RPCs in flight over all connections; more are refused at once with RESOURCE_EXHAUSTED. Caps the responses all clients that stop reading can hold together.",
+        "Most RPCs in flight over all tenants (health, reflection and Echo not counted: they are never refused for capacity); more are refused at once with RESOURCE_EXHAUSTED. A safety net above the tenants' shares (tenant_max_rpcs).",
+        commands=GRPC,
+    ),
+    Option(
+        "max_connections",
+        "EPISODIC_MAX_CONNECTIONS",
+        "Most gRPC connections open at once (all clients); further connections are closed at accept. Keep it well below the process's open-file limit.",
+        commands=GRPC,
+    ),
+    Option(
+        "max_connection_handshake_seconds",
+        "EPISODIC_MAX_CONNECTION_HANDSHAKE_SECONDS",
+        "A gRPC connection that has not completed its HTTP/2 (and TLS) handshake this long after it was accepted is closed.",
+        commands=GRPC,
+    ),
+    Option(
+        "max_connection_idle_seconds",
+        "EPISODIC_MAX_CONNECTION_IDLE_SECONDS",
+        "A gRPC connection with no call for this long is closed (GOAWAY; clients reconnect when they next call).",
+        commands=GRPC,
+    ),
+    Option(
+        "tenant_rate_per_second",
+        "EPISODIC_TENANT_RATE_PER_SECOND",
+        "Each tenant's share: RPCs it may start per second (a token bucket; health, reflection and Echo are free). Over it: RESOURCE_EXHAUSTED with QuotaFailure and RetryInfo.",
+        commands=GRPC,
+    ),
+    Option(
+        "tenant_rate_burst",
+        "EPISODIC_TENANT_RATE_BURST",
+        "Each tenant's share: RPCs it may start at once above its rate (the bucket's size).",
+        commands=GRPC,
+    ),
+    Option(
+        "tenant_max_rpcs",
+        "EPISODIC_TENANT_MAX_RPCS",
+        "Each tenant's share: RPCs in flight at once (running, waiting for a turn, or streaming).",
+        commands=GRPC,
+    ),
+    Option(
+        "tenant_max_active",
+        "EPISODIC_TENANT_MAX_ACTIVE",
+        "Each tenant's share: its RPCs that run at once; its others wait in line, in order, holding no CPU. What keeps one tenant's flood from slowing the others.",
+        commands=GRPC,
+    ),
+    Option(
+        "tenant_max_streams",
+        "EPISODIC_TENANT_MAX_STREAMS",
+        "Each tenant's share: server streams open at once (BuildContext and WatchEpisode).",
+        commands=GRPC,
+    ),
+    Option(
+        "tenant_max_unsent_bytes",
+        "EPISODIC_TENANT_MAX_UNSENT_BYTES",
+        "Each tenant's share: bytes of responses its clients have not yet read; a response past it is refused. Bounds what one tenant's stalled clients make the server hold.",
+        commands=GRPC,
+    ),
+    Option(
+        "tenant_max_watchers",
+        "EPISODIC_TENANT_MAX_WATCHERS",
+        "Each tenant's share: WatchEpisode streams on this server (within max_watchers).",
+        commands=GRPC,
+    ),
+    Option(
+        "tenant_memory_writes_per_second",
+        "EPISODIC_TENANT_MEMORY_WRITES_PER_SECOND",
+        "Each tenant's share: memories it may write (create or update) per second, each one embedded.",
+        commands=CALLERS,
+    ),
+    Option(
+        "tenant_memory_writes_burst",
+        "EPISODIC_TENANT_MEMORY_WRITES_BURST",
+        "Each tenant's share: memories it may write at once above that rate (a larger batch is let through from a full bucket and slows the next ones).",
+        commands=CALLERS,
+    ),
+    Option(
+        "max_context_tokens",
+        "EPISODIC_MAX_CONTEXT_TOKENS",
+        "Largest context BuildContext renders, in tokens, whatever an agent's context_window_tokens says: a server limit no tenant's configuration lifts.",
+    ),
+    Option(
+        "metrics_tenant_labels",
+        "EPISODIC_METRICS_TENANT_LABELS",
+        "Label refusal metrics with the tenant id (off: tenant ids never appear in metrics).",
         commands=GRPC,
     ),
     Option(
         "max_watchers",
         "EPISODIC_MAX_WATCHERS",
-        "Most WatchEpisode streams this server serves at once; more are refused with RESOURCE_EXHAUSTED. Each holds one of max_concurrent_rpcs' slots for as long as it lasts: keep it well below that.",
+        "Most WatchEpisode streams this server serves at once; more are refused with RESOURCE_EXHAUSTED.",
         commands=GRPC,
     ),
     Option(
@@ -333,6 +427,30 @@ OPTIONS: tuple[Option, ...] = (
         "HOST:PORT serving Prometheus metrics on GET /metrics (plaintext, no authentication: bind it to a private interface). Empty: no metrics.",
         commands=GRPC,
     ),
+    Option(
+        "http_header_timeout_seconds",
+        "EPISODIC_HTTP_HEADER_TIMEOUT_SECONDS",
+        "HTTP listeners (inspector, metrics, MCP): a request whose line and headers have not all arrived this long after the connection opened (or the previous answer) is closed.",
+        commands=CALLERS,
+    ),
+    Option(
+        "http_body_timeout_seconds",
+        "EPISODIC_HTTP_BODY_TIMEOUT_SECONDS",
+        "HTTP listeners: a request body that has not all arrived this long after its headers is closed.",
+        commands=CALLERS,
+    ),
+    Option(
+        "http_keepalive_seconds",
+        "EPISODIC_HTTP_KEEPALIVE_SECONDS",
+        "HTTP listeners: an idle kept-alive connection is closed after this long.",
+        commands=CALLERS,
+    ),
+    Option(
+        "http_max_connections",
+        "EPISODIC_HTTP_MAX_CONNECTIONS",
+        "HTTP listeners: open connections each one holds at most; one more is answered 503 and closed at once.",
+        commands=CALLERS,
+    ),
 )
 
 
@@ -351,6 +469,9 @@ class TlsMaterial:
     certificate_chain: bytes
     private_key: bytes
     client_ca: bytes | None = None
+
+
+_SHARES = ShareLimits()  # the shares' defaults, declared once with what they mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +498,8 @@ class Settings:
     max_json_bytes: int = 64 * 1024
     db_pool_size: int = 8
     db_writers: int = 1
+    db_statement_timeout_seconds: float = 10.0
+    db_connect_timeout_seconds: float = 5.0
     working_set_max_bytes: int = 256 * 1024 * 1024
     index_cache_bytes: int = 1024 * 1024 * 1024
     feed_poll_seconds: float = 0.5
@@ -399,8 +522,22 @@ class Settings:
     extractor: str = "extractive"
     idle_sweep_seconds: float = 30.0
     max_concurrent_streams: int = 1000
-    max_concurrent_rpcs: int = 500
-    max_watchers: int = 250
+    max_concurrent_rpcs: int = 1000
+    max_connections: int = 2000
+    max_connection_handshake_seconds: float = 10.0
+    max_connection_idle_seconds: float = 300.0
+    tenant_rate_per_second: float = _SHARES.rate_per_second
+    tenant_rate_burst: int = _SHARES.rate_burst
+    tenant_max_rpcs: int = _SHARES.rpcs
+    tenant_max_active: int = _SHARES.active
+    tenant_max_streams: int = _SHARES.streams
+    tenant_max_unsent_bytes: int = _SHARES.unsent_bytes
+    tenant_max_watchers: int = _SHARES.watchers
+    tenant_memory_writes_per_second: float = _SHARES.memory_writes_per_second
+    tenant_memory_writes_burst: int = _SHARES.memory_writes_burst
+    max_context_tokens: int = 1_000_000
+    metrics_tenant_labels: bool = False
+    max_watchers: int = 500
     max_watchers_per_episode: int = 100
     watch_buffer_events: int = 1024
     watch_buffer_bytes: int = 4 * 1024 * 1024
@@ -411,6 +548,10 @@ class Settings:
     inspector_address: str = ""
     inspector_trace_url: str = ""
     metrics_address: str = ""
+    http_header_timeout_seconds: float = 10.0
+    http_body_timeout_seconds: float = 30.0
+    http_keepalive_seconds: float = 5.0
+    http_max_connections: int = 256
     # The OTEL_* variables as read at start-up, for the tracing setup (docs/observability.md).
     # Not an Episodic setting, so no Option: empty unless loaded from an environment.
     otel_environ: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
@@ -421,6 +562,22 @@ class Settings:
             max_content_bytes=self.max_content_bytes,
             max_batch_messages=self.max_batch_messages,
             max_json_bytes=self.max_json_bytes,
+            max_context_tokens=self.max_context_tokens,
+        )
+
+    @property
+    def share_limits(self) -> ShareLimits:
+        return ShareLimits(
+            rate_per_second=self.tenant_rate_per_second,
+            rate_burst=self.tenant_rate_burst,
+            rpcs=self.tenant_max_rpcs,
+            active=self.tenant_max_active,
+            streams=self.tenant_max_streams,
+            unsent_bytes=self.tenant_max_unsent_bytes,
+            watchers=self.tenant_max_watchers,
+            memory_writes_per_second=self.tenant_memory_writes_per_second,
+            memory_writes_burst=self.tenant_memory_writes_burst,
+            server_rpcs=self.max_concurrent_rpcs,
         )
 
     @property
@@ -428,6 +585,7 @@ class Settings:
         return WatchLimits(
             per_episode=self.max_watchers_per_episode,
             per_process=self.max_watchers,
+            per_tenant=self.tenant_max_watchers,
             buffer_events=self.watch_buffer_events,
             buffer_bytes=self.watch_buffer_bytes,
             replay=self.limits.max_page_size,
@@ -583,6 +741,15 @@ def _check(settings: Settings) -> None:
         "db_writers",
         "max_concurrent_streams",
         "max_concurrent_rpcs",
+        "max_connections",
+        "tenant_rate_burst",
+        "tenant_max_rpcs",
+        "tenant_max_active",
+        "tenant_max_streams",
+        "tenant_max_unsent_bytes",
+        "tenant_max_watchers",
+        "tenant_memory_writes_burst",
+        "max_context_tokens",
         "index_cache_bytes",
         "digest_workers",
         "max_watchers",
@@ -590,10 +757,19 @@ def _check(settings: Settings) -> None:
         "watch_buffer_events",
         "watch_buffer_bytes",
         "max_drafts_per_episode",
+        "http_max_connections",
     ):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name}: must be at least 1")
-    for name in ("feed_poll_seconds", "feed_retention_seconds"):
+    for name in (
+        "db_statement_timeout_seconds",
+        "db_connect_timeout_seconds",
+        "feed_poll_seconds",
+        "feed_retention_seconds",
+        "http_header_timeout_seconds",
+        "http_body_timeout_seconds",
+        "http_keepalive_seconds",
+    ):
         if not getattr(settings, name) >= 0.01:
             raise ConfigError(f"{name}: must be at least 0.01")
     if settings.log_level.upper() not in _LOG_LEVELS:
@@ -629,6 +805,12 @@ def _check_connection_age(settings: Settings) -> None:
         raise ConfigError("max_connection_age_seconds: must be more than 0")
     if not settings.max_connection_age_grace_seconds >= 0.001:
         raise ConfigError("max_connection_age_grace_seconds: must be more than 0")
+    for name in ("max_connection_idle_seconds", "max_connection_handshake_seconds"):
+        if not getattr(settings, name) >= 0.001:
+            raise ConfigError(f"{name}: must be more than 0")
+    for name in ("tenant_rate_per_second", "tenant_memory_writes_per_second"):
+        if not getattr(settings, name) > 0:  # also refuses NaN
+            raise ConfigError(f"{name}: must be more than 0")
 
 
 def _check_tls(settings: Settings) -> None:

@@ -279,6 +279,10 @@ async def test_two_thousand_watchers_of_one_episode_all_get_the_reply(postgres_u
     """On PostgreSQL only: the fan-out is the same on both, and this test is the slowest."""
     crowd = 2000
     caps = {"max_concurrent_rpcs": crowd + 500, "max_watchers": crowd, "max_watchers_per_episode": crowd}
+    # one tenant watches them all: its shares are raised past the server's own watcher cap
+    shares = {"tenant_max_watchers": crowd + 1, "tenant_max_streams": crowd + 1}
+    shares |= {"tenant_max_rpcs": crowd + 100}
+    caps |= shares | {"tenant_rate_burst": 4 * crowd}
     async with served(postgres_url, **caps) as s:
         clients = [await s.client(options=OWN_CONNECTION) for _ in range(8)]
         episode_id = await clients[0].open_episode()

@@ -11,9 +11,13 @@ from pydantic import ValidationError
 
 from episodic import errors
 from episodic.api.status import STATUS_BY_ERROR
-from episodic.mcp.arguments import RememberArguments, SearchEpisodesArguments
+from episodic.domain.model import Caller
+from episodic.domain.shares import ShareLimits
+from episodic.mcp.arguments import Arguments, RememberArguments, SearchEpisodesArguments
 from episodic.mcp.errors import invalid_arguments, tool_error
-from episodic.mcp.tools import TOOLS
+from episodic.mcp.server import run_tool
+from episodic.mcp.tools import READS, TOOLS, Reply, ToolSpec
+from episodic.state.shares import TenantShares
 
 
 def _error(result: Any) -> dict[str, Any]:
@@ -88,3 +92,25 @@ def test_every_tool_lists_an_object_schema_with_described_arguments() -> None:
         assert schema["type"] == "object" and schema["properties"], tool.name
         undescribed = [name for name, p in schema["properties"].items() if "description" not in p]
         assert not undescribed, (tool.name, undescribed)
+
+
+async def test_a_tool_call_over_its_tenants_share_is_a_retryable_tool_error() -> None:
+    ran: list[str] = []
+
+    async def run(_services: Any, caller: Caller, _arguments: Any) -> Reply:
+        ran.append(caller.tenant_id)
+        return Reply({"ok": True})
+
+    spec = ToolSpec("noop", "Noop", "Does nothing.", NoArguments, run, READS)
+    shares = TenantShares(ShareLimits(rate_per_second=0.01, rate_burst=1))
+    services: Any = None  # the tool above uses none
+    assert not (await run_tool(spec, services, Caller("a"), {}, shares)).is_error
+    found = _error(await run_tool(spec, services, Caller("a"), {}, shares))
+    assert found["code"] == "RESOURCE_EXHAUSTED" and found["reason"] == "OVER_SHARE"
+    assert found["retry_after_seconds"] > 1
+    assert not (await run_tool(spec, services, Caller("b"), {}, shares)).is_error  # b's share is b's
+    assert ran == ["a", "b"]
+
+
+class NoArguments(Arguments):
+    pass

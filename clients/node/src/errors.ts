@@ -8,7 +8,7 @@
  *     ├── FailedPreconditionError   e.g. appending to a closed episode
  *     ├── UnauthenticatedError      missing or unknown API key
  *     ├── PermissionDeniedError     the key may not use that agent
- *     ├── ResourceExhaustedError    retryDelayMs says when to try again
+ *     ├── ResourceExhaustedError    retryDelayMs says when to try again; quotaId which share
  *     ├── AbortedError
  *     ├── DeadlineExceededError
  *     ├── UnavailableError          server down, unreachable or shutting down
@@ -17,11 +17,18 @@
  *
  * The server sends a google.rpc.Status in the `grpc-status-details-bin` trailer: its
  * ErrorInfo gives `reason` (machine-readable, e.g. "EPISODE_NOT_FOUND") and `domain`,
- * BadRequest the field violations, RetryInfo the delay, ResourceInfo the missing resource.
+ * BadRequest the field violations, RetryInfo the delay, ResourceInfo the missing resource,
+ * QuotaFailure the tenant's share that was spent (e.g. "requests_per_second").
  */
 import { type Metadata, type ServiceError, status as GrpcStatus } from "@grpc/grpc-js";
 
-import { BadRequest, ErrorInfo, ResourceInfo, RetryInfo } from "./gen/google/rpc/error_details.js";
+import {
+  BadRequest,
+  ErrorInfo,
+  QuotaFailure,
+  ResourceInfo,
+  RetryInfo,
+} from "./gen/google/rpc/error_details.js";
 import { Status } from "./gen/google/rpc/status.js";
 
 export const STATUS_DETAILS_KEY = "grpc-status-details-bin";
@@ -38,6 +45,7 @@ export interface ErrorDetails {
   domain?: string;
   fieldViolations?: FieldViolation[];
   retryDelayMs?: number;
+  quotaId?: string;
   resourceType?: string;
   resourceName?: string;
   metadata?: Metadata;
@@ -58,6 +66,8 @@ export class EpisodicError extends Error {
   readonly fieldViolations: FieldViolation[];
   /** google.rpc.RetryInfo: wait at least this long before retrying; undefined when absent. */
   readonly retryDelayMs: number | undefined;
+  /** google.rpc.QuotaFailure: the share a RESOURCE_EXHAUSTED refusal names, or "". */
+  readonly quotaId: string;
   readonly resourceType: string;
   readonly resourceName: string;
   /** The call's trailers, when the error came from the server (kept out of logs of the error). */
@@ -74,6 +84,7 @@ export class EpisodicError extends Error {
     this.domain = extra.domain ?? "";
     this.fieldViolations = extra.fieldViolations ?? [];
     this.retryDelayMs = extra.retryDelayMs;
+    this.quotaId = extra.quotaId ?? "";
     this.resourceType = extra.resourceType ?? "";
     this.resourceName = extra.resourceName ?? "";
     Object.defineProperty(this, "metadata", { value: extra.metadata, enumerable: false });
@@ -167,6 +178,10 @@ function detailsOf(status: Status): ErrorDetails {
         if (delay !== undefined) {
           found.retryDelayMs = delay.seconds * 1000 + Math.floor(delay.nanos / 1e6);
         }
+        break;
+      }
+      case "google.rpc.QuotaFailure": {
+        found.quotaId = QuotaFailure.decode(any.value).violations[0]?.quotaId ?? "";
         break;
       }
       case "google.rpc.ResourceInfo": {

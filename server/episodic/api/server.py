@@ -21,6 +21,7 @@ from episodic.api.diagnostics import DiagnosticsServicer
 from episodic.api.episodes import EpisodeServicer
 from episodic.api.interceptors import AuthInterceptor, ErrorInterceptor
 from episodic.api.memories import MemoryServicer
+from episodic.api.shares import Refused, ShareInterceptor
 from episodic.config import ConfigError, Settings, TlsMaterial
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
@@ -35,6 +36,7 @@ from episodic.service.memory_tools import MemoryTools
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
 from episodic.service.watch import WatchService
+from episodic.state.shares import TenantShares
 from episodic.v1 import (
     agent_service_pb2,
     agent_service_pb2_grpc,
@@ -128,6 +130,15 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
         ("grpc.max_connection_age_ms", _milliseconds(settings.max_connection_age_seconds)),
         ("grpc.max_connection_age_grace_ms", _milliseconds(settings.max_connection_age_grace_seconds)),
+        # Against strangers: idle connections are closed, connections past the cap are closed
+        # at accept (file descriptors stay bounded), and a client pinging more often than
+        # min_ping_interval is sent GOAWAY after max_ping_strikes.
+        ("grpc.max_connection_idle_ms", _milliseconds(settings.max_connection_idle_seconds)),
+        ("grpc.max_allowed_incoming_connections", settings.max_connections),
+        ("grpc.http2.max_ping_strikes", 2),
+        # a socket that never completes the HTTP/2 handshake is closed (gRPC's default: 120 s)
+        ("grpc.server_handshake_timeout_ms", _milliseconds(settings.max_connection_handshake_seconds)),
+        ("grpc.http2.settings_timeout", _milliseconds(settings.max_connection_handshake_seconds)),
         # gRPC sets SO_REUSEPORT by default, so a second server on a busy port would start
         # and take half the calls: the bind must fail instead.
         ("grpc.so_reuseport", 0),
@@ -146,15 +157,24 @@ async def build_server(
     outer: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
     tls: TlsMaterial | None = None,
     database_health: HealthSource | None = None,
+    shares: TenantShares | None = None,
+    refused: Refused | None = None,
 ) -> GrpcServer:
     """Binds the port (TLS when `tls` is given) and registers everything; health starts
     NOT_SERVING. The caller's `outer` interceptors (tracing) come first, outermost first, so
-    calls the error edge or authentication reject still pass through them."""
+    calls the error edge or authentication reject still pass through them. Each tenant's
+    calls are held to its `shares` (gRPC's own maximum_concurrent_rpcs is not used: it
+    would refuse health checks too, and let one tenant take every slot)."""
     dev_tenant = settings.dev_tenant if settings.insecure_dev else None
+    shares = TenantShares(settings.share_limits) if shares is None else shares
     server = grpc.aio.server(
-        interceptors=[*outer, ErrorInterceptor(access_log), AuthInterceptor(keys, dev_tenant)],
+        interceptors=[
+            *outer,
+            ErrorInterceptor(access_log),
+            AuthInterceptor(keys, dev_tenant),
+            ShareInterceptor(shares, refused),
+        ],
         options=server_options(settings),
-        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
     )
     episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(
         EpisodeServicer(

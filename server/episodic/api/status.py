@@ -8,6 +8,7 @@ from google.protobuf import duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from episodic import errors
+from episodic.domain.shares import OverShare
 
 DOMAIN = "episodic.v1"
 
@@ -43,11 +44,13 @@ def rich_status(error: errors.EpisodicError) -> tuple[grpc.StatusCode, status_pb
     status.details.add().Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN))
     if isinstance(error, errors.InvalidArgument):
         status.details.add().Pack(_bad_request(error))
+    if isinstance(error, OverShare):
+        status.details.add().Pack(_quota_failure(error))
     delay = retry_delay_for(error)
     if delay is not None:
-        status.details.add().Pack(
-            error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=delay))
-        )
+        retry = duration_pb2.Duration()
+        retry.FromMilliseconds(max(1, round(delay * 1000)))
+        status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=retry))
     if isinstance(error, errors.NotFound):
         status.details.add().Pack(
             error_details_pb2.ResourceInfo(resource_type=error.kind, resource_name=error.resource_id)
@@ -55,7 +58,9 @@ def rich_status(error: errors.EpisodicError) -> tuple[grpc.StatusCode, status_pb
     return code, status
 
 
-def retry_delay_for(error: errors.EpisodicError) -> int | None:
+def retry_delay_for(error: errors.EpisodicError) -> float | None:
+    if isinstance(error, OverShare):
+        return error.retry_after  # when the share allows it again
     for cls in type(error).__mro__:
         if cls in RETRY_DELAY_SECONDS:
             return RETRY_DELAY_SECONDS[cls]
@@ -66,6 +71,14 @@ def internal_status() -> tuple[grpc.StatusCode, status_pb2.Status]:
     status = status_pb2.Status(code=code_pb2.INTERNAL, message="internal error; see server logs")
     status.details.add().Pack(error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN))
     return grpc.StatusCode.INTERNAL, status
+
+
+def _quota_failure(error: OverShare) -> error_details_pb2.QuotaFailure:
+    """Subject "tenant": the share is the calling tenant's own (its id is the caller's)."""
+    violation = error_details_pb2.QuotaFailure.Violation(
+        subject="tenant", description=error.message, quota_id=error.share.value, quota_value=int(error.limit)
+    )
+    return error_details_pb2.QuotaFailure(violations=[violation])
 
 
 def _bad_request(error: errors.InvalidArgument) -> error_details_pb2.BadRequest:

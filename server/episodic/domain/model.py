@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,17 @@ class MemoryConfig:
     @property
     def ceiling_tokens(self) -> int:
         return self.context_window_tokens * self.context_ceiling_percent // 100
+
+    def within(self, max_tokens: int) -> MemoryConfig:
+        """This configuration with a context of at most `max_tokens` (the server's limit,
+        which no agent's configuration lifts: it bounds what one response can hold)."""
+        if self.ceiling_tokens <= max_tokens:
+            return self
+        return dataclasses.replace(
+            self,
+            context_window_tokens=max_tokens * 100 // self.context_ceiling_percent,
+            max_working_memory_tokens=min(self.max_working_memory_tokens, max_tokens),
+        )
 
 
 @dataclass(frozen=True, slots=True)

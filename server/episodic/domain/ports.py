@@ -3,7 +3,7 @@ fakes for tests live in tests/fakes.py."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -46,6 +46,12 @@ class EpisodeCursor:
 
     started_at: datetime
     episode_id: str
+
+
+class WriteQuota(Protocol):
+    """A tenant's share of costly writes (state/shares.py); raises OverShare when spent."""
+
+    def write_memories(self, tenant_id: str, count: int) -> None: ...
 
 
 class Embedder(Protocol):
@@ -361,11 +367,12 @@ class DigestWaiter(Protocol):
 
 
 class Eraser(Protocol):
-    """Deletes every row of one user (in one agent, or all), audited; then scrubs free space."""
+    """Deletes every row of one user (in one agent, or all), audited; then scrubs the free
+    space of what was deleted (`counts`, per receipt kind: all zero needs no scrub)."""
 
     async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased: ...
 
-    async def scrub(self) -> bool: ...
+    async def scrub(self, counts: Mapping[str, int]) -> bool: ...
 
 
 class RetentionStore(Protocol):

@@ -14,12 +14,13 @@ from episodic.errors import FailedPrecondition, InvalidArgument
 
 @dataclass(frozen=True, slots=True)
 class WatchLimits:
-    """Watchers per episode and per process; what one watcher may have waiting to be sent
+    """Watchers per episode, per tenant and per process; what one watcher may have waiting to be sent
     (events, and about that many bytes of text) before it is cut; messages one watch may
     replay."""
 
     per_episode: int = 100
-    per_process: int = 250
+    per_process: int = 500
+    per_tenant: int = 64
     buffer_events: int = 1024
     buffer_bytes: int = 4 * 1024 * 1024
     replay: int = 1000

@@ -4,6 +4,8 @@ violations the gRPC API sends."""
 
 from __future__ import annotations
 
+import math
+
 import grpc
 from starlette.responses import JSONResponse
 
@@ -38,7 +40,7 @@ def error_response(error: errors.EpisodicError) -> JSONResponse:
     headers = dict(NO_STORE)
     delay = retry_delay_for(error)
     if delay is not None:
-        headers["Retry-After"] = str(delay)
+        headers["Retry-After"] = str(math.ceil(delay))  # HTTP wants whole seconds
     body = _body(code.name, error.reason, error.message, violations)
     return JSONResponse(body, status_code=HTTP_STATUS.get(code, 500), headers=headers)
 

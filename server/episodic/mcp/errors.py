@@ -67,8 +67,8 @@ def tool_error(error: Exception, renames: Mapping[str, str] = NO_RENAMES) -> Cal
         message = "invalid arguments: " + "; ".join(f"{v.field}: {v.description}" for v in violations)
     delay = retry_delay_for(error)
     if delay is not None:
-        body["retry_after_seconds"] = delay
-        message += f" (retry in {delay} s)"
+        body["retry_after_seconds"] = round(delay, 3)
+        message += f" (retry in {delay:.3g} s)"
     return _result(code, error.reason, message, body)
 
 

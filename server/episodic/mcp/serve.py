@@ -19,6 +19,8 @@ from episodic import http_serving
 from episodic.bootstrap import App, load_keys, open_app
 from episodic.config import Settings, split_address
 from episodic.domain.model import Caller
+from episodic.fd_limit import quiet_accept_failures, raise_open_files_limit
+from episodic.http_guard import HttpLimits
 from episodic.mcp.auth import BearerAuth, dev_caller, request_caller, stdio_caller
 from episodic.mcp.server import build_server
 from episodic.mcp.stdin import stdin_lines
@@ -33,6 +35,8 @@ HTTP_STOP_SECONDS = 10.0  # requests in flight at shutdown get this long
 async def serve_mcp(settings: Settings) -> None:
     """Configuration errors (a bad address, a missing or unknown key) stop the start before
     the database is opened."""
+    raise_open_files_limit()
+    quiet_accept_failures()
     address = split_address("mcp_address", settings.mcp_address) if settings.mcp_address else None
     keys = load_keys(settings)
     caller = stdio_caller(settings, keys) if address is None else None
@@ -50,7 +54,7 @@ async def serve_mcp(settings: Settings) -> None:
 
 async def _serve_stdio(settings: Settings, caller: Caller, stop: asyncio.Event) -> None:
     async with open_app(settings) as app:
-        server = build_server(app.services, lambda _ctx: caller)
+        server = build_server(app.services, lambda _ctx: caller, app.state.shares)
         log.info("serving MCP on stdio", extra={"insecure_dev": settings.insecure_dev})
         await _until_stopped(_stdio(server), stop)
 
@@ -95,12 +99,17 @@ async def serve_http(app: App, sock: socket.socket) -> AsyncIterator[int]:
     """Streamable HTTP at /mcp on `sock`, stateless (each request stands alone, with its own
     key: any replica can serve it) and answering in JSON; yields the port."""
     host = sock.getsockname()[0]
-    mcp = build_server(app.services, lambda ctx: request_caller(ctx.request))
+    mcp = build_server(app.services, lambda ctx: request_caller(ctx.request), app.state.shares)
     asgi = mcp.streamable_http_app(
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host
     )
     authenticated = BearerAuth(asgi, app.keys, dev_caller(app.settings))
     async with http_serving.serving_asgi(
-        authenticated, sock, setting="mcp_address", stop_seconds=HTTP_STOP_SECONDS, lifespan="on"
+        authenticated,
+        sock,
+        setting="mcp_address",
+        stop_seconds=HTTP_STOP_SECONDS,
+        limits=HttpLimits.of(app.settings),
+        lifespan="on",
     ) as port:
         yield port

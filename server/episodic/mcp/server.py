@@ -5,9 +5,11 @@ errors (see `episodic.mcp.errors`); only an unknown tool name is a protocol erro
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
 from mcp.server import Server, ServerRequestContext
@@ -28,6 +30,7 @@ from episodic.domain.model import Caller
 from episodic.errors import Unauthenticated
 from episodic.mcp.errors import as_text, invalid_arguments, tool_error
 from episodic.mcp.tools import TOOLS, TOOLS_BY_NAME, ToolSpec
+from episodic.state.shares import TenantShares
 
 log = logging.getLogger("episodic.mcp")
 
@@ -42,8 +45,9 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(services: Services, caller_of: CallerOf) -> Server[Any]:
-    """`caller_of` names who is calling from the request's context (None: nobody)."""
+def build_server(services: Services, caller_of: CallerOf, shares: TenantShares | None = None) -> Server[Any]:
+    """`caller_of` names who is calling from the request's context (None: nobody); each
+    call is held to its tenant's `shares`, as over gRPC."""
     listing = [tool.listing() for tool in TOOLS]
 
     async def list_tools(ctx: Context, params: PaginatedRequestParams | None) -> ListToolsResult:
@@ -53,7 +57,7 @@ def build_server(services: Services, caller_of: CallerOf) -> Server[Any]:
         spec = TOOLS_BY_NAME.get(params.name)
         if spec is None:
             raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {params.name!r}; see tools/list")
-        return await run_tool(spec, services, caller_of(ctx), params.arguments or {})
+        return await run_tool(spec, services, caller_of(ctx), params.arguments or {}, shares)
 
     return Server(
         "episodic",
@@ -66,10 +70,14 @@ def build_server(services: Services, caller_of: CallerOf) -> Server[Any]:
 
 
 async def run_tool(
-    spec: ToolSpec[Any], services: Services, caller: Caller | None, arguments: dict[str, Any]
+    spec: ToolSpec[Any],
+    services: Services,
+    caller: Caller | None,
+    arguments: dict[str, Any],
+    shares: TenantShares | None = None,
 ) -> CallToolResult:
     started = time.perf_counter()
-    result = await _outcome(spec, services, caller, arguments)
+    result = await _outcome(spec, services, caller, arguments, shares)
     code = "OK" if not result.is_error else str(result.structured_content["error"]["code"])
     log.info(
         "mcp tool call",
@@ -83,7 +91,11 @@ async def run_tool(
 
 
 async def _outcome(
-    spec: ToolSpec[Any], services: Services, caller: Caller | None, arguments: dict[str, Any]
+    spec: ToolSpec[Any],
+    services: Services,
+    caller: Caller | None,
+    arguments: dict[str, Any],
+    shares: TenantShares | None,
 ) -> CallToolResult:
     try:
         parsed = spec.arguments.model_validate(arguments)
@@ -92,8 +104,25 @@ async def _outcome(
     try:
         if caller is None:  # the transport refuses such calls first; never served as anyone
             raise Unauthenticated("missing or unknown API key", reason="API_KEY_INVALID")
-        reply = await spec.run(services, caller, parsed)
+        async with _within_share(shares, caller.tenant_id):
+            reply = await spec.run(services, caller, parsed)
     except Exception as exc:
         return tool_error(exc, spec.renames)
     text = reply.text if reply.text is not None else as_text(reply.data)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=reply.data)
+
+
+@asynccontextmanager
+async def _within_share(shares: TenantShares | None, tenant_id: str) -> AsyncIterator[None]:
+    """Admitted (OverShare past the tenant's share), after its rate's wait, on a turn."""
+    if shares is None:
+        yield
+        return
+    admission = shares.admit(tenant_id, stream=False)
+    try:
+        if admission.delay:
+            await asyncio.sleep(admission.delay)
+        async with shares.turn(tenant_id):
+            yield
+    finally:
+        admission.release()

@@ -187,7 +187,7 @@ class ContextService:
             working_set = await self._working_set(key, allowance)
             require_visible(caller, working_set.episode.agent_id, "episode", r.episode_id)
             r = self._without_pii(caller, working_set, r)
-            config = _effective_memory(working_set, r.memory)
+            config = _effective_memory(working_set, r.memory).within(self.limits.max_context_tokens)
             model = self._model(working_set, r.model)
             self._check_ceiling(r, working_set, config)
             user_seq = await self._append_user_message(caller, r)

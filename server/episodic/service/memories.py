@@ -15,8 +15,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from episodic.domain.access import require_agent, require_visible
+from episodic.domain.access import may_use, require_agent, require_visible
 from episodic.domain.changes import MemoriesRemoved, MemoryVectors
+from episodic.domain.episode_ids import agent_scoped_id
 from episodic.domain.memories import (
     ExtractedMemory,
     Memory,
@@ -51,8 +52,10 @@ from episodic.domain.ports import (
     MemoryStore,
     MemoryWrite,
     ScopeIndex,
+    WriteQuota,
 )
 from episodic.domain.recall import Digest, Hit, Scope, Vector
+from episodic.domain.shares import Unmetered
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
 from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from episodic.service.privacy import PiiGuard, redact_text
@@ -106,13 +109,15 @@ class MemoryService:
     new_id: IdFactory
     pool: Executor | None = None  # where extraction runs (the summary pool); None: asyncio's default
     locks: KeyedLocks = field(default_factory=KeyedLocks)
+    quota: WriteQuota = field(default_factory=Unmetered)  # each written memory is embedded: metered
 
     # --- create ------------------------------------------------------------------------
 
     async def create(self, caller: Caller, r: CreateRequest) -> list[Created]:
         placement = check_create(r, self.clock())
+        self.quota.write_memories(caller.tenant_id, len(r.drafts))
         holder = await self._holder(caller, r, placement)
-        drafts = await self._redacted(holder, r.drafts)
+        drafts = await self._redacted(holder, await self._named_ids(caller, holder, r.drafts))
         async with self.locks.hold((holder.tenant_id, holder.agent_id, holder.user_id)):
             known = await self._known_ids(holder, drafts)
             fresh = [(i, d) for i, d in enumerate(drafts) if i not in known]
@@ -151,6 +156,24 @@ class MemoryService:
                 reason="EPISODE_CLOSED",
             )
         return Holder(caller.tenant_id, episode.agent_id, episode.user_id, episode.episode_id, placement)
+
+    async def _named_ids(
+        self, caller: Caller, holder: Holder, drafts: Sequence[MemoryDraft]
+    ) -> Sequence[MemoryDraft]:
+        """For a restricted key, a memory id it names is kept only when one of its agents
+        holds it; any other (unused, or another agent's) is a name in the agent's own id
+        space, as in OpenEpisode, so both get the same answer (docs/api.md)."""
+        ids = [d.memory_id for d in drafts if d.memory_id]
+        if caller.agents is None or not ids:
+            return drafts
+        stored = await self.store.get_many(holder.tenant_id, ids)
+        own = {i for i, m in stored.items() if may_use(caller, m.agent_id)}
+        return [
+            d
+            if not d.memory_id or d.memory_id in own
+            else dataclasses.replace(d, memory_id=agent_scoped_id(holder.agent_id, d.memory_id, "mem_"))
+            for d in drafts
+        ]
 
     async def _redacted(self, holder: Holder, drafts: Sequence[MemoryDraft]) -> Sequence[MemoryDraft]:
         """Personal data out before anything is stored or embedded (the agent's PII policy)."""
@@ -385,6 +408,7 @@ class MemoryService:
             updated = apply_mask(current, draft, mask, self.clock())
             vector: Vector | None = None
             if updated.text != current.text:
+                self.quota.write_memories(caller.tenant_id, 1)
                 (vector,) = await self._embed([updated.text])
             plan = _Plan(replace={updated.memory_id: (updated, vector)})
             await self._commit(plan, caller.tenant_id)

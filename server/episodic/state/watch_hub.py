@@ -11,11 +11,12 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 
 from episodic.domain.changes import Change, stale_keys
 from episodic.domain.ports import DraftStore, Signals
+from episodic.domain.shares import OverShare, Share
 from episodic.domain.watch import (
     Heartbeat,
     LiveState,
@@ -26,6 +27,7 @@ from episodic.domain.watch import (
     event_weight,
 )
 from episodic.errors import EpisodicError, NotFound, ResourceExhausted, Unavailable
+from episodic.state.shares import HELD_RETRY_SECONDS
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (tenant_id, episode_id)
@@ -194,6 +196,7 @@ class WatchHub:
         self._signals = signals
         self._readers: dict[Key, _Reader] = {}
         self._reader_of: dict[Watcher, _Reader] = {}
+        self._per_tenant: Counter[str] = Counter()  # watchers, by tenant (its share)
         self._origin = uuid.uuid4().hex[:12]  # this process's own signals come back: skip them
         self._outgoing: dict[Key, None] = {}
         self._closed = False
@@ -214,11 +217,14 @@ class WatchHub:
         watcher = Watcher(after_seq, reader.state.last_seq, self.limits)
         reader.watchers.add(watcher)
         self._reader_of[watcher] = reader
+        self._per_tenant[key[0]] += 1
         return watcher, reader.state.last_seq, reader.state.snapshot()
 
     def _check_room(self, key: Key) -> None:
         if self._closed:
             raise Unavailable("the server is shutting down: watch again (another replica)")
+        if self._per_tenant[key[0]] >= self.limits.per_tenant:
+            raise OverShare(Share.WATCHERS, self.limits.per_tenant, HELD_RETRY_SECONDS)
         if len(self._reader_of) >= self.limits.per_process:
             raise ResourceExhausted(
                 f"this server already has {self.limits.per_process} watchers (its limit)",
@@ -233,7 +239,7 @@ class WatchHub:
 
     def leave(self, watcher: Watcher) -> None:
         """Idempotent; the reader stops with its last watcher."""
-        reader = self._reader_of.pop(watcher, None)
+        reader = self._dropped(watcher)
         if reader is None:
             return
         reader.watchers.discard(watcher)
@@ -245,12 +251,21 @@ class WatchHub:
         """Ends every watcher of `reader`: with `error`, or cleanly (the episode closed)."""
         self._forget(reader)
         for watcher in list(reader.watchers):
-            self._reader_of.pop(watcher, None)
+            self._dropped(watcher)
             if error is None:
                 watcher.finish()
             else:
                 watcher.fail(error)
         reader.watchers.clear()
+
+    def _dropped(self, watcher: Watcher) -> _Reader | None:
+        reader = self._reader_of.pop(watcher, None)
+        if reader is not None:
+            tenant_id = reader.key[0]
+            self._per_tenant[tenant_id] -= 1
+            if not self._per_tenant[tenant_id]:
+                del self._per_tenant[tenant_id]
+        return reader
 
     def _forget(self, reader: _Reader) -> None:
         if self._readers.get(reader.key) is reader:

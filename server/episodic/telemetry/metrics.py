@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, NoOpMeterProvider, Observation
@@ -32,6 +32,7 @@ from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from episodic.domain.shares import Share
 from episodic.telemetry.setup import resource_attributes
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,11 @@ class Metrics:
             unit="{digest}",
             description="Digest attempts that failed (retried with back-off), by error type.",
         )
+        self._refusals = meter.create_counter(
+            "episodic.share.refusals",
+            unit="{rpc}",
+            description="Calls refused for being over their tenant's share, by share (tenant if opted in).",
+        )
         self._batch = meter.create_histogram(
             "episodic.db.writer.batch.size",
             unit="{operation}",
@@ -145,6 +151,13 @@ class Metrics:
 
     def digest_failed(self, error_type: str) -> None:
         self._digest_failures.add(1, {"error.type": error_type})
+
+    def share_refused(self, share: Share, tenant_id: str | None = None) -> None:
+        """`tenant_id` only when the operator opted in (metrics_tenant_labels)."""
+        attributes = {"episodic.share": share.value}
+        if tenant_id is not None:
+            attributes["episodic.tenant"] = tenant_id
+        self._refusals.add(1, attributes)
 
     def writer_batch(self, size: int) -> None:
         self._batch.record(size)
@@ -319,12 +332,23 @@ def build_metrics(address: str, otel_environ: Mapping[str, str]) -> Metrics:
     registry = CollectorRegistry(auto_describe=False)
     # Scope labels would put otel_scope_name="episodic" on every series for nothing.
     reader = PrometheusMetricReader(scope_info_enabled=False, registry=registry)
-    provider = SdkMeterProvider(
+    provider = _OwnMeterProvider(
         metric_readers=[reader],
         resource=Resource.create(resource_attributes(otel_environ)),
         shutdown_on_exit=False,
     )
     return Metrics(provider, registry, release=provider.shutdown)
+
+
+class _OwnMeterProvider(SdkMeterProvider):
+    """The SDK's provider, deaf to OTEL_SDK_DISABLED: here that variable switches tracing
+    off, while metrics are on exactly when --metrics-address is set. The SDK reads it from
+    the process environment and would hand out no-op meters, leaving /metrics answering 200
+    with an empty body: monitoring dark without a word."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._disabled = False  # the SDK's own flag, read by get_meter
 
 
 def disabled_metrics() -> Metrics:

@@ -14,6 +14,7 @@ from episodic_client.errors import (
     InvalidArgumentError,
     NotFoundError,
     PermissionDeniedError,
+    ResourceExhaustedError,
     UnauthenticatedError,
     UnavailableError,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "UnauthenticatedError",
+    "ResourceExhaustedError",
     "UnavailableError",
     "memory_input",
     "message_input",

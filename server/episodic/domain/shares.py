@@ -1,0 +1,102 @@
+"""Each tenant's share of one server: how many calls it may start per second, hold in
+flight, run at once, keep streaming, leave unsent, and how many memories it may write per
+second. A tenant over its share is refused (`OverShare`) without touching anyone else's.
+Pure: the accounting that holds the counters is state/shares.py."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from episodic.errors import ResourceExhausted
+
+
+class Share(Enum):
+    """Each share, as the QuotaFailure subject and the refusal metric's label name it."""
+
+    RATE = "requests_per_second"
+    RPCS = "rpcs_in_flight"
+    STREAMS = "open_streams"
+    UNSENT = "unsent_response_bytes"
+    WATCHERS = "watchers"
+    MEMORY_WRITES = "memory_writes_per_second"
+    SERVER_RPCS = "server_rpcs_in_flight"
+
+
+@dataclass(frozen=True, slots=True)
+class ShareLimits:
+    """Per tenant, the same for every tenant; `server_rpcs` is the whole server's cap, a
+    safety net sized above any one tenant's share."""
+
+    rate_per_second: float = 200.0
+    rate_burst: int = 400
+    rpcs: int = 64  # in flight: running, waiting for a turn, or streaming
+    active: int = 4  # running at once; the tenant's others wait in line (no CPU held)
+    streams: int = 32  # server streams open (BuildContext, WatchEpisode)
+    unsent_bytes: int = 32 * 1024 * 1024
+    watchers: int = 64
+    memory_writes_per_second: float = 50.0
+    memory_writes_burst: int = 500
+    server_rpcs: int = 1000
+
+
+class OverShare(ResourceExhausted):
+    """A tenant asked for more than its share; `retry_after` is when trying again can
+    succeed (seconds), `share` which share was spent."""
+
+    reason = "OVER_SHARE"
+
+    def __init__(self, share: Share, limit: float, retry_after: float) -> None:
+        super().__init__(f"over this tenant's share of {share.value} ({_number(limit)}); retry later")
+        self.share = share
+        self.limit = limit
+        self.retry_after = retry_after
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """`rate` tokens a second up to `burst`. `reserve` spends tokens now, or ahead of time
+    (the bucket goes into debt) when the caller will wait for them. A reservation larger
+    than the burst is granted from a full bucket, so a big batch is slowed, never refused
+    forever."""
+
+    rate: float
+    burst: float
+    tokens: float
+    updated: float
+
+    @classmethod
+    def full(cls, rate: float, burst: float, now: float) -> TokenBucket:
+        return cls(rate, burst, burst, now)
+
+    def reserve(self, n: float, now: float, max_wait: float) -> float:
+        """How long until `n` tokens are the caller's. Reserved when that is at most
+        `max_wait` seconds; otherwise nothing is spent (the caller is refused)."""
+        self._refill(now)
+        missing = min(n, self.burst) - self.tokens
+        wait = 0.0 if missing <= 0 else (missing / self.rate if self.rate > 0 else math.inf)
+        if wait <= max_wait:
+            self.tokens -= n
+        return wait
+
+    def _refill(self, now: float) -> None:
+        elapsed = max(0.0, now - self.updated)
+        self.tokens = min(self.burst, self.tokens + elapsed * self.rate)
+        self.updated = now
+
+    def full_at(self, now: float) -> bool:
+        """Whether the bucket is full again (its tenant's entry can be forgotten)."""
+        self._refill(now)
+        return self.tokens >= self.burst
+
+
+class Unmetered:
+    """The WriteQuota of a service run outside a server (tools, tests): nothing is refused."""
+
+    def write_memories(self, tenant_id: str, count: int) -> None:
+        return None

@@ -1,0 +1,189 @@
+"""The counters behind each tenant's share of this server (domain/shares.py says what a
+share is). One object, on the event loop's thread: every RPC is admitted here, runs when
+its tenant has a turn free, and gives everything back when gRPC ends it. A tenant's
+counters never look at another tenant's, so one tenant's flood refuses only that tenant."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+from episodic.domain.shares import OverShare, Share, ShareLimits, TokenBucket
+
+# A refusal names when to retry: at least this long, so a client that honours it backs off.
+MIN_RETRY_SECONDS = 0.05
+# How long a call refused for holding too much is told to wait (nothing but time frees it).
+HELD_RETRY_SECONDS = 1.0
+# A call over its tenant's rate waits for its token when that comes within this long
+# (holding no CPU), and is refused beyond: a client that retries at once is slowed to the
+# rate instead of spinning on refusals.
+MAX_RATE_WAIT_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class _Tenant:
+    rate: TokenBucket
+    memory: TokenBucket
+    rpcs: int = 0
+    streams: int = 0
+    active: int = 0
+    unsent: int = 0
+    waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
+
+    def idle(self, now: float) -> bool:
+        held = self.rpcs or self.streams or self.active or self.unsent or self.waiting
+        return not held and self.rate.full_at(now) and self.memory.full_at(now)
+
+
+@dataclass(slots=True)
+class Admission:
+    """One admitted RPC, to run after `delay`; `release` (idempotent) gives its counts back."""
+
+    shares: TenantShares
+    tenant_id: str
+    stream: bool
+    delay: float = 0.0  # seconds to wait for the tenant's rate before running
+    unsent: int = 0
+    released: bool = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.shares.give_back(self)
+
+
+class TenantShares:
+    def __init__(self, limits: ShareLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._tenants: dict[str, _Tenant] = {}
+        self._in_flight = 0
+
+    # -- admission -------------------------------------------------------------------------
+
+    def admit(self, tenant_id: str, *, stream: bool) -> Admission:
+        """Counts a new RPC in, or raises OverShare (nothing counted)."""
+        limits, tenant = self.limits, self._tenant(tenant_id)
+        if tenant.rpcs >= limits.rpcs:
+            self._refuse(Share.RPCS, limits.rpcs, HELD_RETRY_SECONDS)
+        if stream and tenant.streams >= limits.streams:
+            self._refuse(Share.STREAMS, limits.streams, HELD_RETRY_SECONDS)
+        if self._in_flight >= limits.server_rpcs:
+            self._refuse(Share.SERVER_RPCS, limits.server_rpcs, HELD_RETRY_SECONDS)
+        wait = tenant.rate.reserve(1, self._clock(), MAX_RATE_WAIT_SECONDS)
+        if wait > MAX_RATE_WAIT_SECONDS:
+            self._refuse(Share.RATE, limits.rate_per_second, wait - MAX_RATE_WAIT_SECONDS)
+        tenant.rpcs += 1
+        tenant.streams += stream
+        self._in_flight += 1
+        return Admission(self, tenant_id, stream, delay=wait)
+
+    def give_back(self, admission: Admission) -> None:
+        tenant = self._tenants.get(admission.tenant_id)
+        if tenant is None:
+            return
+        tenant.rpcs -= 1
+        tenant.streams -= admission.stream
+        tenant.unsent -= admission.unsent
+        self._in_flight -= 1
+        self._forget_if_idle(admission.tenant_id, tenant)
+
+    # -- turns: how many of a tenant's calls run at once -------------------------------------
+
+    @asynccontextmanager
+    async def turn(self, tenant_id: str) -> AsyncIterator[None]:
+        """Runs the block when the tenant has a turn free; until then the call waits in its
+        tenant's line (first come, first served), holding no CPU. A cancelled wait leaves
+        the line."""
+        tenant = self._tenant(tenant_id)
+        if tenant.active < self.limits.active and not tenant.waiting:
+            tenant.active += 1
+        else:
+            await self._wait_for_turn(tenant)
+        try:
+            yield
+        finally:
+            self._pass_turn(tenant_id, tenant)
+
+    async def _wait_for_turn(self, tenant: _Tenant) -> None:
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        tenant.waiting.append(ready)
+        try:
+            await ready  # the turn is handed over already counted (see _pass_turn)
+        except asyncio.CancelledError:
+            if ready.done() and not ready.cancelled():
+                tenant.active -= 1  # handed a turn just as it was cancelled: give it on
+                self._hand_on(tenant)
+            else:
+                tenant.waiting.remove(ready)
+            raise
+
+    def _pass_turn(self, tenant_id: str, tenant: _Tenant) -> None:
+        tenant.active -= 1
+        self._hand_on(tenant)
+        self._forget_if_idle(tenant_id, tenant)
+
+    def _hand_on(self, tenant: _Tenant) -> None:
+        while tenant.waiting and tenant.active < self.limits.active:
+            ready = tenant.waiting.popleft()
+            if not ready.done():
+                tenant.active += 1
+                ready.set_result(None)
+
+    # -- bytes held for a client that has not read them yet ----------------------------------
+
+    def hold(self, admission: Admission, size: int) -> None:
+        """Counts `size` more bytes of the call's responses as unsent, or raises OverShare."""
+        tenant = self._tenant(admission.tenant_id)
+        if tenant.unsent + size > self.limits.unsent_bytes:
+            self._refuse(Share.UNSENT, self.limits.unsent_bytes, HELD_RETRY_SECONDS)
+        tenant.unsent += size
+        admission.unsent += size
+
+    def sent(self, admission: Admission) -> None:
+        """The call's responses so far have been taken by the transport."""
+        tenant = self._tenants.get(admission.tenant_id)
+        if tenant is not None and not admission.released:
+            tenant.unsent -= admission.unsent
+        admission.unsent = 0
+
+    # -- writes that cost more than a call ---------------------------------------------------
+
+    def write_memories(self, tenant_id: str, count: int) -> None:
+        """Spends `count` memory writes of the tenant's share, or raises OverShare."""
+        wait = self._tenant(tenant_id).memory.reserve(count, self._clock(), 0.0)
+        if wait > 0:
+            self._refuse(Share.MEMORY_WRITES, self.limits.memory_writes_per_second, wait)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _tenant(self, tenant_id: str) -> _Tenant:
+        tenant = self._tenants.get(tenant_id)
+        if tenant is None:
+            now, limits = self._clock(), self.limits
+            tenant = self._tenants[tenant_id] = _Tenant(
+                TokenBucket.full(limits.rate_per_second, limits.rate_burst, now),
+                TokenBucket.full(limits.memory_writes_per_second, limits.memory_writes_burst, now),
+            )
+        return tenant
+
+    def _forget_if_idle(self, tenant_id: str, tenant: _Tenant) -> None:
+        """Tenants are forgotten once idle with full buckets, so the map stays as small as
+        the set of tenants calling now (forgetting a full bucket changes nothing)."""
+        if tenant.idle(self._clock()):
+            self._tenants.pop(tenant_id, None)
+
+    @staticmethod
+    def _refuse(share: Share, limit: float, retry_after: float) -> NoReturn:
+        delay = MIN_RETRY_SECONDS if math.isinf(retry_after) else max(MIN_RETRY_SECONDS, retry_after)
+        raise OverShare(share, limit, delay)
+
+    def in_flight(self, tenant_id: str) -> int:
+        tenant = self._tenants.get(tenant_id)
+        return tenant.rpcs if tenant is not None else 0

@@ -1,0 +1,146 @@
+"""Each tenant's share of the server: what one tenant spends never refuses another, a
+refusal says which share and when to retry, and everything comes back when calls end."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from episodic.domain.shares import OverShare, Share, ShareLimits, TokenBucket
+from episodic.state.shares import TenantShares
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def shares_with(clock: Clock | None = None, **limits: float) -> TenantShares:
+    return TenantShares(ShareLimits(**limits), clock=clock or Clock())  # type: ignore[arg-type]
+
+
+def refused(share: Share, call: Callable[[], object]) -> OverShare:
+    with pytest.raises(OverShare) as caught:
+        call()
+    assert caught.value.share is share
+    return caught.value
+
+
+def test_a_tenant_over_its_rate_waits_for_its_token_then_is_refused_with_when_to_retry() -> None:
+    clock = Clock()
+    shares = shares_with(clock, rate_per_second=2, rate_burst=2)
+    assert [shares.admit("a", stream=False).delay for _ in range(2)] == [0, 0]
+    assert shares.admit("a", stream=False).delay == pytest.approx(0.5)  # waits, holding no CPU
+    assert shares.admit("a", stream=False).delay == pytest.approx(1.0)
+    error = refused(Share.RATE, lambda: shares.admit("a", stream=False))
+    assert error.retry_after == pytest.approx(0.5)  # a wait past a second is refused instead
+    assert shares.admit("b", stream=False).delay == 0  # b's bucket is its own
+    clock.now += 1.0  # two tokens back: the two reserved ahead are paid, the bucket is empty
+    assert shares.admit("a", stream=False).delay == pytest.approx(0.5)
+
+
+def test_rpcs_in_flight_are_capped_per_tenant_and_come_back_when_calls_end() -> None:
+    shares = shares_with(rpcs=2)
+    held = [shares.admit("a", stream=False) for _ in range(2)]
+    refused(Share.RPCS, lambda: shares.admit("a", stream=False))
+    other = shares.admit("b", stream=False)
+    held[0].release()
+    held[0].release()  # idempotent: a second release gives nothing back twice
+    shares.admit("a", stream=False)
+    refused(Share.RPCS, lambda: shares.admit("a", stream=False))
+    other.release()
+
+
+def test_streams_have_their_own_cap_within_the_rpcs() -> None:
+    shares = shares_with(streams=1)
+    shares.admit("a", stream=True)
+    refused(Share.STREAMS, lambda: shares.admit("a", stream=True))
+    shares.admit("a", stream=False).release()  # unary calls still go through
+    shares.admit("b", stream=True)
+
+
+def test_the_server_wide_cap_is_a_safety_net_over_all_tenants() -> None:
+    shares = shares_with(server_rpcs=2)
+    shares.admit("a", stream=False)
+    shares.admit("b", stream=False)
+    refused(Share.SERVER_RPCS, lambda: shares.admit("c", stream=False))
+
+
+def test_unsent_bytes_are_counted_until_sent_or_the_call_ends() -> None:
+    shares = shares_with(unsent_bytes=100)
+    first = shares.admit("a", stream=True)
+    shares.hold(first, 60)
+    second = shares.admit("a", stream=False)
+    refused(Share.UNSENT, lambda: shares.hold(second, 50))
+    other = shares.admit("b", stream=False)
+    shares.hold(other, 100)  # b's bytes are b's
+    shares.sent(first)
+    shares.hold(second, 50)
+    second.release()
+    shares.hold(first, 100)
+
+
+async def test_a_tenant_runs_at_most_its_active_share_and_the_rest_wait_in_order() -> None:
+    shares = shares_with(active=2)
+    order: list[int] = []
+    gate = asyncio.Event()
+
+    async def call(n: int) -> None:
+        async with shares.turn("a"):
+            order.append(n)
+            await gate.wait()
+
+    tasks = [asyncio.create_task(call(n)) for n in range(4)]
+    await asyncio.sleep(0.01)
+    assert order == [0, 1]
+    async with shares.turn("b"):  # another tenant's turn is not taken by a's line
+        pass
+    gate.set()
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3]
+
+
+async def test_a_cancelled_wait_leaves_the_line_without_losing_a_turn() -> None:
+    shares = shares_with(active=1)
+    release = asyncio.Event()
+
+    async def holder() -> None:
+        async with shares.turn("a"):
+            await release.wait()
+
+    first = asyncio.create_task(holder())
+    await asyncio.sleep(0)
+    waiting = asyncio.create_task(holder())
+    await asyncio.sleep(0)
+    waiting.cancel()
+    release.set()
+    await first
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    async with asyncio.timeout(1):
+        async with shares.turn("a"):  # the turn is free again
+            pass
+
+
+def test_memory_writes_have_a_rate_of_their_own_and_a_big_batch_slows_the_next() -> None:
+    clock = Clock()
+    shares = shares_with(clock, memory_writes_per_second=10, memory_writes_burst=20)
+    shares.write_memories("a", 50)  # more than the burst: allowed from a full bucket, in debt
+    error = refused(Share.MEMORY_WRITES, lambda: shares.write_memories("a", 1))
+    assert error.retry_after == pytest.approx(3.1)
+    shares.write_memories("b", 20)
+
+
+def test_a_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
+    bucket = TokenBucket.full(rate=2, burst=4, now=0)
+    assert bucket.reserve(4, now=0, max_wait=0) == 0
+    assert bucket.reserve(1, now=0, max_wait=0) == pytest.approx(0.5)  # refused: nothing spent
+    assert bucket.reserve(1, now=0.5, max_wait=0) == 0
+    assert bucket.reserve(4, now=100, max_wait=0) == 0  # never more than the burst
+    assert bucket.reserve(1, now=100, max_wait=1) == pytest.approx(0.5)  # reserved ahead
+    assert bucket.reserve(1, now=100, max_wait=1) == pytest.approx(1.0)
