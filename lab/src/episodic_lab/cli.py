@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from episodic_lab.bench.options import add_flags as add_bench_flags
 from episodic_lab.bench_context.options import add_flags as add_bench_context_flags
+from episodic_lab.bench_fairness.options import add_flags as add_bench_fairness_flags
 from episodic_lab.bench_index import add_flags as add_bench_index_flags
 from episodic_lab.bench_memories import add_flags as add_bench_memories_flags
 from episodic_lab.bench_recall.options import add_flags as add_bench_recall_flags
@@ -53,6 +54,8 @@ TOOLS = (
          add_bench_replicas_flags, "episodic_lab.bench_replicas:run_bench_replicas"),
     Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo",
          add_eval_extraction_flags, "episodic_lab.evals.extraction:run_eval_extraction"),
+    Tool("bench-fairness", "how much one tenant's abuse slows another's calls, as ratios to alone (prints)",
+         add_bench_fairness_flags, "episodic_lab.bench_fairness.main:run_bench_fairness"),
     Tool("report", "every benchmark at one size (small ~10 min, full): report.md with tables, and PNG plots",
          add_report_flags, "episodic_lab.report.main:run_report"),
 )  # fmt: skip
