@@ -689,7 +689,7 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
     drained."""
     async with (
         serving_metrics(app.metrics, app.settings.metrics_address, HttpLimits.of(app.settings)),
-        serving_inspector(app.settings, app.services.inspection, app.keys),
+        serving_inspector(app.settings, app.services.inspection, app.keys, app.state.shares),
     ):
         grpc_server = await build_server(
             app.settings,

@@ -15,6 +15,7 @@ import pytest
 from episodic.domain.agents import MemoryDraft
 from episodic.domain.inspection import PREVIEW_READS, contains, trace_phrase
 from episodic.domain.model import Caller, Message, RecallMode
+from episodic.domain.shares import OverShare, Share
 from episodic.errors import InvalidArgument, ResourceExhausted
 from episodic.service.context import ContextRequest
 from episodic.service.inspection import (
@@ -22,6 +23,9 @@ from episodic.service.inspection import (
     MAX_SEARCHES,
     MAX_SEARCHES_PER_TENANT,
     MAX_TRACED_CALLS,
+    SEARCH_BYTES,
+    SEARCH_SECONDS_BURST,
+    SEARCH_SECONDS_PER_SECOND,
     InspectionService,
 )
 from tests.unit.use_cases import CALLER, TENANT, UseCases, use_cases
@@ -56,11 +60,11 @@ def service(log: HeldLog) -> InspectionService:
     )
 
 
-def inspection(app: UseCases, **limits: int) -> InspectionService:
+def inspection(app: UseCases, search_bytes: int = SEARCH_BYTES) -> InspectionService:
     """The service as bootstrap wires it, over the fakes."""
     return InspectionService(
         agents=app.agents, episodes=app.episodes, context=app.context, users=app.episode_store,
-        log=app.episode_store, calls=app.context_store, **limits,
+        log=app.episode_store, calls=app.context_store, search_bytes=search_bytes,
     )  # fmt: skip
 
 
@@ -213,3 +217,20 @@ async def test_calls_past_the_most_traced_are_cut_from_the_oldest_and_said_trunc
     assert [r.call.model_call_id for r in traced.trace.calls] == [
         f"mc_copy_{n:03}" for n in range(MAX_TRACED_CALLS)
     ]
+
+
+async def test_a_tenants_searches_are_held_to_their_share_of_time_and_others_are_not() -> None:
+    log, now = HeldLog(), [0.0]
+    inspect = dataclasses.replace(service(log), timer=lambda: now[0])
+    search = asyncio.create_task(inspect.where(Caller("busy"), "ep", "cat"))
+    await asyncio.sleep(0)
+    now[0] += SEARCH_SECONDS_BURST + 1  # a search that took the whole burst and a second more
+    log.release.set()
+    await search
+    with pytest.raises(OverShare) as refused:
+        await inspect.where(Caller("busy"), "ep", "cat")
+    assert refused.value.share is Share.SEARCH_TIME
+    assert refused.value.retry_after == pytest.approx(1 / SEARCH_SECONDS_PER_SECOND)
+    await inspect.where(Caller("other"), "ep", "cat")  # another tenant's time is its own
+    now[0] += 1 / SEARCH_SECONDS_PER_SECOND  # the debt is paid
+    await inspect.where(Caller("busy"), "ep", "cat")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from episodic.domain.shares import OverShare, Share, ShareLimits, TokenBucket
+from episodic.state import shares as state_shares
 from episodic.state.shares import TenantShares
 
 
@@ -74,15 +75,15 @@ def test_the_server_wide_cap_is_a_safety_net_over_all_tenants() -> None:
 def test_unsent_bytes_are_counted_until_sent_or_the_call_ends() -> None:
     shares = shares_with(unsent_bytes=100)
     first = shares.admit("a", stream=True)
-    shares.hold(first, 60)
+    shares.hold_unsent(first, 60)
     second = shares.admit("a", stream=False)
-    refused(Share.UNSENT, lambda: shares.hold(second, 50))
+    refused(Share.UNSENT, lambda: shares.hold_unsent(second, 50))
     other = shares.admit("b", stream=False)
-    shares.hold(other, 100)  # b's bytes are b's
+    shares.hold_unsent(other, 100)  # b's bytes are b's
     shares.sent(first)
-    shares.hold(second, 50)
+    shares.hold_unsent(second, 50)
     second.release()
-    shares.hold(first, 100)
+    shares.hold_unsent(first, 100)
 
 
 async def test_a_tenant_runs_at_most_its_active_share_and_the_rest_wait_in_order() -> None:
@@ -144,3 +145,40 @@ def test_a_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
     assert bucket.reserve(4, now=100, max_wait=0) == 0  # never more than the burst
     assert bucket.reserve(1, now=100, max_wait=1) == pytest.approx(0.5)  # reserved ahead
     assert bucket.reserve(1, now=100, max_wait=1) == pytest.approx(1.0)
+
+
+async def test_a_refusal_is_held_before_it_is_answered_and_says_what_is_left_to_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(state_shares, "MAX_REFUSAL_HOLD_SECONDS", 0.05)
+    shares = shares_with(rpcs=1)
+    shares.admit("a", stream=False)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(OverShare) as refused:
+        async with shares.serving("a"):
+            pass
+    assert loop.time() - started >= 0.05  # held: a client retrying at once is slowed
+    assert refused.value.retry_after == pytest.approx(state_shares.HELD_RETRY_SECONDS - 0.05)
+    async with shares.serving("b"):  # b is served at once
+        pass
+
+
+async def test_held_refusals_are_bounded_like_calls_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state_shares, "MAX_REFUSAL_HOLD_SECONDS", 60.0)
+    shares = shares_with(rpcs=2)
+    for _ in range(2):
+        shares.admit("a", stream=False)
+
+    async def refused_call() -> None:
+        async with shares.serving("a"):
+            pass
+
+    held = [asyncio.create_task(refused_call()) for _ in range(2)]
+    await asyncio.sleep(0)
+    async with asyncio.timeout(1):  # the third is answered at once: two are held already
+        with pytest.raises(OverShare):
+            await refused_call()
+    for task in held:
+        task.cancel()
+    await asyncio.gather(*held, return_exceptions=True)

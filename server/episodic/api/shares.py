@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
@@ -60,10 +60,9 @@ def _unary(shares: TenantShares, refused: Refused, inner: Unary) -> Unary:
             admission = await _admit(shares, context, stream=False)
             async with shares.turn(admission.tenant_id):
                 response = await inner(request, context)
-            shares.hold(admission, response.ByteSize())  # until the call ends: sent or dropped
+            shares.hold_unsent(admission, response.ByteSize())  # until the call ends: sent or dropped
         except OverShare as exc:
-            refused(exc.share, current_caller().tenant_id)
-            raise
+            await _refuse(shares, refused, exc)
         return response
 
     return behaviour
@@ -77,10 +76,16 @@ def _streaming(shares: TenantShares, refused: Refused, inner: Streaming, waits: 
                 async for item in items:
                     yield item
         except OverShare as exc:
-            refused(exc.share, current_caller().tenant_id)
-            raise
+            await _refuse(shares, refused, exc)
 
     return behaviour
+
+
+async def _refuse(shares: TenantShares, refused: Refused, refusal: OverShare) -> NoReturn:
+    tenant_id = current_caller().tenant_id
+    refused(refusal.share, tenant_id)
+    await shares.hold(tenant_id, refusal)
+    raise refusal
 
 
 async def _metered(
@@ -95,7 +100,7 @@ async def _metered(
                 item = await _next(shares, admission, produced, waits)
             except StopAsyncIteration:
                 return
-            shares.hold(admission, item.ByteSize())
+            shares.hold_unsent(admission, item.ByteSize())
             yield item
     finally:
         await produced.aclose()  # type: ignore[attr-defined]  # an async generator

@@ -21,6 +21,7 @@ class Share(Enum):
     UNSENT = "unsent_response_bytes"
     WATCHERS = "watchers"
     MEMORY_WRITES = "memory_writes_per_second"
+    SEARCH_TIME = "inspector_search_seconds_per_second"
     SERVER_RPCS = "server_rpcs_in_flight"
 
 

@@ -19,12 +19,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from episodic.domain.model import Caller
+from episodic.domain.shares import ShareLimits
 from episodic.errors import EpisodicError, InvalidArgument
 from episodic.inspector import views
 from episodic.inspector.errors import error_response, internal_error_response, unauthenticated
 from episodic.keys import KeyRing
 from episodic.logs import describe_exception
 from episodic.service.inspection import InspectionService
+from episodic.state.shares import TenantShares
 
 log = logging.getLogger("episodic.inspector")
 
@@ -90,9 +92,15 @@ class Assets:
 
 
 def build_inspector(
-    inspection: InspectionService, keys: KeyRing, dev: Caller | None, trace_url_template: str = ""
+    inspection: InspectionService,
+    keys: KeyRing,
+    dev: Caller | None,
+    trace_url_template: str = "",
+    shares: TenantShares | None = None,
 ) -> ASGIApp:
+    """`shares`: each JSON request is held to its tenant's share, as a gRPC call is."""
     assets = Assets.load()
+    shares = TenantShares(ShareLimits()) if shares is None else shares
     routes = _Routes(inspection, trace_url_template)
 
     async def index(request: Request) -> Response:
@@ -105,17 +113,18 @@ def build_inspector(
         routes=[
             Route("/", index),
             Route("/static/{name}", static),
-            *(Route(path, _api(handler)) for path, handler in routes.table().items()),
+            *(Route(path, _api(handler, shares)) for path, handler in routes.table().items()),
         ]
     )
     return SecurityHeaders(ApiAuth(app, keys, dev))
 
 
-def _api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def _api(handler: Handler, shares: TenantShares) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         caller = request.scope[CALLER_KEY]
         try:
-            body = await handler(request, caller)
+            async with shares.serving(caller.tenant_id):
+                body = await handler(request, caller)
         except EpisodicError as exc:
             return error_response(exc)
         except Exception as exc:

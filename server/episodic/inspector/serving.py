@@ -13,6 +13,7 @@ from episodic.http_serving import bound, serving_asgi
 from episodic.inspector.app import build_inspector
 from episodic.keys import KeyRing
 from episodic.service.inspection import InspectionService
+from episodic.state.shares import TenantShares
 
 log = logging.getLogger("episodic.inspector")
 
@@ -22,15 +23,16 @@ STOP_SECONDS = 5.0  # page loads in flight at shutdown get this long
 
 @asynccontextmanager
 async def serving_inspector(
-    settings: Settings, inspection: InspectionService, keys: KeyRing
+    settings: Settings, inspection: InspectionService, keys: KeyRing, shares: TenantShares | None = None
 ) -> AsyncIterator[int | None]:
-    """Yields the port the inspector listens on, or None when it is off."""
+    """Yields the port the inspector listens on, or None when it is off. Its requests are
+    held to the tenants' `shares` (the server's own, shared with gRPC)."""
     if not settings.inspector_address:
         yield None
         return
     host, port = split_address(SETTING, settings.inspector_address)
     dev = Caller(settings.dev_tenant) if settings.insecure_dev else None
-    asgi = build_inspector(inspection, keys, dev, settings.inspector_trace_url)
+    asgi = build_inspector(inspection, keys, dev, settings.inspector_trace_url, shares)
     with bound(SETTING, host, port) as sock:
         async with serving_asgi(
             asgi, sock, setting=SETTING, stop_seconds=STOP_SECONDS, limits=HttpLimits.of(settings)

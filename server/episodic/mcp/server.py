@@ -5,11 +5,9 @@ errors (see `episodic.mcp.errors`); only an unknown tool name is a protocol erro
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from mcp.server import Server, ServerRequestContext
@@ -104,25 +102,12 @@ async def _outcome(
     try:
         if caller is None:  # the transport refuses such calls first; never served as anyone
             raise Unauthenticated("missing or unknown API key", reason="API_KEY_INVALID")
-        async with _within_share(shares, caller.tenant_id):
+        if shares is None:
             reply = await spec.run(services, caller, parsed)
+        else:
+            async with shares.serving(caller.tenant_id):
+                reply = await spec.run(services, caller, parsed)
     except Exception as exc:
         return tool_error(exc, spec.renames)
     text = reply.text if reply.text is not None else as_text(reply.data)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=reply.data)
-
-
-@asynccontextmanager
-async def _within_share(shares: TenantShares | None, tenant_id: str) -> AsyncIterator[None]:
-    """Admitted (OverShare past the tenant's share), after its rate's wait, on a turn."""
-    if shares is None:
-        yield
-        return
-    admission = shares.admit(tenant_id, stream=False)
-    try:
-        if admission.delay:
-            await asyncio.sleep(admission.delay)
-        async with shares.turn(tenant_id):
-            yield
-    finally:
-        admission.release()

@@ -6,8 +6,10 @@ bounded however long the episode and however large its messages."""
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +35,7 @@ from episodic.domain.inspection import (
 from episodic.domain.model import Agent, Caller, Episode, Message, Page
 from episodic.domain.paging import decode_token, page_of, read_id
 from episodic.domain.ports import ContextStore, EpisodeFilter, EpisodeStore, UserDirectory
+from episodic.domain.shares import OverShare, Share, TokenBucket
 from episodic.domain.validation import Violations, check_id
 from episodic.errors import InvalidArgument, ResourceExhausted
 from episodic.service.agents import AgentService
@@ -57,6 +60,10 @@ MAX_CALLS_PAGE = 50
 # never holds the database from the others. MAX_SEARCHES is only a memory safety net, far
 # more than two tenants can fill: at worst MAX_SEARCHES × SEARCH_BYTES = 1 GiB of text
 # read at once across the server (held at once: about a page per search).
+# Seconds of searching each tenant may spend per second of time, on average (a burst of
+# SEARCH_SECONDS_BURST first): what one tenant's searches can take from everyone's loop.
+SEARCH_SECONDS_PER_SECOND = 0.1
+SEARCH_SECONDS_BURST = 2.0
 MAX_SEARCHES_PER_TENANT = 2
 MAX_SEARCHES = 16
 
@@ -89,7 +96,9 @@ class InspectionService:
     log: EpisodeStore
     calls: ContextStore
     search_bytes: int = SEARCH_BYTES
+    timer: Callable[[], float] = time.monotonic
     _searching: Counter[str] = field(default_factory=Counter, init=False)
+    _search_time: dict[str, TokenBucket] = field(default_factory=dict, init=False)
 
     async def list_agents(self, caller: Caller, page_token: str) -> Page[Agent]:
         return await self.agents.list_agents(caller, PAGE_SIZE, page_token)
@@ -143,13 +152,33 @@ class InspectionService:
         folded = _checked_phrase(phrase).casefold()
         await self.episodes.ensure_visible(caller, episode_id)
         tenant_id = caller.tenant_id
-        with self._search_slot(tenant_id):
+        with self._search_slot(tenant_id), self._timed(tenant_id):
             log_text = _Reading(self.search_bytes // 2)
             matches, all_read = await self._matches(tenant_id, episode_id, folded, log_text)
             seqs = [m.seq for m in matches]
             call_text = _Reading(self.search_bytes - self.search_bytes // 2 + log_text.left)
             rows, all_calls = await self._call_fates(tenant_id, episode_id, seqs, call_text)
         return Traced(trace_of(matches, rows), not (all_read and all_calls))
+
+    @contextmanager
+    def _timed(self, tenant_id: str) -> Iterator[None]:
+        """A search scans text on the event loop that serves everyone: each tenant's searches
+        may take SEARCH_SECONDS_PER_SECOND of it on average. A search is charged what it
+        took; a tenant in debt is refused until it is paid."""
+        now = self.timer()
+        bucket = self._search_time.get(tenant_id)
+        if bucket is None:
+            bucket = self._search_time[tenant_id] = TokenBucket.full(
+                SEARCH_SECONDS_PER_SECOND, SEARCH_SECONDS_BURST, now
+            )
+        owed = bucket.reserve(0.0, now, 0.0)  # 0 while the tenant is not in debt
+        if owed > 0:
+            raise OverShare(Share.SEARCH_TIME, SEARCH_SECONDS_PER_SECOND, owed)
+        try:
+            yield
+        finally:
+            ended = self.timer()
+            bucket.reserve(ended - now, ended, math.inf)  # charged whatever it took
 
     @contextmanager
     def _search_slot(self, tenant_id: str) -> Iterator[None]:

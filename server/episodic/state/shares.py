@@ -24,6 +24,10 @@ HELD_RETRY_SECONDS = 1.0
 # (holding no CPU), and is refused beyond: a client that retries at once is slowed to the
 # rate instead of spinning on refusals.
 MAX_RATE_WAIT_SECONDS = 1.0
+# A refusal is answered after a hold of its retry delay, at most this long: a client that
+# retries at once then comes back about once a second per call it keeps in flight, instead
+# of turning refusals into a flood of their own.
+MAX_REFUSAL_HOLD_SECONDS = 1.0
 
 
 @dataclass(slots=True)
@@ -34,10 +38,11 @@ class _Tenant:
     streams: int = 0
     active: int = 0
     unsent: int = 0
+    holding: int = 0  # refusals being held before they are answered
     waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
 
     def idle(self, now: float) -> bool:
-        held = self.rpcs or self.streams or self.active or self.unsent or self.waiting
+        held = self.rpcs or self.streams or self.active or self.unsent or self.waiting or self.holding
         return not held and self.rate.full_at(now) and self.memory.full_at(now)
 
 
@@ -138,7 +143,7 @@ class TenantShares:
 
     # -- bytes held for a client that has not read them yet ----------------------------------
 
-    def hold(self, admission: Admission, size: int) -> None:
+    def hold_unsent(self, admission: Admission, size: int) -> None:
         """Counts `size` more bytes of the call's responses as unsent, or raises OverShare."""
         tenant = self._tenant(admission.tenant_id)
         if tenant.unsent + size > self.limits.unsent_bytes:
@@ -160,6 +165,42 @@ class TenantShares:
         wait = self._tenant(tenant_id).memory.reserve(count, self._clock(), 0.0)
         if wait > 0:
             self._refuse(Share.MEMORY_WRITES, self.limits.memory_writes_per_second, wait)
+
+    # -- refusals ---------------------------------------------------------------------------
+
+    async def hold(self, tenant_id: str, refusal: OverShare) -> None:
+        """Waits before `refusal` is answered (its retry delay, at most a second), and takes
+        that wait off the delay it names. Held refusals are bounded like calls in flight:
+        past the tenant's rpcs share they are answered at once."""
+        tenant = self._tenant(tenant_id)
+        if tenant.holding >= self.limits.rpcs:
+            return
+        held = min(refusal.retry_after, MAX_REFUSAL_HOLD_SECONDS)
+        tenant.holding += 1
+        try:
+            await asyncio.sleep(held)
+        finally:
+            tenant.holding -= 1
+            self._forget_if_idle(tenant_id, tenant)
+        refusal.retry_after = max(MIN_RETRY_SECONDS, refusal.retry_after - held)
+
+    @asynccontextmanager
+    async def serving(self, tenant_id: str) -> AsyncIterator[None]:
+        """One call of an edge without streams (MCP, the inspector), as the gRPC interceptor
+        serves a unary call: admitted, after its rate's wait, on one of its tenant's turns;
+        a refusal, here or inside, is held before it is answered."""
+        try:
+            admission = self.admit(tenant_id, stream=False)
+            try:
+                if admission.delay:
+                    await asyncio.sleep(admission.delay)
+                async with self.turn(tenant_id):
+                    yield
+            finally:
+                admission.release()
+        except OverShare as refusal:
+            await self.hold(tenant_id, refusal)
+            raise
 
     # -- bookkeeping -------------------------------------------------------------------------
 
