@@ -18,6 +18,7 @@ Newer means later in time: an episode's memories are newer than everything store
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -77,11 +78,21 @@ _MAX_FRAME_CHARS = 400  # frames are short: a long text is compared by its start
 
 def frame_of(text: str, entities: Sequence[str]) -> str:
     """The text without what it says about whom: entities, names, numbers, negations."""
-    head = text[:_MAX_FRAME_CHARS]
+    return _frame(text[:_MAX_FRAME_CHARS], tuple(entities))
+
+
+# A batch compares each new memory with every one before it: remembered, each memory's
+# frame and folded text are worked out once, not once per comparison (pure functions).
+_REMEMBERED = 4096
+_folded = functools.lru_cache(maxsize=_REMEMBERED)(normalized)
+
+
+@functools.lru_cache(maxsize=_REMEMBERED)
+def _frame(head: str, entities: tuple[str, ...]) -> str:
     for entity in sorted({e for e in entities if e.strip()}, key=len, reverse=True)[:16]:
         head = head.replace(entity, " ")
     head = _NAMES.sub(" ", head)
-    folded = _NEGATION.sub(" ", normalized(head).replace("\u2019", "'"))
+    folded = _NEGATION.sub(" ", _folded(head).replace("\u2019", "'"))
     return " ".join(_WORD.findall(folded))
 
 
@@ -90,7 +101,7 @@ def frame_key(kind: str, text: str, entities: Sequence[str]) -> str:
 
 
 def negated(text: str) -> bool:
-    return _NEGATION.search(normalized(text[:_MAX_FRAME_CHARS]).replace("\u2019", "'")) is not None
+    return _NEGATION.search(_folded(text[:_MAX_FRAME_CHARS]).replace("\u2019", "'")) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +114,7 @@ class Candidate:
 
 def duplicate_of(new: Memory, candidates: Sequence[Candidate]) -> Memory | None:
     """The oldest existing memory the new one repeats (rules 1 and 2), if any."""
-    key = normalized(new.text)
+    key = _folded(new.text)
     entities = mentioned(new.entities)
     repeats = [
         c.memory
@@ -111,7 +122,7 @@ def duplicate_of(new: Memory, candidates: Sequence[Candidate]) -> Memory | None:
         if c.memory.memory_id != new.memory_id
         and c.memory.kind == new.kind
         and (
-            normalized(c.memory.text) == key
+            _folded(c.memory.text) == key
             or (c.similarity >= NEAR_DUPLICATE and mentioned(c.memory.entities) == entities)
         )
     ]
@@ -123,11 +134,11 @@ def contradicted(new: Memory, candidates: Sequence[Candidate]) -> list[Memory]:
     frame = frame_of(new.text, new.entities)
     if not frame:
         return []
-    key, single = normalized(new.text), _single_valued(frame)
+    key, single = _folded(new.text), _single_valued(frame)
     found = []
     for c in candidates:
         old = c.memory
-        if old.memory_id == new.memory_id or old.kind != new.kind or normalized(old.text) == key:
+        if old.memory_id == new.memory_id or old.kind != new.kind or _folded(old.text) == key:
             continue
         if frame_of(old.text, old.entities) != frame:
             continue

@@ -51,7 +51,7 @@ MAX_TRACED_CALLS = 300  # through the newest this many model calls
 # it, the result is cut short (truncated). It reads in pages of about PAGE_BYTES, sized by
 # the heaviest row seen so far, and holds one page at a time.
 SEARCH_BYTES = 64 * 1024 * 1024
-PAGE_BYTES = 4 * 1024 * 1024
+PAGE_BYTES = 1024 * 1024  # also what one page scans without yielding the event loop
 FIRST_PAGE = 8  # rows, before any says how heavy they are
 MAX_MESSAGES_PAGE = 500
 MAX_CALLS_PAGE = 50

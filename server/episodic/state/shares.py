@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from episodic.domain.shares import OverShare, Share, ShareLimits, TokenBucket
+from episodic.errors import ResourceExhausted
 
 # A refusal names when to retry: at least this long, so a client that honours it backs off.
 MIN_RETRY_SECONDS = 0.05
@@ -168,27 +169,30 @@ class TenantShares:
 
     # -- refusals ---------------------------------------------------------------------------
 
-    async def hold(self, tenant_id: str, refusal: OverShare) -> None:
-        """Waits before `refusal` is answered (its retry delay, at most a second), and takes
-        that wait off the delay it names. Held refusals are bounded like calls in flight:
-        past the tenant's rpcs share they are answered at once."""
+    async def hold(self, tenant_id: str, refusal: ResourceExhausted) -> None:
+        """Waits before `refusal` is answered (an OverShare's retry delay, at most a second;
+        any other refusal for capacity, a second), and takes that wait off the delay an
+        OverShare names. Held refusals are bounded like calls in flight: past the tenant's
+        rpcs share they are answered at once."""
         tenant = self._tenant(tenant_id)
         if tenant.holding >= self.limits.rpcs:
             return
-        held = min(refusal.retry_after, MAX_REFUSAL_HOLD_SECONDS)
+        wait = refusal.retry_after if isinstance(refusal, OverShare) else MAX_REFUSAL_HOLD_SECONDS
+        held = min(wait, MAX_REFUSAL_HOLD_SECONDS)
         tenant.holding += 1
         try:
             await asyncio.sleep(held)
         finally:
             tenant.holding -= 1
             self._forget_if_idle(tenant_id, tenant)
-        refusal.retry_after = max(MIN_RETRY_SECONDS, refusal.retry_after - held)
+        if isinstance(refusal, OverShare):
+            refusal.retry_after = max(MIN_RETRY_SECONDS, refusal.retry_after - held)
 
     @asynccontextmanager
     async def serving(self, tenant_id: str) -> AsyncIterator[None]:
         """One call of an edge without streams (MCP, the inspector), as the gRPC interceptor
         serves a unary call: admitted, after its rate's wait, on one of its tenant's turns;
-        a refusal, here or inside, is held before it is answered."""
+        a refusal for capacity, here or inside, is held before it is answered."""
         try:
             admission = self.admit(tenant_id, stream=False)
             try:
@@ -198,7 +202,7 @@ class TenantShares:
                     yield
             finally:
                 admission.release()
-        except OverShare as refusal:
+        except ResourceExhausted as refusal:
             await self.hold(tenant_id, refusal)
             raise
 
