@@ -24,6 +24,7 @@ from episodic_client import (
 )
 from episodic_client.v1 import agent_pb2, episode_pb2
 from tests.conftest import unique
+from tests.ports import refusing_port
 from tests.server_harness import KEY_A, RunningServer
 
 CLOSED = episode_pb2.Episode.STATE_CLOSED
@@ -160,6 +161,10 @@ def test_an_unknown_role_name_is_rejected_before_sending() -> None:
 
 
 def test_an_unreachable_server_is_unavailable_without_rich_details() -> None:
-    with EpisodicClient("127.0.0.1:1", timeout=2.0) as client, pytest.raises(UnavailableError) as err:
+    with (
+        refusing_port() as port,
+        EpisodicClient(f"127.0.0.1:{port}", timeout=2.0) as client,
+        pytest.raises(UnavailableError) as err,
+    ):
         client.echo(b"")
     assert err.value.reason == "" and err.value.field_violations == []

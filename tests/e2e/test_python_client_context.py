@@ -25,6 +25,7 @@ from episodic_client import (
 from episodic_client.context import join_frames
 from episodic_client.v1 import context_pb2, context_service_pb2, episode_pb2, episode_service_pb2
 from tests.conftest import unique
+from tests.ports import refusing_port
 from tests.server_harness import KEY_A, KEY_B, RunningServer, running_server, settings_for
 
 S = context_pb2
@@ -206,11 +207,16 @@ def test_parts_are_joined_across_frames_and_a_truncated_stream_is_an_error() -> 
 
 
 async def test_an_unreachable_server_fails_the_async_stream_with_a_typed_error() -> None:
-    async with AsyncEpisodicClient("127.0.0.1:1", timeout=2.0) as client:
-        with pytest.raises(UnavailableError):
-            await client.build_context("ep_x", user_message="hi")
+    with refusing_port() as port:
+        async with AsyncEpisodicClient(f"127.0.0.1:{port}", timeout=2.0) as client:
+            with pytest.raises(UnavailableError):
+                await client.build_context("ep_x", user_message="hi")
 
 
 def test_an_unreachable_server_fails_the_sync_stream_with_a_typed_error() -> None:
-    with EpisodicClient("127.0.0.1:1", timeout=2.0) as client, pytest.raises(UnavailableError):
+    with (
+        refusing_port() as port,
+        EpisodicClient(f"127.0.0.1:{port}", timeout=2.0) as client,
+        pytest.raises(UnavailableError),
+    ):
         client.build_context("ep_x", user_message="hi")

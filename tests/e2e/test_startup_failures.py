@@ -18,6 +18,7 @@ from episodic.store.migrate import _config
 from tests.conftest import POSTGRES_ADMIN_URL
 from tests.e2e.helpers import assert_serving, clean_environment, run_process
 from tests.e2e.test_server_process import EPISODIC, START_TIMEOUT, open_episode_without_a_key, serving
+from tests.ports import refusing_port
 
 
 def _problem_lines(stderr: str) -> list[str]:
@@ -26,8 +27,12 @@ def _problem_lines(stderr: str) -> list[str]:
 
 
 async def _refused(*flags: str, tmp_path: Path, debug: bool = False) -> str:
-    """Runs `episodic serve` expecting it to refuse; returns its one line."""
-    argv = [*EPISODIC, "serve", "--insecure-dev", "--embedder", "hashing", *flags]
+    """Runs `episodic serve` expecting it to refuse; returns its one line. Without an
+    --address of its own it listens on a free port (127.0.0.1:0), never the default
+    127.0.0.1:50051: a server the developer left running there (the README's quick start)
+    must not turn the refusal under test into "the port is in use"."""
+    address = () if "--address" in flags else ("--address", "127.0.0.1:0")
+    argv = [*EPISODIC, "serve", "--insecure-dev", "--embedder", "hashing", *address, *flags]
     done = await run_process(
         *argv, *(["--debug"] if debug else []), env=clean_environment(), timeout=START_TIMEOUT
     )
@@ -40,12 +45,6 @@ async def _refused(*flags: str, tmp_path: Path, debug: bool = False) -> str:
     return lines[0]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def listening_socket() -> Iterator[int]:
     """A port held by another process's listener (here: this test's)."""
@@ -56,8 +55,9 @@ def listening_socket() -> Iterator[int]:
 
 
 async def test_an_unreachable_postgresql_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    url = f"postgresql://postgres@127.0.0.1:{_free_port()}/episodic"
-    line = await _refused("--database-url", url, tmp_path=tmp_path)
+    with refusing_port() as port:
+        url = f"postgresql://postgres@127.0.0.1:{port}/episodic"
+        line = await _refused("--database-url", url, tmp_path=tmp_path)
     assert "cannot connect to the database at 127.0.0.1" in line and "connection refused" in line
 
 
@@ -78,7 +78,7 @@ async def test_a_missing_sqlite_directory_is_one_line_and_exit_2(tmp_path: Path)
 async def test_debug_adds_the_traceback(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'nowhere' / 'x.db'}"
     line = await _refused("--database-url", url, tmp_path=tmp_path, debug=True)
-    assert line.startswith("episodic: ")
+    assert line.startswith("episodic: ") and "the directory" in line and "does not exist" in line
 
 
 async def test_a_port_held_by_another_process_is_one_line_and_exit_2(

@@ -11,6 +11,7 @@ from sqlalchemy import make_url
 
 from episodic.store.leadership import PgLeadership, lock_key
 from tests.polling import eventually
+from tests.ports import refusing_port
 from tests.throwaway_postgres import throwaway_postgres
 
 pytestmark = pytest.mark.postgres
@@ -76,11 +77,12 @@ async def test_a_leader_whose_session_dies_stops_leading_and_another_takes_over(
 
 
 async def test_an_unreachable_database_means_not_leading() -> None:
-    nowhere = PgLeadership(make_url("postgresql://postgres@127.0.0.1:1/none"))
-    try:
-        assert not await nowhere.holds("retention")
-    finally:
-        await nowhere.close()
+    with refusing_port() as port:
+        nowhere = PgLeadership(make_url(f"postgresql://postgres@127.0.0.1:{port}/none"))
+        try:
+            assert not await nowhere.holds("retention")
+        finally:
+            await nowhere.close()
 
 
 def test_lock_keys_are_stable_signed_64_bit_and_distinct() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -94,8 +93,11 @@ class FakeEmbeddingsApi:
 
     mode: str = "ok"
     dimension: int = 3
-    delay: float = 0.0
+    delay: float = 0.0  # how long to hold each answer back, unless released sooner
     requests: list[dict[str, Any]] = field(default_factory=list)
+    answered: int = 0  # requests that got to the point of answering
+    hung_up: int = 0  # answers the client was no longer there to read
+    released: threading.Event = field(default_factory=threading.Event)
 
     def vector(self, text: str) -> list[float]:
         # Deliberately not unit length, so normalisation by the client is observable.
@@ -122,13 +124,19 @@ def _handler(api: FakeEmbeddingsApi) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             api.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-            time.sleep(api.delay)
+            api.released.wait(api.delay)
+            api.answered += 1
             status, payload = api.answer(body["input"])
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                # A client that gave up (the timeout test) closed the connection: counted,
+                # not printed by socketserver as a traceback. Any other error still is.
+                api.hung_up += 1
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep pytest output clean
@@ -144,13 +152,16 @@ def api() -> FakeEmbeddingsApi:
 @pytest.fixture
 def base_url(api: FakeEmbeddingsApi) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
-    server.daemon_threads = True  # a handler still sleeping in the timeout test must not block exit
+    # server_close() joins the handler threads, so none outlives its test (one still holding
+    # back an answer would otherwise write to a closed connection during a later test).
+    server.daemon_threads = False
     # A short poll interval keeps shutdown() from adding half a second to every test.
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     finally:
+        api.released.set()  # answers still held back go out now, to whoever still listens
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
@@ -220,12 +231,11 @@ def test_openai_model_id_names_model_and_host(base_url: str) -> None:
 
 
 def test_openai_timeout_is_an_embedding_error(api: FakeEmbeddingsApi, base_url: str) -> None:
-    api.delay = 2.0
+    api.delay = 30.0  # held back until the test ends (released at teardown)
     embedder = OpenAIEmbedder(base_url, "m", timeout=0.2)
-    started = time.monotonic()
     with pytest.raises(EmbeddingError, match=r"did not answer within 0\.2 s"):
         embedder.embed(["slow"])
-    assert time.monotonic() - started < 1.5
+    assert len(api.requests) == 1 and api.answered == 0, "the client gave up before any answer"
 
 
 def test_openai_http_500_is_an_embedding_error(api: FakeEmbeddingsApi, base_url: str) -> None:

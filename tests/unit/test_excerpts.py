@@ -70,13 +70,13 @@ def test_query_terms_drop_stop_words() -> None:
 
 
 def test_choosing_is_linear_in_the_text_read() -> None:
-    def seconds(count: int) -> float:
+    def seconds(count: int) -> float:  # this thread's CPU time: a busy machine does not count
         log = {"e": spoken([message("e", i, "the stream will be cancelled " * 40) for i in range(count)])}
         best = float("inf")
         for _ in range(3):
-            started = time.perf_counter()
+            started = time.thread_time()
             choose_excerpts("stream cancelled " * 200, log, 3, 300)
-            best = min(best, time.perf_counter() - started)
+            best = min(best, time.thread_time() - started)
         return best
 
     assert seconds(1600) / seconds(100) < 16 * 3  # 16x the text: linear with generous slack

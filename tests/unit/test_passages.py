@@ -52,13 +52,13 @@ def test_without_a_matching_passage_the_fusion_is_unchanged() -> None:
 
 
 def test_scoring_passages_is_linear_in_the_text_read() -> None:
-    def seconds(count: int) -> float:
+    def seconds(count: int) -> float:  # this thread's CPU time: a busy machine does not count
         log = {"e": spoken(said("e", *["the stream will be cancelled " * 40] * count))}
         best = float("inf")
         for _ in range(3):
-            started = time.perf_counter()
+            started = time.thread_time()
             passage_scores("stream cancelled " * 200, log)
-            best = min(best, time.perf_counter() - started)
+            best = min(best, time.thread_time() - started)
         return best
 
     assert seconds(1600) / seconds(100) < 16 * 3  # 16x the text: linear with generous slack

@@ -54,11 +54,11 @@ def test_the_last_month_of_a_year_wraps_back_and_forth() -> None:
 
 
 def test_resolving_is_linear_in_the_query() -> None:
-    def seconds(n: int) -> float:
+    def seconds(n: int) -> float:  # this thread's CPU time: a busy machine does not count
         query = "last lastweek in in 20 may " * n
-        started = time.perf_counter()
+        started = time.thread_time()
         period_in(query, NOW)
-        return time.perf_counter() - started
+        return time.thread_time() - started
 
     seconds(10)
     assert seconds(16_000) < 40 * max(seconds(1_000), 1e-4)  # 16x the text, generous slack
