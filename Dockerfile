@@ -11,6 +11,8 @@ COPY server ./server
 RUN pip install --no-cache-dir . && rm -rf /app/server
 
 USER episodic
+# The int8 embedding model is derived once, here, into the user's cache: pods start warm.
+RUN python -c "from episodic.embed import MiniLmEmbedder; MiniLmEmbedder()"
 ENV EPISODIC_ADDRESS=0.0.0.0:50051 \
     EPISODIC_DATABASE_URL=sqlite:////data/episodic.db
 VOLUME ["/data"]

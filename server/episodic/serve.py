@@ -15,20 +15,27 @@ from episodic.store.database import normalize_url
 
 log = logging.getLogger("episodic.server")
 
-DEV_BANNER = """
-************************************************************************
-*  EPISODIC IS RUNNING IN INSECURE DEV MODE                            *
-*  Requests that carry no API key are served as tenant {tenant:<25}*
-*  Never expose this server or use this mode in production.            *
-************************************************************************
-"""
+BANNER_WIDTH = 72
+
+
+def dev_banner(tenant: str) -> str:
+    """The insecure-dev warning, boxed in asterisks: every line as wide as the widest
+    (at least BANNER_WIDTH), so the right border stays straight for any tenant name."""
+    lines = [
+        "EPISODIC IS RUNNING IN INSECURE DEV MODE",
+        f"Requests that carry no API key are served as tenant {tenant!r}",
+        "Never expose this server or use this mode in production.",
+    ]
+    inner = max(BANNER_WIDTH - 6, *(len(line) for line in lines))
+    rule = "*" * (inner + 6)
+    return "\n".join([rule, *(f"*  {line:<{inner}}  *" for line in lines), rule])
 
 
 async def serve(settings: Settings) -> None:
     raise_open_files_limit()
     quiet_accept_failures()
     if settings.insecure_dev:
-        print(DEV_BANNER.format(tenant=repr(settings.dev_tenant)), file=sys.stderr, flush=True)
+        print(dev_banner(settings.dev_tenant), file=sys.stderr, flush=True)
     stop = stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
     problem = address_problem(settings.address)  # before the database is opened: fail fast
     if problem is not None:

@@ -27,7 +27,8 @@ KINDS = tuple(_CONSTRUCTORS)
 
 def make_embedder(kind: str = DEFAULT_KIND, **options: Any) -> Embedder:
     """An embedder of `kind`, built with `options` as its constructor's keyword arguments:
-    "minilm" and "minilm-fp32" (model_path, model_sha256, vocab_path, threads, batch_size),
+    "minilm" and "minilm-fp32" (model_path, model_sha256, vocab_path, threads, batch_size,
+    cache_dir: where the int8 graph is cached, see minilm.MiniLmEmbedder),
     "openai" (base_url, model, api_key, dimension, timeout, max_batch_size) or "hashing"
     (dimension)."""
     constructor = _CONSTRUCTORS.get(kind)

