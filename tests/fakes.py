@@ -6,7 +6,8 @@ and so on. Each fake keeps the contract its SQL twin keeps (read `episodic.store
 uses the domain's own rules (`plan_append`, `new_episode`, `reopen`, `close`,
 `pending_digest`, `TailReach`) instead of restating them. Where a fake cannot keep part of
 a contract, its docstring says so. The ChangeOwner port has no fake: tests use the real
-`episodic.state.visibility.Visibility` over `FakeVectorIndex`.
+`episodic.state.visibility.Visibility` over `FakeVectorIndex`. A fake store's declared
+write (`Declared`) records its changes without a feed (`recorded`): there is no other replica.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar
 
 from episodic.domain import episodes as episode_rules
+from episodic.domain.changes import Declared, Recorded
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.digests import pending_digest
 from episodic.domain.drafts import (
@@ -100,6 +102,12 @@ EpisodeKey = tuple[str, str]  # (tenant, episode)
 START = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def recorded(result: R, declared: Declared[R]) -> Recorded[R]:
+    """A fake store's unit of work, done: the changes it declared, computed from its result
+    (SQL's writer also inserts them into the change feed; a fake has none)."""
+    return Recorded(result, list(declared.of(result)), in_feed=False)
 
 
 # --- time, ids, threads ---------------------------------------------------------------
@@ -311,10 +319,12 @@ class FakeAgentStore:
         self.reads += 1
         return self._agent(tenant_id, agent_id)
 
-    async def update_agent(self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent]) -> Agent:
+    async def update_agent(
+        self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent], declared: Declared[Agent]
+    ) -> Recorded[Agent]:
         changed = change(self._agent(tenant_id, agent_id))
         self._t.agents[(tenant_id, agent_id)] = changed
-        return changed
+        return recorded(changed, declared)
 
     async def list_agents(
         self, tenant_id: str, after: str | None, limit: int, only: frozenset[str] | None = None
@@ -391,16 +401,22 @@ class FakeEpisodeStore:
         )
 
     async def close_episode(
-        self, tenant_id: str, episode_id: str, reason: CloseReason, note: str, ended_at: datetime
-    ) -> Episode:
+        self,
+        tenant_id: str,
+        episode_id: str,
+        reason: CloseReason,
+        note: str,
+        ended_at: datetime,
+        declared: Declared[Episode],
+    ) -> Recorded[Episode]:
         episode = self._t.visible(tenant_id, episode_id)
         closed = episode_rules.close(episode, reason, note, ended_at)
         if closed is episode:
-            return self._with_digest(closed)
+            return recorded(self._with_digest(closed), declared)
         digest = pending_digest(closed, self._clock())
         self._t.episodes[(tenant_id, episode_id)] = closed
         self._t.digests[(tenant_id, episode_id)] = digest
-        return dataclasses.replace(closed, digest=digest)
+        return recorded(dataclasses.replace(closed, digest=digest), declared)
 
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode:
         return self._with_digest(self._t.visible(tenant_id, episode_id))
@@ -507,19 +523,22 @@ class FakeDigestStore:
     async def transcript(self, digest: Digest) -> list[Message]:
         return list(self._t.messages.get((digest.tenant_id, digest.episode_id), []))
 
-    async def save_ready(self, digest: Digest, vectors: Sequence[Vector], body: str) -> None:
+    async def save_ready(
+        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[None]
+    ) -> Recorded[None]:
         """Like SQL's UPDATE, writes nothing for a digest whose row is gone (erased meanwhile)."""
-        key = (digest.tenant_id, digest.episode_id)
-        if key not in self._t.digests:
-            return
-        self._t.digests[key] = digest
-        self._t.vectors[key] = StoredVectors(digest.embedding_model, list(vectors))
-        self._t.texts[key] = body
-
-    async def save_failed(self, digest: Digest) -> None:
         key = (digest.tenant_id, digest.episode_id)
         if key in self._t.digests:
             self._t.digests[key] = digest
+            self._t.vectors[key] = StoredVectors(digest.embedding_model, list(vectors))
+            self._t.texts[key] = body
+        return recorded(None, declared)
+
+    async def save_failed(self, digest: Digest, declared: Declared[None]) -> Recorded[None]:
+        key = (digest.tenant_id, digest.episode_id)
+        if key in self._t.digests:
+            self._t.digests[key] = digest
+        return recorded(None, declared)
 
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None:
         return self._t.digests.get((tenant_id, episode_id))
@@ -719,7 +738,9 @@ class FakeEraser:
         self.scrubbed = scrubbed
         self.scrubs: list[dict[str, int]] = []
 
-    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased:
+    async def erase(
+        self, tenant_id: str, user_id: str, agent_id: str, audit: Audit, declared: Declared[Erased]
+    ) -> Recorded[Erased]:
         mine = [
             key
             for key, e in self._t.episodes.items()
@@ -732,7 +753,7 @@ class FakeEraser:
         memories, memory_vectors = self._erase_memories(tenant_id, user_id, agent_id)
         counts["memories"] = len(memories)
         self._t.erasures.append((tenant_id, audit, counts))
-        return Erased(counts, erased, memories, memory_vectors)
+        return recorded(Erased(counts, erased, memories, memory_vectors), declared)
 
     def _erase_memories(
         self, tenant_id: str, user_id: str, agent_id: str
@@ -777,7 +798,9 @@ class FakeRetentionStore:
         self._t = tables
         self._caps = dict(tenant_caps or {})
 
-    async def soft_delete_due(self, now: datetime, limit: int) -> list[SoftDeleted]:
+    async def soft_delete_due(
+        self, now: datetime, limit: int, declared: Declared[list[SoftDeleted]]
+    ) -> Recorded[list[SoftDeleted]]:
         due: list[SoftDeleted] = []
         for (tenant_id, agent_id), agent in sorted(self._t.agents.items()):
             days = effective_days(agent.memory.retention_days, self._caps.get(tenant_id, 0))
@@ -788,7 +811,7 @@ class FakeRetentionStore:
         for d in due:
             self._t.deleted_at[(d.tenant_id, d.episode_id)] = now
             self._t.drop_digest((d.tenant_id, d.episode_id))
-        return due
+        return recorded(due, declared)
 
     def _expired(self, tenant_id: str, agent_id: str, cut: datetime) -> list[SoftDeleted]:
         expired = [
@@ -911,7 +934,7 @@ class FakeMemoryStore:
         self._model = embedding_model
         self._clock = clock
 
-    async def write(self, change: MemoryWrite) -> None:
+    async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
         if change.episode is not None and change.episode not in self._t.episodes:
             raise NotFound("episode", change.episode[1])
         rows = dict(self._t.memories)
@@ -928,6 +951,7 @@ class FakeMemoryStore:
         for key in change.delete:
             rows.pop(key, None)
         self._t.memories = rows
+        return recorded(None, declared)
 
     async def get(self, tenant_id: str, memory_id: str) -> Memory | None:
         stored = self._t.memories.get((tenant_id, memory_id))

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 
 from episodic.bootstrap import utc_now
 from episodic.domain import digests as rules
+from episodic.domain.changes import NO_CHANGES
 from episodic.domain.model import EpisodeState
 from episodic.domain.recall import Digest, DigestState
 from episodic.store import schema
@@ -82,7 +83,7 @@ async def test_a_failed_digest_backs_off_on_the_database_clock(url: str) -> None
         episode_id = await closed(punctual)
         (claimed,) = await claim(ahead, now_ahead=True)
         failed = rules.failed(claimed, "embedding endpoint unreachable", utc_now() + SKEW)
-        await ahead.app.adapters.digests.save_failed(failed)
+        await ahead.app.adapters.digests.save_failed(failed, NO_CHANGES)
         backoff = failed.next_attempt_at - failed.updated_at
         assert await _due_in(punctual, episode_id) <= backoff  # not an hour later
         retried = await eventually(lambda: _claims(punctual, episode_id))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from episodic.domain.changes import NO_CHANGES
 from episodic.domain.erasure import Audit
 from episodic.domain.memories import (
     Memory,
@@ -100,7 +101,7 @@ def memory(scope: Scope, memory_id: str, text: str, at: datetime = T0, **changes
 
 async def insert(store: SqlMemoryStore, *rows: Memory | tuple[Memory, Vector | None]) -> None:
     pairs = [r if isinstance(r, tuple) else (r, None) for r in rows]
-    await store.write(MemoryWrite(insert=pairs))
+    await store.write(MemoryWrite(insert=pairs), NO_CHANGES)
 
 
 def ids(memories: Sequence[Memory]) -> list[str]:
@@ -126,10 +127,12 @@ async def test_a_memory_round_trips_with_its_vector_and_replace_keeps_or_swaps_i
     assert list(vectors) == ["m1"] and np.allclose(vectors["m1"], [1.0, 0.0, 0.5])
 
     moved = dataclasses.replace(full, text="Lives in Lyon", updated_at=NOW)
-    await store.write(MemoryWrite(replace=[(moved, None)]))
+    await store.write(MemoryWrite(replace=[(moved, None)]), NO_CHANGES)
     assert await store.get(scope.tenant_id, "m1") == moved
     assert np.allclose((await store.vectors_of(scope.tenant_id, ["m1"]))["m1"], [1.0, 0.0, 0.5])
-    await store.write(MemoryWrite(replace=[(moved, [0.0, 1.0, 0.0])], delete=[(scope.tenant_id, "m2")]))
+    await store.write(
+        MemoryWrite(replace=[(moved, [0.0, 1.0, 0.0])], delete=[(scope.tenant_id, "m2")]), NO_CHANGES
+    )
     assert np.allclose((await store.vectors_of(scope.tenant_id, ["m1"]))["m1"], [0.0, 1.0, 0.0])
     assert set(await store.get_many(scope.tenant_id, ["m1", "m2", "m3"])) == {"m1"}
 
@@ -139,7 +142,7 @@ async def test_a_write_is_all_or_nothing(db: Db, scope: Scope) -> None:
     await insert(store, memory(scope, "m1", "Has a cat"))
     clash = MemoryWrite(insert=[(memory(scope, "m1", "Has a dog"), None)], delete=[(scope.tenant_id, "m1")])
     with pytest.raises(Exception):  # noqa: B017 - the driver's IntegrityError, whatever its class
-        await store.write(clash)
+        await store.write(clash, NO_CHANGES)
     assert (await store.get(scope.tenant_id, "m1")) == memory(scope, "m1", "Has a cat")
 
 
@@ -149,11 +152,12 @@ async def test_a_write_for_an_episode_that_is_gone_writes_nothing(db: Db, scope:
     await db.add_agent(scope.tenant_id, scope.agent_id)
     await db.add_episode(scope, "ep-live")
     await store.write(
-        MemoryWrite(insert=[(memory(scope, "kept", "Kept"), None)], episode=(scope.tenant_id, "ep-live"))
+        MemoryWrite(insert=[(memory(scope, "kept", "Kept"), None)], episode=(scope.tenant_id, "ep-live")),
+        NO_CHANGES,
     )
     gone = MemoryWrite(insert=[(memory(scope, "lost", "Lost"), None)], episode=(scope.tenant_id, "ep-erased"))
     with pytest.raises(NotFound):
-        await store.write(gone)
+        await store.write(gone, NO_CHANGES)
     assert ids(await store.page(scope, MemoryFilter(), NOW, None, 10)) == ["kept"]
 
 
@@ -161,7 +165,7 @@ async def test_the_text_and_frame_keys_follow_replaced_text(db: Db, scope: Scope
     store = db.memories()
     await insert(store, memory(scope, "m1", "Lives in Paris"))
     assert ids(await store.same_text(scope, [text_key("lives in  PARIS.")])) == ["m1"]
-    await store.write(MemoryWrite(replace=[(memory(scope, "m1", "Works at Acme"), None)]))
+    await store.write(MemoryWrite(replace=[(memory(scope, "m1", "Works at Acme"), None)]), NO_CHANGES)
     assert await store.same_text(scope, [text_key("Lives in Paris")]) == []
     assert ids(await store.same_text(scope, [text_key("works at acme")])) == ["m1"]
 
@@ -395,7 +399,10 @@ async def test_erasure_removes_and_counts_the_users_memories_and_session_data(db
         memory(other_user, "m4", "Likes rock"),
     )
     audit = Audit(unique("er"), "hash", scope.agent_id, NOW)
-    erased = await SqlEraser(db.database, db.writer).erase(scope.tenant_id, "u1", scope.agent_id, audit)
+    recorded = await SqlEraser(db.database, db.writer).erase(
+        scope.tenant_id, "u1", scope.agent_id, audit, NO_CHANGES
+    )
+    erased = recorded.result
 
     assert (erased.counts["memories"], erased.counts["session_data"], erased.counts["episodes"]) == (2, 2, 2)
     assert sorted(erased.memories) == [(scope, "m1"), (scope, "m2")]

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from episodic.domain.agents import MemoryDraft
-from episodic.domain.changes import ScopeChanged
+from episodic.domain.changes import NO_CHANGES, ScopeChanged
 from episodic.domain.context import Compaction, ModelCall, ModelReply, Section
 from episodic.domain.digests import ready
 from episodic.domain.episodes import OpenRequest
@@ -315,9 +315,11 @@ async def digested_behind_the_owners_back(app: UseCases, episode_id: str) -> str
     app.clock.advance(timedelta(minutes=1))
     request = OpenRequest("helper", "mary", episode_id, {}, app.clock())
     await app.episode_store.open_episode(TENANT, request, "cl100k_base")
-    closed = await app.episode_store.close_episode(
-        TENANT, episode_id, CloseReason.USER_ENDED, "", app.clock()
-    )
+    closed = (
+        await app.episode_store.close_episode(
+            TENANT, episode_id, CloseReason.USER_ENDED, "", app.clock(), NO_CHANGES
+        )
+    ).result
     assert closed.digest is not None
     made = ready(closed.digest, DigestText("Another trip."), app.embedder.model_id, app.clock())
     app.tables.digests[(TENANT, episode_id)] = made

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from episodic.domain.changes import NO_CHANGES, Declared, Recorded
 from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
 from episodic.domain.recall import Digest, DigestState, Scope, Vector
 from episodic.domain.working_set import WorkingSet
@@ -257,13 +258,16 @@ class BrokenTranscripts:
     async def transcript(self, digest: Digest) -> list[Message]:
         raise RuntimeError("the transcript is unreadable")
 
-    async def save_failed(self, digest: Digest) -> None:
+    async def save_failed(self, digest: Digest, declared: Declared[None]) -> Recorded[None]:
         self.saved.append(digest)
+        return Recorded(None, [], in_feed=False)
 
 
 class CommitAtOnce:
-    async def commit(self, write: Callable[[], Awaitable[object]], changes: object, **_: object) -> None:
-        await write()
+    async def commit(
+        self, write: Callable[[Declared[None]], Awaitable[Recorded[None]]], changes: object, **_: object
+    ) -> None:
+        await write(NO_CHANGES)
 
 
 def test_a_failed_digest_attempt_is_reported_by_its_error_type() -> None:

@@ -23,8 +23,9 @@ from pathlib import Path
 import grpc
 
 from episodic.bootstrap import Replacements, open_app, serve_app
-from episodic.config import Settings
+from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
+from episodic.domain.changes import NO_CHANGES
 from episodic.domain.memories import Memory, MemoryKind, MemoryOrigin, MemoryState, Source
 from episodic.domain.model import Caller
 from episodic.domain.ports import MemoryWrite
@@ -73,7 +74,7 @@ async def _bench(layout: Layout, count: int, budget: Budget) -> None:
             address="127.0.0.1:0",
             database_url=f"sqlite:///{Path(folder) / 'bench.db'}",
             insecure_dev=True,
-            embedder="hashing",
+            embedder=EmbedderKind.HASHING,
             access_log=False,
             migrate_on_start=True,
         )
@@ -98,7 +99,8 @@ async def _store(settings: Settings, layout: Layout, count: int) -> None:
             n = min(WRITE_BATCH, count - start)
             memories = [_memory(settings.dev_tenant, layout, start + i, rng, now) for i in range(n)]
             vectors = app.adapters.embedder.embed([m.text for m in memories])
-            await app.adapters.memories.write(MemoryWrite(insert=list(zip(memories, vectors, strict=True))))
+            rows = MemoryWrite(insert=list(zip(memories, vectors, strict=True)))
+            await app.adapters.memories.write(rows, NO_CHANGES)  # a load: nothing is searched yet
 
 
 def _memory(tenant: str, layout: Layout, i: int, rng: random.Random, now: datetime) -> Memory:

@@ -5,9 +5,9 @@ can arrive the same way (the change feed)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from episodic.domain.recall import Scope
 
@@ -94,6 +94,37 @@ Change = (
     | CachesStale
 )
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Declared(Generic[T]):
+    """The changes a write makes, declared with it: half of a unit of work (the SQL operation
+    is the other half). The writer computes `of(result)` inside the operation's transaction
+    (or savepoint) and inserts their change-feed rows there, tagged with `origin` (the
+    writing process), whatever path runs the operation; so a declared write cannot commit
+    without its rows, nor its rows without the write. The change owner makes one per write."""
+
+    of: Callable[[T], Iterable[Change]]
+    origin: str
+
+
+def _none(_: object) -> tuple[Change, ...]:
+    return ()
+
+
+# For a write that changes nothing recall or BuildContext can see (bulk loads, tests).
+NO_CHANGES: Declared[Any] = Declared(_none, "")
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded(Generic[T]):
+    """A declared write, committed: its result, the changes its transaction computed, and
+    whether it wrote change-feed rows (the other replicas are then to be woken). Only the
+    writer that ran it (or a fake store, which has no feed) makes one."""
+
+    result: T
+    changes: Sequence[Change]
+    in_feed: bool
 
 
 @dataclass(frozen=True, slots=True)

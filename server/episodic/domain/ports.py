@@ -4,12 +4,11 @@ fakes for tests live in tests/fakes.py."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from episodic.domain.changes import Change, Committed
+from episodic.domain.changes import Change, Committed, Declared, Recorded
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.drafts import DraftLimits, Push, Pushed
 from episodic.domain.episodes import OpenRequest
@@ -139,14 +138,6 @@ class ScopeIndex(Protocol):
         ...
 
 
-class ChangeRecording(Protocol):
-    """One write's changes, as its transaction computed and recorded them."""
-
-    ran: bool  # False when the write ran no recorded operation (fakes, tools)
-    result: object
-    changes: list[Change]
-
-
 @dataclass(frozen=True, slots=True)
 class FeedEntry:
     """One row of the change feed: `change` None means this release cannot read it
@@ -177,14 +168,13 @@ class ChangeLog(Protocol):
 
 
 class ChangeFeed(Protocol):
-    """Where committed changes are written for the other replicas (store/feed.py)."""
+    """Where committed changes go for the other replicas (store/feed.py). The writer inserts
+    a declared write's rows in the write's own transaction (`Declared`), tagged with `origin`;
+    once such a write committed, `published` wakes the other replicas."""
 
-    def recording(
-        self, changes_of: Callable[[Any], Iterable[Change]]
-    ) -> AbstractContextManager[ChangeRecording]:
-        """Within the block, the one write operation also records `changes_of(its result)`
-        in its own transaction."""
-        ...
+    origin: str  # this process
+
+    def published(self) -> None: ...
 
 
 class TokenCounter(Protocol):
@@ -205,8 +195,8 @@ class AgentStore(Protocol):
     async def get_agent(self, tenant_id: str, agent_id: str) -> Agent: ...
 
     async def update_agent(
-        self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent]
-    ) -> Agent: ...
+        self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent], declared: Declared[Agent]
+    ) -> Recorded[Agent]: ...
 
     async def list_agents(
         self, tenant_id: str, after: str | None, limit: int, only: frozenset[str] | None = None
@@ -225,8 +215,14 @@ class EpisodeStore(Protocol):
     ) -> list[tuple[Message, bool]]: ...
 
     async def close_episode(
-        self, tenant_id: str, episode_id: str, reason: CloseReason, note: str, ended_at: datetime
-    ) -> Episode: ...
+        self,
+        tenant_id: str,
+        episode_id: str,
+        reason: CloseReason,
+        note: str,
+        ended_at: datetime,
+        declared: Declared[Episode],
+    ) -> Recorded[Episode]: ...
 
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode: ...
 
@@ -278,9 +274,11 @@ class DigestStore(DigestReads, Protocol):
 
     async def transcript(self, digest: Digest) -> list[Message]: ...
 
-    async def save_ready(self, digest: Digest, vectors: Sequence[Vector], body: str) -> None: ...
+    async def save_ready(
+        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[None]
+    ) -> Recorded[None]: ...
 
-    async def save_failed(self, digest: Digest) -> None: ...
+    async def save_failed(self, digest: Digest, declared: Declared[None]) -> Recorded[None]: ...
 
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None: ...
 
@@ -338,14 +336,15 @@ class ChangeOwner(Protocol):
 
     async def commit(
         self,
-        write: Callable[[], Awaitable[T]],
+        write: Callable[[Declared[T]], Awaitable[Recorded[T]]],
         changes: Callable[[T], Iterable[Change]],
         *,
         exclusive: bool = True,
     ) -> Committed[T]:
-        """Runs an SQL write that records `changes(result)` in the change feed in its own
-        transaction, then applies them here; `exclusive`: atomically with respect to every
-        other index writer (writes that touch an index)."""
+        """Runs a unit of work: `write` is handed the declared `changes` and passes them with
+        its SQL operation to the writer, which records them in the change feed in the
+        operation's own transaction; then they are applied here. `exclusive`: atomically with
+        respect to every other index writer (writes that touch an index)."""
         ...
 
     async def apply_foreign(self, changes: Sequence[Change]) -> None:
@@ -370,13 +369,17 @@ class Eraser(Protocol):
     """Deletes every row of one user (in one agent, or all), audited; then scrubs the free
     space of what was deleted (`counts`, per receipt kind: all zero needs no scrub)."""
 
-    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased: ...
+    async def erase(
+        self, tenant_id: str, user_id: str, agent_id: str, audit: Audit, declared: Declared[Erased]
+    ) -> Recorded[Erased]: ...
 
     async def scrub(self, counts: Mapping[str, int]) -> bool: ...
 
 
 class RetentionStore(Protocol):
-    async def soft_delete_due(self, now: datetime, limit: int) -> list[SoftDeleted]: ...
+    async def soft_delete_due(
+        self, now: datetime, limit: int, declared: Declared[list[SoftDeleted]]
+    ) -> Recorded[list[SoftDeleted]]: ...
 
     async def purge_due(self, deleted_before: datetime, limit: int) -> int: ...
 
@@ -428,7 +431,7 @@ class MemoryWrite:
 class MemoryStore(Protocol):
     """Long-term memories and their stored vectors (the FAISS index is a cache of them)."""
 
-    async def write(self, change: MemoryWrite) -> None:
+    async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
         """All of it in one transaction, or none of it; NotFound when `change.episode` is gone."""
         ...
 

@@ -41,7 +41,7 @@ class AgentService:
             return update_agent(agent, draft, mask, self.tokens, self.limits, now)
 
         committed = await self.changes.commit(
-            lambda: self.store.update_agent(caller.tenant_id, draft.agent_id, change),
+            lambda declared: self.store.update_agent(caller.tenant_id, draft.agent_id, change, declared),
             lambda _: [AgentChanged(caller.tenant_id, draft.agent_id)],
             exclusive=False,
         )

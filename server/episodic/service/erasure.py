@@ -39,7 +39,7 @@ class EraseService:
         tenant = caller.tenant_id
         audit = Audit(f"er_{self.new_id()}", user_hash(tenant, user_id), agent_id, self.clock())
         committed = await self.changes.commit(
-            lambda: self.eraser.erase(tenant, user_id, agent_id, audit),
+            lambda declared: self.eraser.erase(tenant, user_id, agent_id, audit, declared),
             lambda erased: [
                 _removed(tenant, user_id, erased),
                 MemoriesRemoved(erased.memories),

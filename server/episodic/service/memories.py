@@ -2,9 +2,10 @@
 long-term storage), read, list, update, delete, and promotion when an episode closes.
 
 Every write that changes what the memory index holds goes through the change owner
-(`ChangeOwner.commit`): SQL first, then the index, so a crash between them is repaired by
-the rebuild from SQL at start. Writes of one scope are serialized here (duplicates and
-contradictions are decided against what the scope holds)."""
+(`ChangeOwner.commit`): SQL first, then the index, so a crash between them is repaired
+when the scope is next loaded from SQL (on its first search after the restart). Writes of
+one scope are serialized here (duplicates and contradictions are decided against what the
+scope holds)."""
 
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ class MemoryService:
     pool: Executor | None = None  # where extraction runs (the summary pool); None: asyncio's default
     locks: KeyedLocks = field(default_factory=KeyedLocks)
     quota: WriteQuota = field(default_factory=Unmetered)  # each written memory is embedded: metered
+    embed_pool: Executor | None = None  # the server's one thread for bulk embeddings; None: asyncio's default
 
     # --- create ------------------------------------------------------------------------
 
@@ -210,7 +212,8 @@ class MemoryService:
     async def _embed(self, texts: Sequence[str]) -> list[Vector]:
         if not texts:
             return []
-        return list(await asyncio.to_thread(self.embedder.embed, list(texts)))
+        loop = asyncio.get_running_loop()
+        return list(await loop.run_in_executor(self.embed_pool, self.embedder.embed, list(texts)))
 
     async def _plan_pending(self, holder: Holder, new: list[tuple[Memory, Vector]]) -> _Plan:
         """PENDING memories merge only exact repeats within the episode; the rest of the rules
@@ -226,6 +229,7 @@ class MemoryService:
         for memory, vector in new:
             self._merge_or_insert(plan, memory, vector, pool, supersede=False)
             pool.append(Candidate(memory))
+            await _let_others_run()
         return plan
 
     async def _plan_promoted(self, scope: Scope, new: list[tuple[Memory, Vector]]) -> _Plan:
@@ -242,6 +246,7 @@ class MemoryService:
                 for c in pool
             ]
             self._merge_or_insert(plan, memory, vector, pool, supersede=True)
+            await _let_others_run()
         return plan
 
     async def _stored_candidates(
@@ -311,7 +316,7 @@ class MemoryService:
             write = dataclasses.replace(
                 write, delete=[*write.delete, *((s.tenant_id, i) for s, i in removed)]
             )
-        await self.changes.commit(lambda: self.store.write(write), changes)
+        await self.changes.commit(lambda declared: self.store.write(write, declared), changes)
 
     # --- promotion at close ------------------------------------------------------------
 
@@ -440,6 +445,12 @@ def _promote_in_place(plan: _Plan, held_ids: set[str]) -> None:
         plan.replace[memory.memory_id] = (merged, vector)
     plan.insert = kept
     plan.delete = [i for i in held_ids if i not in plan.replace]
+
+
+async def _let_others_run() -> None:
+    """A batch's memories are compared one by one with the ones before them: between two,
+    the event loop serves other calls, so a big batch never holds it for long."""
+    await asyncio.sleep(0)
 
 
 def _scope(holder: Holder) -> Scope:

@@ -3,10 +3,13 @@
 sets, remembered recall answers, episode facts, PII policies).
 
 Every change to what they show goes through here and only here:
-- `commit(write, changes)`: this process's write. The SQL write records its changes in the
-  change feed in its own transaction (store/feed.py), then they are applied here. Writes
-  that touch an index run `exclusive`ly (under one lock with every other index writer), so
-  a digest landing during an erasure can neither leave vectors behind nor bring them back.
+- `commit(write, changes)`: this process's write, a unit of work. The write is handed its
+  declared changes (`Declared`) and passes them, with its SQL operation, to the writer,
+  which records them in the change feed in the operation's own transaction
+  (store/writer.py, store/feed.py) and hands back a `Recorded`; then they are applied here.
+  Writes that touch an index run `exclusive`ly (under one lock with every other index
+  writer), so a digest landing during an erasure can neither leave vectors behind nor bring
+  them back.
 - `apply_foreign(changes)`: what other replicas committed, read from the feed by the tail
   (workers/feed.py), under the same lock. A resident scope they touched is refreshed from
   SQL rather than patched, so whatever order writes land in, the cache converges on SQL.
@@ -18,18 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from episodic.domain.changes import (
     CachesStale,
     Change,
     Committed,
+    Declared,
     EpisodesRemoved,
     EpisodeVectors,
     MemoriesRemoved,
     MemoryVectors,
+    Recorded,
     UserErased,
 )
 from episodic.domain.erasure import user_hash
@@ -47,21 +51,13 @@ class Watcher(Protocol):
     def changed(self, change: Change) -> None: ...
 
 
-@dataclass(slots=True)
-class _Unrecorded:
-    """A write that ran no recorded operation (an in-memory fake, a tool without a feed)."""
-
-    ran: bool = False
-    result: object = None
-    changes: list[Change] = field(default_factory=list)
-
-
 class NoFeed:
-    """For processes and tests without a change feed."""
+    """For processes and tests without a change feed (nobody tails it: no one to wake)."""
 
-    @contextlib.contextmanager
-    def recording(self, changes_of: Callable[[Any], Iterable[Change]]) -> Iterator[_Unrecorded]:
-        yield _Unrecorded()
+    origin = ""
+
+    def published(self) -> None:
+        pass
 
 
 class Visibility:
@@ -87,19 +83,20 @@ class Visibility:
 
     async def commit(
         self,
-        write: Callable[[], Awaitable[T]],
+        write: Callable[[Declared[T]], Awaitable[Recorded[T]]],
         changes: Callable[[T], Iterable[Change]],
         *,
         exclusive: bool = True,
     ) -> Committed[T]:
-        """Runs the SQL write (recording its changes in the feed, in its transaction), then
-        applies them here; `exclusive`: with no other index writer in between. A write that
-        raises changes nothing."""
+        """Runs the SQL write with its declared changes (the writer records them in the feed,
+        in its transaction), then applies what it recorded here; `exclusive`: with no other
+        index writer in between. A write that raises changes nothing."""
         async with self._lock if exclusive else _unlocked():
-            with self._feed.recording(changes) as recording:
-                result = await write()
-            removed = sum(self.apply(change) for change in _made(recording, result, changes))
-        return Committed(result, removed)
+            recorded = await write(Declared(changes, self._feed.origin))
+            if recorded.in_feed:
+                self._feed.published()
+            removed = sum(self.apply(change) for change in recorded.changes)
+        return Committed(recorded.result, removed)
 
     def apply(self, change: Change) -> int:
         """Applies this process's committed change to the indexes, then to every cache;
@@ -177,16 +174,6 @@ def _remove(
 
 def _hash(scope: Scope) -> str:
     return user_hash(scope.tenant_id, scope.user_id)
-
-
-def _made(recording: Any, result: Any, changes: Callable[[Any], Iterable[Change]]) -> list[Change]:
-    """The changes the write's transaction recorded (computed once, inside it), or, for a
-    write that ran no recorded operation, computed now."""
-    if not recording.ran:
-        return list(changes(result))
-    if recording.result is not result:
-        raise RuntimeError("a recorded write must return its one operation's result")
-    return list(recording.changes)
 
 
 @contextlib.asynccontextmanager

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, bindparam, select, update
 
+from episodic.domain.changes import Declared, Recorded
 from episodic.domain.model import Agent
 from episodic.errors import AlreadyExists, NotFound
 from episodic.store import schema as s
@@ -38,7 +39,9 @@ class SqlAgentStore:
         )
         return _agent_or_missing(row, agent_id)
 
-    async def update_agent(self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent]) -> Agent:
+    async def update_agent(
+        self, tenant_id: str, agent_id: str, change: Callable[[Agent], Agent], declared: Declared[Agent]
+    ) -> Recorded[Agent]:
         def op(conn: Connection) -> Agent:
             row = conn.execute(_AGENT.with_for_update(), _key(tenant_id, agent_id)).mappings().first()
             changed = change(_agent_or_missing(row, agent_id))
@@ -46,7 +49,7 @@ class SqlAgentStore:
             conn.execute(stmt.values(agent_values(changed)))
             return changed
 
-        return await self._writer.run(op)
+        return await self._writer.run(op, declared)
 
     async def list_agents(
         self, tenant_id: str, after: str | None, limit: int, only: frozenset[str] | None = None

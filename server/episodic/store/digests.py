@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, RowMapping, and_, delete, func, or_, select, update
 
+from episodic.domain.changes import Declared, Recorded
 from episodic.domain.model import Message
 from episodic.domain.recall import Digest, DigestState, Hit, Scope, Vector, vector_key
 from episodic.store import lexical
@@ -71,15 +72,17 @@ class SqlDigestStore:
         stmt = stmt.order_by(M.c.seq)
         return await self._db.read(lambda conn: [message_from_row(r) for r in conn.execute(stmt).mappings()])
 
-    async def save_ready(self, digest: Digest, vectors: Sequence[Vector], body: str) -> None:
+    async def save_ready(
+        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[None]
+    ) -> Recorded[None]:
         def op(conn: Connection) -> None:
             conn.execute(_where(digest).values(digest_values(digest)))
             _replace_vectors(conn, digest, vectors)
             _replace_text(conn, digest, body)
 
-        await self._writer.run(op)
+        return await self._writer.run(op, declared)
 
-    async def save_failed(self, digest: Digest) -> None:
+    async def save_failed(self, digest: Digest, declared: Declared[None]) -> Recorded[None]:
         """The rules' back-off (next attempt - updated, both on the replica's clock) is
         counted from the database's clock."""
 
@@ -88,7 +91,7 @@ class SqlDigestStore:
             due = database_now(conn, digest.updated_at) + backoff
             conn.execute(_where(digest).values({**digest_values(digest), "next_attempt_at": due}))
 
-        await self._writer.run(op)
+        return await self._writer.run(op, declared)
 
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None:
         stmt = select(D).where(D.c.tenant_id == tenant_id, D.c.episode_id == episode_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, and_, delete, func, select, text
 
+from episodic.domain.changes import Declared, Recorded
 from episodic.domain.erasure import Audit, Erased
 from episodic.domain.memories import MemoryState
 from episodic.domain.recall import Scope
@@ -45,7 +46,9 @@ class SqlEraser:
         self._writer = writer
         self._owed = False  # a scrub failed: the next erasure scrubs even if it deletes nothing
 
-    async def erase(self, tenant_id: str, user_id: str, agent_id: str, audit: Audit) -> Erased:
+    async def erase(
+        self, tenant_id: str, user_id: str, agent_id: str, audit: Audit, declared: Declared[Erased]
+    ) -> Recorded[Erased]:
         """Counts, deletes and audits in one transaction."""
 
         def op(conn: Connection) -> Erased:
@@ -62,7 +65,7 @@ class SqlEraser:
             conn.execute(s.erasures.insert().values(_audit_row(tenant_id, audit, counts)))
             return Erased(counts, [(a, e) for a, e in erased], memories, memory_vectors)
 
-        return await self._writer.run(op)
+        return await self._writer.run(op, declared)
 
     async def scrub(self, counts: Mapping[str, int]) -> bool:
         """Leaves no erased text in free space, doing only what the erasure's deletions

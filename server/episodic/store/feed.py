@@ -1,9 +1,11 @@
 """The change feed in SQL: the `ChangeFeed` port.
 
-A write that changes what recall or BuildContext can see runs under `recording(changes)`;
-the group-commit writer then runs its one operation through `bind`, which computes the
-changes from the operation's result and inserts them into `changes` IN THE SAME
-TRANSACTION. Every replica tails the table by `seq` (see workers/feed.py).
+A write that changes what recall or BuildContext can see is a unit of work: its SQL
+operation and the changes it declares (`domain.changes.Declared`). The group-commit writer
+runs both as one piece, on every path (one operation, or an item of a bulk operation):
+`record` computes the changes from the operation's result and inserts them into `changes`
+IN THE SAME TRANSACTION (or savepoint) as the operation. Every replica tails the table by
+`seq` (see workers/feed.py).
 
 Order: on PostgreSQL a transaction-scoped advisory lock is taken before the insert and held
 to COMMIT, so sequence numbers are handed out in commit order and a reader that has seen
@@ -17,21 +19,21 @@ it removed, so no row names the user afterwards.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, delete, func, select, text
 
 from episodic.domain.changes import (
     AgentChanged,
     Change,
+    Declared,
     EpisodesRemoved,
     EpisodeVectors,
     MemoriesRemoved,
     MemoryVectors,
+    Recorded,
     ScopeChanged,
     UserErased,
 )
@@ -41,7 +43,7 @@ from episodic.domain.recall import Scope
 from episodic.store import schema as s
 from episodic.store.database import Database
 
-if TYPE_CHECKING:  # the writer imports this module for `bind`
+if TYPE_CHECKING:  # the writer imports this module for `record`
     from episodic.store.writer import GroupCommitWriter
 
 C, MARKS = s.changes, s.feed_marks
@@ -49,7 +51,7 @@ FEED_VERSION = 1  # the body format this code writes; it refuses rows of a newer
 CHANNEL = "episodic_feed"
 FEED_LOCK_KEY = 0x45_70_69_73_6F_64_69_63  # "Episodic": the advisory lock that orders seqs
 PRUNED = "pruned"
-WriteOp = Callable[[Connection], Any]
+T = TypeVar("T")
 
 
 class FeedTooNew(Exception):
@@ -67,43 +69,16 @@ class FeedRow:
     origin: str
 
 
-@dataclass(slots=True)
-class Recording:
-    """One recorded write: the changes its operation made, computed inside its transaction."""
-
-    changes_of: Callable[[Any], Iterable[Change]]
-    origin: str
-    ran: bool = False
-    bound: bool = False
-    result: Any = None
-    changes: list[Change] = field(default_factory=list)
-    wrote: bool = False
-
-
-_RECORDING: ContextVar[Recording | None] = ContextVar("episodic_feed_recording", default=None)
-
-
-def bind(op: WriteOp) -> WriteOp:
-    """The writer's hook: inside a `recording`, the (one) operation also writes its changes."""
-    recording = _RECORDING.get()
-    if recording is None:
-        return op
-    if recording.bound:
-        raise RuntimeError("a recorded write must run exactly one write operation")
-    recording.bound = True
-
-    def recorded(conn: Connection) -> Any:
-        result = op(conn)
-        changes = list(recording.changes_of(result))
-        recording.wrote = append(conn, changes, recording.origin)
-        recording.result, recording.changes, recording.ran = result, changes, True
-        return result
-
-    return recorded
+def record(conn: Connection, result: T, declared: Declared[T]) -> Recorded[T]:
+    """The writer's second half of a unit of work, on the operation's connection, right after
+    it ran: the changes it declared, computed from its result and inserted as feed rows."""
+    changes = list(declared.of(result))
+    return Recorded(result, changes, append(conn, changes, declared.origin))
 
 
 class SqlChangeFeed:
-    """Writes through `recording`, reads for the tail, prunes for the singleton pruner."""
+    """Names this process's rows and wakes the other replicas after they commit (the writer
+    inserts them: `record`), reads for the tail, prunes for the singleton pruner."""
 
     def __init__(self, db: Database, writer: GroupCommitWriter, *, origin: str, signals: Signals) -> None:
         self._db = db
@@ -111,16 +86,9 @@ class SqlChangeFeed:
         self.origin = origin  # this process: the tail skips what it already applied itself
         self._signals = signals
 
-    @contextmanager
-    def recording(self, changes_of: Callable[[Any], Iterable[Change]]) -> Iterator[Recording]:
-        recording = Recording(changes_of, self.origin)
-        token = _RECORDING.set(recording)
-        try:
-            yield recording
-        finally:
-            _RECORDING.reset(token)
-        if recording.wrote:
-            self._signals.notify(CHANNEL, "")  # a wake-up; the rows say what changed
+    def published(self) -> None:
+        """After a write that inserted feed rows committed."""
+        self._signals.notify(CHANNEL, "")  # a wake-up; the rows say what changed
 
     async def head(self) -> int:
         return await self._db.read(lambda conn: int(conn.scalar(select(func.max(C.c.seq))) or 0))

@@ -14,6 +14,7 @@ import numpy as np
 from sqlalchemy import Connection, RowMapping, and_, case, delete, func, or_, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
+from episodic.domain.changes import Declared, Recorded
 from episodic.domain.memories import (
     Memory,
     MemoryKind,
@@ -57,7 +58,7 @@ class SqlMemoryStore:
         self._model = embedding_model
         self._clock = clock
 
-    async def write(self, change: MemoryWrite) -> None:
+    async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
         def op(conn: Connection) -> None:
             if change.episode is not None:
                 lock_episode(conn, *change.episode)
@@ -70,7 +71,7 @@ class SqlMemoryStore:
             for tenant_id, memory_id in change.delete:
                 conn.execute(delete(M).where(M.c.tenant_id == tenant_id, M.c.memory_id == memory_id))
 
-        await self._writer.run(op)
+        return await self._writer.run(op, declared)
 
     async def get(self, tenant_id: str, memory_id: str) -> Memory | None:
         return (await self.get_many(tenant_id, [memory_id])).get(memory_id)

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select, update
 
+from episodic.domain.changes import Declared, Recorded
 from episodic.domain.retention import SoftDeleted
 from episodic.store import schema as s
 from episodic.store.database import Database
@@ -29,7 +30,9 @@ class SqlRetention:
         self._writer = writer
         self._caps = dict(tenant_caps or {})
 
-    async def soft_delete_due(self, now: datetime, limit: int) -> list[SoftDeleted]:
+    async def soft_delete_due(
+        self, now: datetime, limit: int, declared: Declared[list[SoftDeleted]]
+    ) -> Recorded[list[SoftDeleted]]:
         """At most `limit` closed episodes whose agent's retention has run out, oldest
         agents' first: marked deleted, their digests (vectors, full text) removed."""
 
@@ -45,7 +48,7 @@ class SqlRetention:
             _mark_deleted(conn, due, now)
             return due
 
-        return await self._writer.run(op)
+        return await self._writer.run(op, declared)
 
     async def purge_due(self, deleted_before: datetime, limit: int) -> int:
         """Hard-deletes at most `limit` episodes soft-deleted before the cut-off, with every

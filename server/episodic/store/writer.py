@@ -11,6 +11,13 @@ Requests of one kind that arrive together can also be handled by one call (a
 `BulkOp`), e.g. many appends: one read of all their episodes, one INSERT of all their
 messages. A bulk op reports refusals per item and raises only on unexpected failures.
 Runs of consecutive requests are merged, so queue order is kept.
+
+A write that changes what recall or BuildContext can see is a unit of work: with its
+operation (or its bulk item) comes the changes it declares (`Declared`). Whatever path runs
+it, the piece that runs the operation then inserts the change-feed rows of its result on the
+same connection (store/feed.py `record`): in the same transaction, or the same savepoint on
+the slow path, so rows and write commit or roll back together. A refused bulk item wrote
+nothing and records nothing. The caller gets a `Recorded` back: the result and its changes.
 """
 
 from __future__ import annotations
@@ -21,11 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from sqlalchemy import Connection
 
 from episodic.bounded import within
+from episodic.domain.changes import Declared, Recorded
 from episodic.errors import Aborted
 from episodic.store import feed
 from episodic.store.database import Database
@@ -49,6 +57,7 @@ class _Pending(Generic[T]):
     future: asyncio.Future[T]
     bulk: BulkOp | None = None
     item: Any = None
+    declared: Declared[Any] | None = None  # a unit of work: its feed rows go with the write
 
 
 class GroupCommitWriter:
@@ -90,16 +99,27 @@ class GroupCommitWriter:
             await asyncio.get_running_loop().run_in_executor(self._thread, self._close_sqlite)
             self._thread.shutdown(wait=True)
 
-    async def run(self, op: WriteOp[T]) -> T:
-        """Inside a change-feed recording (store/feed.py), the operation also writes its
-        changes to the feed, in its own transaction."""
-        bound = feed.bind(op)
-        result: T = await self._submit(lambda future: _Pending(bound, future))
-        return result
+    @overload
+    async def run(self, op: WriteOp[T]) -> T: ...
 
-    async def run_bulk(self, bulk: BulkOp, item: object) -> Any:
-        """Queues one item for `bulk`; returns its outcome's value or raises its error."""
-        return await self._submit(lambda future: _Pending(None, future, bulk, item))
+    @overload
+    async def run(self, op: WriteOp[T], declared: Declared[T]) -> Recorded[T]: ...
+
+    async def run(self, op: WriteOp[Any], declared: Declared[Any] | None = None) -> Any:
+        """Runs `op`; with `declared`, also inserts the feed rows of the changes it declares,
+        in its transaction, and returns them with its result."""
+        return await self._submit(lambda future: _Pending(op, future, declared=declared))
+
+    @overload
+    async def run_bulk(self, bulk: BulkOp, item: object) -> Any: ...
+
+    @overload
+    async def run_bulk(self, bulk: BulkOp, item: object, declared: Declared[T]) -> Recorded[T]: ...
+
+    async def run_bulk(self, bulk: BulkOp, item: object, declared: Declared[Any] | None = None) -> Any:
+        """Queues one item for `bulk`; returns its outcome's value or raises its error. With
+        `declared`, as `run`: an accepted item's feed rows are inserted in its transaction."""
+        return await self._submit(lambda future: _Pending(None, future, bulk, item, declared))
 
     async def _submit(self, make: Callable[[asyncio.Future[Any]], _Pending[Any]]) -> Any:
         if not self._tasks:
@@ -186,7 +206,7 @@ def _units(batch: Sequence[_Pending[Any]]) -> list[_Unit]:
             units.append(_bulk_unit(run))
             run = []
         if pending.bulk is None:
-            units.append(_single_unit(pending.op))
+            units.append(_single_unit(pending))
         else:
             run.append(pending)
     if run:
@@ -194,15 +214,30 @@ def _units(batch: Sequence[_Pending[Any]]) -> list[_Unit]:
     return units
 
 
-def _single_unit(op: WriteOp[Any] | None) -> _Unit:
+def _single_unit(pending: _Pending[Any]) -> _Unit:
+    op, declared = pending.op, pending.declared
     assert op is not None
-    return _Unit(lambda conn: [(True, op(conn))], 1)
+    return _Unit(lambda conn: [(True, _recorded(conn, op(conn), declared))], 1)
 
 
 def _bulk_unit(run: list[_Pending[Any]]) -> _Unit:
-    bulk, items = run[0].bulk, [p.item for p in run]
+    bulk, items, declared = run[0].bulk, [p.item for p in run], [p.declared for p in run]
     assert bulk is not None
-    return _Unit(lambda conn: bulk.run_all(conn, items), len(items))
+
+    def run_all(conn: Connection) -> list[Outcome]:
+        outcomes = bulk.run_all(conn, items)
+        return [
+            (True, _recorded(conn, value, d)) if ok else (False, value)
+            for (ok, value), d in zip(outcomes, declared, strict=True)
+        ]
+
+    return _Unit(run_all, len(items))
+
+
+def _recorded(conn: Connection, result: Any, declared: Declared[Any] | None) -> Any:
+    """A unit of work's feed rows, on the connection (so in the transaction or savepoint)
+    its operation just ran in: if either fails, both roll back."""
+    return result if declared is None else feed.record(conn, result, declared)
 
 
 # A batch chosen as a deadlock's victim is run again this many times in all: the other

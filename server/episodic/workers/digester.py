@@ -44,6 +44,7 @@ class Digester:
     lease: timedelta = timedelta(seconds=60)  # a crashed server's claims come back within a minute
     idle_poll_seconds: float = 1.0
     summary_pool: Executor | None = None  # the server's bounded pool for summaries; None: asyncio's default
+    embed_pool: Executor | None = None  # the server's one thread for bulk embeddings; None: asyncio's default
     # the episode's pending and extracted memories into long-term storage (idempotent), before
     # its digest is marked ready: a crash in between redoes both
     promote: Callable[[Digest, Sequence[Message]], Awaitable[int]] | None = None
@@ -125,7 +126,7 @@ class Digester:
                 self.on_failure(exc.reason if isinstance(exc, EpisodicError) else type(exc).__name__)
             failed = rules.failed(digest, _failure(exc), self.clock())
             await self.changes.commit(
-                lambda: self.store.save_failed(failed),
+                lambda declared: self.store.save_failed(failed, declared),
                 lambda _: [ScopeChanged(digest.scope)],  # its pending count changed
                 exclusive=False,
             )
@@ -139,11 +140,15 @@ class Digester:
         if self.promote is not None and digest.state is not DigestState.READY:
             await self.promote(digest, messages)
         text = await self._text(digest, messages)
-        vectors = await asyncio.to_thread(self.embedder.embed, rules.embedded_texts(text, messages))
+        loop = asyncio.get_running_loop()
+        texts = rules.embedded_texts(text, messages)
+        vectors = await loop.run_in_executor(self.embed_pool, self.embedder.embed, texts)
         done = rules.ready(digest, text, rules.indexed_with(self.embedder.model_id), self.clock())
         keys = [vector_key(digest.episode_id, i) for i in range(len(vectors))]
         await self.changes.commit(
-            lambda: self.store.save_ready(done, vectors, rules.lexical_body(text, messages)),
+            lambda declared: self.store.save_ready(
+                done, vectors, rules.lexical_body(text, messages), declared
+            ),
             lambda _: [EpisodeVectors(done.scope, done.episode_id, keys, vectors)],
         )
 

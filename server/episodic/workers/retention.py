@@ -67,7 +67,7 @@ class RetentionJob:
     async def _soft_delete_batch(self) -> tuple[int, int] | None:
         """As in erasure: SQL and index change as one, so no digest lands in between."""
         committed = await self.changes.commit(
-            lambda: self.store.soft_delete_due(self.clock(), self.batch),
+            lambda declared: self.store.soft_delete_due(self.clock(), self.batch, declared),
             lambda due: [EpisodesRemoved([(_scope(d), d.episode_id) for d in due])],
         )
         due = committed.result
