@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import grpc
 
 from episodic.bootstrap import open_app, serve_app
-from episodic.config import Settings
+from episodic.config import EmbedderKind, Settings
 from episodic.keys import config_line
 from episodic.telemetry.tracing import Tracing
 
@@ -23,7 +23,11 @@ TENANT_B = "tenant-b"
 def settings_for(database_url: str, **overrides: object) -> Settings:
     keys = ",".join([config_line(TENANT_A, KEY_A), config_line(TENANT_B, KEY_B)])
     base = Settings(
-        address="127.0.0.1:0", database_url=database_url, api_keys=keys, access_log=False, embedder="hashing"
+        address="127.0.0.1:0",
+        database_url=database_url,
+        api_keys=keys,
+        access_log=False,
+        embedder=EmbedderKind.HASHING,
     )
     return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 

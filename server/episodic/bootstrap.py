@@ -15,15 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.api.server import GrpcServer, Services, build_server
 from episodic.api.shares import Refused
 from episodic.bounded import within
-from episodic.config import ConfigError, Settings, TlsMaterial
+from episodic.config import ConfigError, EmbedderKind, ExtractorKind, Settings, SummarizerKind, TlsMaterial
 from episodic.domain.digests import indexed_with
 from episodic.domain.ports import Embedder, MemoryExtractor, Summarizer, VectorIndex
 from episodic.embed import EmbeddingError, make_embedder
+from episodic.embed.model_cache import default_cache_dir
 from episodic.errors import EpisodicError
 from episodic.http_guard import HttpLimits
 from episodic.index import FaissVectorIndex
@@ -73,10 +75,9 @@ from episodic.store.session_data import SqlSessionDataStore
 from episodic.store.signals import LocalSignals, PgSignals
 from episodic.store.vector_sources import SqlDigestVectors, SqlMemoryVectors
 from episodic.store.writer import GroupCommitWriter
-from episodic.summarize import make_summarizer
 from episodic.summarize.extractive import ExtractiveSummarizer
 from episodic.summarize.memories import ExtractiveMemoryExtractor
-from episodic.summarize.openai_chat import OpenAIChatConfig
+from episodic.summarize.openai_chat import OpenAIChatConfig, OpenAIChatSummarizer
 from episodic.summarize.openai_memories import OpenAiMemoryExtractor
 from episodic.telemetry.instrumentation import server_interceptor
 from episodic.telemetry.metrics import MeteredAccessLog, Metrics, Watched, build_metrics
@@ -253,48 +254,65 @@ async def _bring_schema_up(database: Database, migrate: bool) -> None:
         )
 
 
+def model_cache_dir(settings: Settings) -> Path | None:
+    """Where the int8 model is cached: the setting, else the user's cache (None: no home)."""
+    if settings.model_cache_dir:
+        return Path(settings.model_cache_dir)
+    return default_cache_dir(settings.xdg_cache_home)
+
+
 def build_embedder(settings: Settings) -> Embedder:
     """A model that cannot load (altered file, no usable temporary directory for the int8
-    derivation) stops the start with one line naming why."""
+    derivation) or an endpoint misconfigured stops the start with one line naming why."""
     try:
-        if settings.embedder != "openai":
-            return make_embedder(settings.embedder)
-        options = {"base_url": settings.embedder_url, "model": settings.embedder_model}
-        return make_embedder("openai", **options, api_key=settings.embedder_api_key or None)
-    except EmbeddingError as exc:
+        options: dict[str, object] = {}
+        if settings.embedder == EmbedderKind.OPENAI:
+            options = {
+                "base_url": settings.embedder_url,
+                "model": settings.embedder_model,
+                "api_key": settings.embedder_api_key or None,
+            }
+        elif settings.embedder in (EmbedderKind.MINILM, EmbedderKind.MINILM_FP32):
+            options = {"cache_dir": model_cache_dir(settings)}
+        return make_embedder(str(settings.embedder), **options)
+    except (EmbeddingError, ValueError) as exc:
         raise ConfigError(f"embedder: {exc}") from exc
 
 
 def build_summarizer(settings: Settings) -> Summarizer:
-    if settings.summarizer != "openai":
-        return make_summarizer(settings.summarizer)
-    options = {"base_url": settings.summarizer_url, "model": settings.summarizer_model}
-    return make_summarizer("openai", **options, api_key=settings.summarizer_api_key or None)
+    if settings.summarizer != SummarizerKind.OPENAI:
+        return ExtractiveSummarizer()
+    try:
+        return OpenAIChatSummarizer(chat_endpoint(settings))
+    except ValueError as exc:
+        raise ConfigError(f"summarizer: {exc}") from exc
 
 
-def build_extractor(settings: Settings) -> MemoryExtractor:
-    kind = settings.extractor.strip().lower() or "extractive"
-    if kind == "extractive":
-        return ExtractiveMemoryExtractor()
-    if kind != "openai":
-        raise ConfigError(f"extractor: unknown kind {settings.extractor!r}; allowed: extractive, openai")
-    if not settings.summarizer_url or not settings.summarizer_model:
-        raise ConfigError("extractor=openai needs EPISODIC_SUMMARIZER_URL and EPISODIC_SUMMARIZER_MODEL")
-    config = OpenAIChatConfig(
+def chat_endpoint(settings: Settings) -> OpenAIChatConfig:
+    """The chat endpoint of summarizer=openai, which extractor=openai uses too."""
+    return OpenAIChatConfig(
         base_url=settings.summarizer_url,
         model=settings.summarizer_model,
         api_key=settings.summarizer_api_key,
     )
+
+
+def build_extractor(settings: Settings) -> MemoryExtractor:
+    if settings.extractor != ExtractorKind.OPENAI:
+        return ExtractiveMemoryExtractor()
+    if not settings.summarizer_url or not settings.summarizer_model:
+        raise ConfigError("extractor=openai needs EPISODIC_SUMMARIZER_URL and EPISODIC_SUMMARIZER_MODEL")
+    try:
+        config = chat_endpoint(settings)
+    except ValueError as exc:
+        raise ConfigError(f"extractor: {exc}") from exc
     return OpenAiMemoryExtractor(config, fallback=ExtractiveMemoryExtractor())
 
 
 def build_adapters(
     settings: Settings, database: Database, writer: GroupCommitWriter, index: VectorIndex | None
 ) -> Adapters:
-    try:
-        embedder, summarizer = build_embedder(settings), build_summarizer(settings)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    embedder, summarizer = build_embedder(settings), build_summarizer(settings)  # ConfigError names them
     signals = LocalSignals() if database.is_sqlite else PgSignals(database.url)
     return Adapters(
         database=database,
@@ -381,20 +399,34 @@ def build_state(settings: Settings, adapters: Adapters, *, whole_index: bool = F
 SUMMARY_THREADS = 1
 
 
+# Embeddings written in bulk (memories, digests) share one thread: however many a tenant
+# asks for at once, they take one core, never the event loop's. Query embeddings (one text,
+# on a turn's path) do not wait behind them.
+EMBED_THREADS = 1
+
+
+def new_embed_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="episodic-embed")
+
+
 def new_summary_pool() -> ThreadPoolExecutor:
     """Where extractive summaries are made (compaction, digests), whoever asks for them."""
     return ThreadPoolExecutor(SUMMARY_THREADS, thread_name_prefix="episodic-summary")
 
 
 def build_memory_service(
-    settings: Settings, adapters: Adapters, state: State, pool: ThreadPoolExecutor
+    settings: Settings,
+    adapters: Adapters,
+    state: State,
+    pool: ThreadPoolExecutor,
+    embed_pool: ThreadPoolExecutor | None = None,
 ) -> MemoryService:
     a = adapters
     return MemoryService(
         store=a.memories, episodes=a.episodes, agents=a.agents, embedder=a.embedder, index=state.memory_index,
         changes=state.visibility, pii=state.pii, extractor=a.extractor, limits=settings.limits,
-        clock=utc_now, new_id=new_call_id, pool=None if settings.extractor == "openai" else pool,
-        quota=state.shares,
+        clock=utc_now, new_id=new_call_id, pool=None if settings.extractor == ExtractorKind.OPENAI else pool,
+        quota=state.shares, embed_pool=embed_pool,
     )  # fmt: skip
 
 
@@ -405,8 +437,10 @@ def build_digester(
     pool: ThreadPoolExecutor,
     memories: MemoryService,
     metrics: Metrics | None = None,
+    embed_pool: ThreadPoolExecutor | None = None,
 ) -> Digester:
-    llm = settings.summarizer == "openai"  # an LLM waits on the network: it must not hold the pool
+    # An LLM waits on the network: it must not hold the pool.
+    llm = settings.summarizer == SummarizerKind.OPENAI
     return Digester(
         store=adapters.digests,
         summarizer=adapters.summarizer,
@@ -414,6 +448,7 @@ def build_digester(
         changes=state.visibility,
         clock=utc_now,
         summary_pool=None if llm else pool,
+        embed_pool=embed_pool,
         promote=memories.promote_closed,
         workers=settings.digest_workers,
         on_failure=metrics.digest_failed if metrics is not None and metrics.enabled else None,
@@ -422,7 +457,7 @@ def build_digester(
 
 def build_compactor(settings: Settings, adapters: Adapters, state: State) -> BackgroundCompactor | None:
     """Extractive compaction runs inline; a configured LLM summarizer runs in the background."""
-    if settings.summarizer != "openai":
+    if settings.summarizer != SummarizerKind.OPENAI:
         return None
     return BackgroundCompactor(
         summarizer=adapters.summarizer,
@@ -642,9 +677,9 @@ async def _wired(
     state.tail.listen()
     await adapters.signals.start()
     await state.tail.start()
-    pool = new_summary_pool()
-    memories = build_memory_service(settings, adapters, state, pool)
-    digester = build_digester(settings, adapters, state, pool, memories, metrics)
+    pool, embed_pool = new_summary_pool(), new_embed_pool()
+    memories = build_memory_service(settings, adapters, state, pool, embed_pool)
+    digester = build_digester(settings, adapters, state, pool, memories, metrics, embed_pool)
     compactor = build_compactor(settings, adapters, state)
     marks = RecallMarks(store=adapters.memories)
     services = build_services(
@@ -663,6 +698,7 @@ async def _wired(
         await within(WORKER_STOP_SECONDS, adapters.signals.stop(), "close the signal connection")
         await within(WORKER_STOP_SECONDS, adapters.leadership.close(), "release leadership")
         pool.shutdown(wait=False, cancel_futures=True)
+        embed_pool.shutdown(wait=False, cancel_futures=True)
 
 
 async def note_stale_vectors(adapters: Adapters) -> None:

@@ -1,10 +1,11 @@
 """Crash durability (DESIGN §7): the real `episodic serve`, under concurrent AddMessage load
 and with digests in flight, is killed with SIGKILL and restarted on the same database.
 Every acknowledged message is there exactly once with its seq and content, seqs are dense,
-and once every digest has settled the index rebuilt at start holds exactly what SQL holds.
+and once every digest has settled the index (each scope loaded from SQL on its first search
+after the restart) holds exactly what SQL holds.
 Calls in flight at the kill may or may not have been stored; nothing else may appear.
 Memories acknowledged before the load are all there after the restart, promoted (some
-promotions were in flight at the kill), and found in the memory index rebuilt from SQL."""
+promotions were in flight at the kill), and found in the memory index loaded from SQL."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from google.protobuf import struct_pb2
 
+from episodic.domain.model import PiiPolicy
 from episodic.v1 import agent_pb2, episode_pb2, episode_service_pb2, memory_pb2, memory_service_pb2
 from tests.e2e.context_helpers import build, create_agent, get_call
 from tests.e2e.helpers import Client
@@ -21,7 +22,7 @@ SAID = f"Reach me at {EMAIL} or {PHONE}; my card is {CARD}."
 @pytest.fixture
 async def redacting(database_url: str) -> AsyncIterator[tuple[Client, Client]]:
     """Tenant A redacts (server default); tenant B is set to off."""
-    settings = settings_for(database_url, pii_policy="redact", pii_tenant_policies=f"{TENANT_B}=off")
+    settings = settings_for(database_url, pii_policy=PiiPolicy.REDACT, pii_tenant_policies=f"{TENANT_B}=off")
     async with running_server(settings) as server, server.channel() as channel:
         yield Client.of(channel, KEY_A), Client.of(channel, KEY_B)
 

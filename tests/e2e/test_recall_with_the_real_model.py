@@ -3,6 +3,7 @@ a paraphrase with no shared words still finds its conversation."""
 
 from __future__ import annotations
 
+from episodic.config import EmbedderKind
 from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
 from tests.e2e.test_recall import AUTH, remembered, search
@@ -11,7 +12,7 @@ from tests.server_harness import running_server, settings_for
 
 async def test_a_paraphrase_finds_its_conversation_with_the_default_model(sqlite_url: str) -> None:
     async with (
-        running_server(settings_for(sqlite_url, embedder="minilm")) as server,
+        running_server(settings_for(sqlite_url, embedder=EmbedderKind.MINILM)) as server,
         server.channel() as channel,
     ):
         agent_id, ids = await remembered(channel, "mary")

@@ -10,7 +10,7 @@ import pytest
 
 from episodic.api.server import Services
 from episodic.bootstrap import App, Replacements, open_app
-from episodic.config import Settings
+from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller
 from episodic.store.database import Database
@@ -42,7 +42,7 @@ async def stack_on(url: str, caller: Caller) -> AsyncIterator[Stack]:
     """The product wired through its one door, without its background workers (tests run
     the digester and the retention job themselves)."""
     settings = Settings(
-        database_url=url, embedder="hashing", insecure_dev=True, access_log=False,
+        database_url=url, embedder=EmbedderKind.HASHING, insecure_dev=True, access_log=False,
         db_writers=2,  # >1 on PostgreSQL exercises the row locks
     )  # fmt: skip
     replace = Replacements(background=False)

@@ -1,5 +1,5 @@
 """The digester: resumable from SQL, retries failures visibly, and the index it feeds
-can always be rebuilt from SQL; the idle reaper closes forgotten episodes."""
+can always be loaded again from SQL; the idle reaper closes forgotten episodes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The per-scope vector index: exact cosine search that never crosses a scope, upserts,
-removals, snapshots and concurrent use."""
+removals and concurrent use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import random
 import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from numpy.typing import NDArray
 
 from episodic.domain.ports import VectorIndex
 from episodic.domain.recall import Hit, Scope
-from episodic.index import FaissVectorIndex, SnapshotError, digest_of
+from episodic.index import FaissVectorIndex
 from episodic.index.shard import BLOCK_ROWS
 
 DIM = 16
@@ -177,70 +176,6 @@ def test_keys_and_scopes_list_what_is_held() -> None:
     assert index.scopes() == [carol, ALICE, BOB]  # by tenant, then agent, then user
     assert index.keys(BOB) == {"b#0", "b#1"} and index.keys(Scope("x", "y", "z")) == set()
     assert (index.count(BOB), index.count(carol), len(index)) == (2, 1, 4)
-
-
-def test_a_snapshot_round_trip_preserves_search_results_and_digest(tmp_path: Path) -> None:
-    rng = np.random.default_rng(6)
-    index = FaissVectorIndex(DIM)
-    scopes = [ALICE, BOB, Scope("tenant ü", 'agent "quoted"', "user\nnewline")]
-    for number, scope in enumerate(scopes):
-        index.add(scope, [f"ep_{number}_{i}#0" for i in range(30)], unit(rng, 30))
-    index.remove(BOB, ["ep_1_3#0"])
-    path = tmp_path / "vectors.snap"
-    index.save(path)
-    index.save(path)  # replacing an existing snapshot
-    loaded = FaissVectorIndex.load(path, DIM)
-    assert loaded.scopes() == index.scopes() and loaded.digest() == index.digest()
-    for scope in scopes:
-        assert loaded.keys(scope) == index.keys(scope)
-        for query in unit(rng, 5):
-            assert loaded.search(scope, query, 4) == index.search(scope, query, 4)
-    assert [p.name for p in tmp_path.iterdir()] == ["vectors.snap"]
-
-
-def test_the_digest_is_the_documented_recipe_over_scope_and_key() -> None:
-    index = FaissVectorIndex(2)
-    index.add(BOB, ["b#0"], [[1.0, 0.0]])
-    index.add(ALICE, ["a#1", "a#0"], [[1.0, 0.0], [0.0, 1.0]])
-    assert index.digest() == digest_of([(ALICE, "a#0"), (BOB, "b#0"), (ALICE, "a#1")])
-    assert index.digest() != digest_of([(ALICE, "a#0"), (BOB, "b#0")])
-    assert FaissVectorIndex(2).digest() == digest_of([])
-
-
-def test_a_snapshot_of_another_dimension_is_refused(tmp_path: Path) -> None:
-    index = FaissVectorIndex(DIM)
-    index.add(ALICE, ["a#0"], unit(np.random.default_rng(7), 1))
-    index.save(tmp_path / "vectors.snap")
-    with pytest.raises(ValueError, match="dimension 16, expected 32"):
-        FaissVectorIndex.load(tmp_path / "vectors.snap", 32)
-
-
-@pytest.mark.parametrize(
-    ("offset", "message"),
-    [(100, "damaged"), (-40, "manifest"), (-33, "damaged"), (-1, "damaged"), (0, "not a vector snapshot")],
-    ids=["vectors", "manifest length", "last length byte", "hash", "magic"],
-)
-def test_a_damaged_snapshot_is_refused(tmp_path: Path, offset: int, message: str) -> None:
-    index = FaissVectorIndex(DIM)
-    index.add(ALICE, [f"ep_{i}#0" for i in range(20)], unit(np.random.default_rng(7), 20))
-    path = tmp_path / "vectors.snap"
-    index.save(path)
-    data = bytearray(path.read_bytes())
-    data[offset] ^= 0x40
-    path.write_bytes(bytes(data))
-    with pytest.raises(SnapshotError, match=message):
-        FaissVectorIndex.load(path, DIM)
-
-
-@pytest.mark.parametrize("size", [0, 10, 60])
-def test_a_truncated_snapshot_is_refused(tmp_path: Path, size: int) -> None:
-    index = FaissVectorIndex(DIM)
-    index.add(ALICE, ["a#0"], unit(np.random.default_rng(7), 1))
-    path = tmp_path / "vectors.snap"
-    index.save(path)
-    path.write_bytes(path.read_bytes()[:size])
-    with pytest.raises(SnapshotError):
-        FaissVectorIndex.load(path, DIM)
 
 
 def test_concurrent_adds_removes_and_searches_stay_consistent() -> None:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from episodic import config
-from episodic.domain.model import Caller
+from episodic.bootstrap import build_extractor
+from episodic.cli import main
+from episodic.domain.model import Caller, PiiPolicy
+from episodic.embed.factory import KINDS
 from episodic.keys import KeyConfigError, KeyRing, config_line, hash_key, new_key
+from episodic.summarize.openai_memories import OpenAiMemoryExtractor
 
 
 def test_a_configured_key_maps_to_its_tenant_and_only_its_hash_is_kept() -> None:
@@ -149,3 +154,77 @@ def test_each_command_takes_only_the_flags_of_the_settings_it_uses() -> None:
     serve = argparse.ArgumentParser()
     config.add_flags(serve, "serve")
     assert {"address", "tls_cert_file", "embedder"} <= {a.dest for a in serve._actions}
+
+
+def test_a_choice_is_named_in_any_case_and_becomes_its_typed_value() -> None:
+    env = {"EPISODIC_EXTRACTOR": "OpenAI", "EPISODIC_LOG_LEVEL": "debug", "EPISODIC_PII_POLICY": "REDACT"}
+    settings = config.load(env, parse_flags("--embedder", "Hashing"))
+    assert settings.extractor is config.ExtractorKind.OPENAI
+    assert settings.log_level is config.LogLevel.DEBUG
+    assert settings.pii_policy is PiiPolicy.REDACT
+    assert settings.embedder is config.EmbedderKind.HASHING
+
+
+def test_extractor_openai_in_another_case_builds_the_openai_extractor_off_the_summary_pool() -> None:
+    env = {
+        "EPISODIC_EXTRACTOR": "OpenAI",
+        "EPISODIC_SUMMARIZER_URL": "http://localhost:1/v1",
+        "EPISODIC_SUMMARIZER_MODEL": "m",
+    }
+    settings = config.load(env, parse_flags())
+    assert isinstance(build_extractor(settings), OpenAiMemoryExtractor)
+    assert settings.extractor == config.ExtractorKind.OPENAI  # what decides the pool, too
+
+
+@pytest.mark.parametrize(
+    ("environ", "flags", "line"),
+    [
+        ({}, ("--summarizer", " openai"), "--summarizer: ' openai' is not one of extractive, openai"),
+        ({"EPISODIC_SUMMARIZER": "gpt"}, (), "EPISODIC_SUMMARIZER: 'gpt' is not one of extractive, openai"),
+        (
+            {"EPISODIC_EMBEDDER": "bert"},
+            (),
+            "EPISODIC_EMBEDDER: 'bert' is not one of minilm, minilm-fp32, openai, hashing",
+        ),
+        ({}, ("--extractor", ""), "--extractor: '' is not one of extractive, openai"),
+        ({"EPISODIC_PII_POLICY": "inherit"}, (), "EPISODIC_PII_POLICY: 'inherit' is not one of off, redact"),
+        (
+            {},
+            ("--log-level", "loud"),
+            "--log-level: 'loud' is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL",
+        ),
+        ({}, ("--db-pool-size", "many"), "--db-pool-size: 'many' is not a whole number"),
+        ({"EPISODIC_DB_POOL_SIZE": "0"}, (), "db_pool_size: must be at least 1"),
+        (
+            {"EPISODIC_PII_TENANT_POLICIES": "acme=maybe"},
+            (),
+            "pii_tenant_policies: 'maybe' is not one of off, redact",
+        ),
+        ({"EPISODIC_RETENTION_TENANT_DAYS": "acme"}, (), "retention_tenant_days: 'acme' is not tenant=value"),
+    ],
+)
+def test_a_bad_value_is_one_configuration_error_naming_the_setting_and_its_choices(
+    environ: dict[str, str], flags: tuple[str, ...], line: str
+) -> None:
+    with pytest.raises(config.ConfigError) as refused:
+        config.load(environ, parse_flags(*flags))
+    assert str(refused.value) == line
+
+
+def test_a_bad_choice_on_the_command_line_is_one_line_and_exit_code_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("EPISODIC_SUMMARIZER", raising=False)
+    assert main(["serve", "--summarizer", " openai"]) == 2
+    err = capsys.readouterr().err
+    assert err == "episodic: --summarizer: ' openai' is not one of extractive, openai\n"
+
+
+def test_each_setting_is_declared_once_with_its_variable_and_flag_from_its_name() -> None:
+    fields = [f.name for f in dataclasses.fields(config.Settings) if f.name != "otel_environ"]
+    assert [o.name for o in config.OPTIONS] == fields
+    assert all(o.env == "EPISODIC_" + o.name.upper() for o in config.OPTIONS)
+
+
+def test_the_embedder_choices_are_the_kinds_the_factory_builds() -> None:
+    assert tuple(config.EmbedderKind) == KINDS

@@ -20,7 +20,7 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 
 from episodic.bootstrap import open_app
 from episodic.cli import main
-from episodic.config import Settings
+from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, NewMessage, Role, ToolCall, ToolResult
 from episodic.service.context import ContextRequest
@@ -121,7 +121,7 @@ async def test_healthcheck_over_tls_against_a_plaintext_server_reports_the_tls_f
 
 async def stored_call(database_url: str) -> str:
     """A conversation with a tool call whose JSON holds integers, and one BuildContext."""
-    settings = Settings(database_url=database_url, embedder="hashing", insecure_dev=True)
+    settings = Settings(database_url=database_url, embedder=EmbedderKind.HASHING, insecure_dev=True)
     async with open_app(settings) as app:
         s, caller = app.services, Caller(TENANT)
         await s.agents.create_agent(caller, AgentDraft("helper", system_prompt="Be brief.", model="gpt-4o"))
@@ -212,7 +212,7 @@ def test_a_bad_log_level_names_the_setting_instead_of_an_unexpected_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["migrate", "--database-url", f"sqlite:///{tmp_path / 'x.db'}", "--log-level", "loud"]) == 2
-    wanted = "episodic: log_level: 'loud' is not DEBUG, INFO, WARNING, ERROR or CRITICAL\n"
+    wanted = "episodic: --log-level: 'loud' is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL\n"
     assert capsys.readouterr().err == wanted
 
 

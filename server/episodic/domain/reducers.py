@@ -141,10 +141,6 @@ class Turn:
     tokens: int
 
     @property
-    def first_seq(self) -> int:
-        return self.messages[0].seq
-
-    @property
     def last_seq(self) -> int:
         return self.messages[-1].seq
 

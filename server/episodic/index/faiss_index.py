@@ -19,25 +19,25 @@ one scope of n random unit vectors, µs p50/p99:
     HNSW M=32 efSearch=64     -         -       54/97     195/267          464/648
 
 `FaissVectorIndex.search` as built here (query passed as a list, as an Embedder returns it;
-includes converting and normalizing it, the locks and the Hits; `python -m
-episodic.index.bench_index --sizes "" --scope-sizes 10,100,1000,10000,100000`):
+includes converting and normalizing it, the locks and the Hits; `episodic-lab bench-index
+--sizes "" --scope-sizes 10,100,1000,10000,100000`):
 
     n                  10        100       1k        10k            100k
     search           27/75      32/72     68/164    471/997       8.6k/21.7k
 
-Spread over scopes like the SearchEpisodes benchmark (`python -m episodic.index.bench_index
---snapshot`; U = min(10k, N/10) scopes, adds of 2 vectors round-robin, 2000 searches of
-random scopes; "add s" is the time spent in `add`):
+Spread over scopes like the SearchEpisodes benchmark (`episodic-lab bench-index`; U =
+min(10k, N/10) scopes, adds of 2 vectors round-robin, 2000 searches of random scopes; "add
+s" is the time spent in `add`):
 
-    vectors   scopes  add s  RSS MiB  p50 µs  p99 µs   snapshot save / load, digest
-    1k           100    0.0       50   27-28  83-142   -
-    100k      10,000    2.4      218      30  68-109   0.5 s / 0.5 s, 0.2 s
-    1M        10,000  21-24    ~2000   41-43  90-110   6-11 s / 7 s, 2-3 s (1.5 GiB file)
+    vectors   scopes  add s  RSS MiB  p50 µs  p99 µs
+    1k           100    0.0       50   27-28  83-142
+    100k      10,000    2.4      218      30  68-109
+    1M        10,000  21-24    ~2000   41-43  90-110
 
 (two runs; the whole benchmark takes about a minute.)
 
-The 1M vectors themselves are 1,465 MiB. Built scope by scope in one `add` each (as after a
-load) the index takes 1,591 MiB; grown 2 vectors at a time, ~1.9 GiB (growth slack of up to
+The 1M vectors themselves are 1,465 MiB. Built scope by scope in one `add` each (as when
+scopes load from SQL) the index takes 1,591 MiB; grown 2 vectors at a time, ~1.9 GiB (growth slack of up to
 25% per scope, and the allocator keeps freed smaller arrays).
 
 Decisions drawn from them:
@@ -46,7 +46,7 @@ Decisions drawn from them:
   vectors as IndexIDMap2(IndexFlatIP) cost 56 MB more than bare arrays, built slower (10.8 s
   vs 7.4 s) and searched at p99 8-12 ms (faiss's OpenMP threads for a single query, on busy
   cores) against 20-130 µs. A matrix also makes removal O(1) (the last row fills the hole;
-  IndexFlat.remove_ids compacts the whole index) and the snapshot a plain copy.
+  IndexFlat.remove_ids compacts the whole index).
 * The kernel is faiss.knn (SIMD dot products fused with the top-k heap, GIL released): the
   fastest below 1k rows, which is where almost every scope is. It runs a single query on one
   thread up to ~8k rows, but from ~10k rows switches to OpenMP and then took 16 ms instead of
@@ -72,11 +72,9 @@ turns, which costs microseconds at typical sizes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 from episodic.domain.recall import Hit, Scope
-from episodic.index import snapshot
 from episodic.index.shard import Shard, VectorIn, VectorsIn, unit_query, unit_rows
 
 
@@ -148,47 +146,6 @@ class FaissVectorIndex:
         """Vectors in all scopes."""
         with self._lock:
             return sum(len(shard) for shard in self._shards.values())
-
-    def digest(self) -> str:
-        """`snapshot.digest_of` over every (scope, key) held: equal to the same digest over
-        the rows in SQL exactly when the index holds the same keys."""
-        return snapshot.digest_of((scope, key) for scope in self.scopes() for key in self.keys(scope))
-
-    def save(self, path: str | Path) -> None:
-        """Writes every scope to `path` atomically. Each scope is copied under its own lock,
-        so searches and writes go on meanwhile; the file is consistent per scope, not one
-        instant of the whole index (the caller reconciles against SQL anyway)."""
-        snapshot.write(Path(path), self._dim, self._each_scope)
-
-    @classmethod
-    def load(cls, path: str | Path, dim: int) -> FaissVectorIndex:
-        """An index holding what `save` wrote. A file of another dimension, or a damaged
-        one, raises `snapshot.SnapshotError` (a ValueError)."""
-        index = cls(dim)
-        for rows in snapshot.read(Path(path), dim):
-            if rows.scope in index._shards:
-                raise snapshot.SnapshotError(f"{path}: scope {rows.scope} appears twice")
-            if rows.keys:
-                try:
-                    index._shards[rows.scope] = Shard.of(rows.keys, rows.matrix)
-                except ValueError as err:
-                    raise snapshot.SnapshotError(f"{path}: scope {rows.scope}: {err}") from err
-        return index
-
-    def _each_scope(self, write: Callable[[snapshot.ScopeRows], None]) -> None:
-        for scope, shard in self._live_shards():
-            # Copy under the lock, write without it: a large scope's searches then wait for a
-            # memcpy, not for the disk. Only one scope's copy exists at a time.
-            with shard.lock:
-                keys, view = shard.rows()
-                matrix = view.copy()
-            if keys:
-                write(snapshot.ScopeRows(scope, keys, matrix))
-
-    def _live_shards(self) -> list[tuple[Scope, Shard]]:
-        with self._lock:
-            items = list(self._shards.items())
-        return sorted(items, key=lambda item: _scope_order(item[0]))
 
     def _shard(self, scope: Scope) -> Shard | None:
         with self._lock:

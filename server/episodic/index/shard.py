@@ -100,29 +100,11 @@ class Shard:
         self._keys: list[str] = []  # row -> key
         self._rows: dict[str, int] = {}  # key -> row
 
-    @classmethod
-    def of(cls, keys: Sequence[str], matrix: Matrix) -> Shard:
-        """A shard that takes ownership of `matrix` (no copy, no spare capacity) as the rows
-        of `keys`, e.g. from a snapshot. Keys must be unique."""
-        if matrix.ndim != 2 or len(matrix) != len(keys) or not matrix.flags.c_contiguous:
-            raise ValueError(f"{len(keys)} keys for a matrix of shape {matrix.shape}")
-        shard = cls(matrix.shape[1])
-        shard._rows = dict(zip(keys, range(len(keys)), strict=True))
-        if len(shard._rows) != len(keys):
-            raise ValueError("keys must be unique")
-        shard._keys = list(keys)
-        shard._matrix = matrix
-        return shard
-
     def __len__(self) -> int:
         return len(self._keys)
 
     def key_set(self) -> set[str]:
         return set(self._rows)
-
-    def rows(self) -> tuple[list[str], Matrix]:
-        """The keys and a view of their rows, in row order; valid only while `lock` is held."""
-        return list(self._keys), self._matrix[: len(self._keys)]
 
     def upsert(self, keys: Sequence[str], matrix: Matrix) -> None:
         """Adds rows; a key already present gets its row overwritten. Within one call the last
@@ -171,8 +153,8 @@ class Shard:
         capacity, dim = self._matrix.shape
         if rows <= capacity:
             return
-        # The first allocation is exact, so a shard built in one call (a snapshot) has no slack;
-        # later growth is geometric so appending one row at a time stays amortized O(1).
+        # The first allocation is exact, so a shard built in one call (a scope loaded from SQL)
+        # has no slack; later growth is geometric so appending one row at a time stays amortized O(1).
         grown = rows if capacity == 0 else max(rows, capacity + capacity // 4 + _MIN_CAPACITY)
         matrix = np.empty((grown, dim), dtype=np.float32)
         matrix[: len(self._keys)] = self._matrix[: len(self._keys)]

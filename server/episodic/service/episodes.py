@@ -35,7 +35,7 @@ from episodic.domain.ports import (
     IdFactory,
     TokenCounter,
 )
-from episodic.domain.recall import Digest, Scope
+from episodic.domain.recall import Scope
 from episodic.domain.validation import (
     Limits,
     Violations,
@@ -62,16 +62,6 @@ from episodic.telemetry.tracing import (
 
 # Above this many characters tokenizing moves off the event loop.
 _INLINE_TOKENIZE_CHARS = 16_384
-
-
-class NoDigests:
-    """No digester attached (tools that only need the log)."""
-
-    def wake(self) -> None:
-        return None
-
-    async def wait_settled(self, tenant_id: str, episode_id: str, timeout: float) -> Digest | None:
-        return None
 
 
 class LiveLog(Protocol):
@@ -195,7 +185,7 @@ class EpisodeService:
         """Closes without request checks: the entry point for server-side closers too."""
         when = ended or self.clock()
         committed = await self.changes.commit(
-            lambda: self.episodes.close_episode(tenant_id, episode_id, reason, note, when),
+            lambda declared: self.episodes.close_episode(tenant_id, episode_id, reason, note, when, declared),
             lambda closed: [ScopeChanged(Scope(tenant_id, closed.agent_id, closed.user_id))],
             exclusive=False,  # touches no index: closes need not wait for one another
         )

@@ -8,11 +8,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, func, or_, select, update
 
 from episodic.domain import episodes as rules
+from episodic.domain.changes import Declared, Recorded
 from episodic.domain.digests import pending_digest
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.inspection import UserSummary
@@ -33,7 +33,7 @@ from episodic.store.rows import (
 )
 from episodic.store.writer import GroupCommitWriter
 
-E, M, TC, D = s.episodes, s.messages, s.tool_calls, s.digests
+E, M, D = s.episodes, s.messages, s.digests
 _SCOPE = (bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID))
 _ANY_EPISODE = select(E).where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
 # Soft-deleted episodes (retention) are invisible to every read; only OpenEpisode sees
@@ -47,33 +47,6 @@ _WITH_DIGEST = (
     .where(E.c.deleted_at.is_(None))
 )
 _EPISODE_READ = _WITH_DIGEST.where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
-_BY_CLIENT_ID = select(M).where(
-    M.c.tenant_id == _SCOPE[0], M.c.episode_id == _SCOPE[1], M.c.client_message_id == bindparam("b_id")
-)
-_BY_CLIENT_IDS = select(M).where(
-    M.c.tenant_id == _SCOPE[0],
-    M.c.episode_id == _SCOPE[1],
-    M.c.client_message_id.in_(bindparam("b_ids", expanding=True)),
-)
-_TOOL_CALLS = select(TC).where(
-    TC.c.tenant_id == _SCOPE[0],
-    TC.c.episode_id == _SCOPE[1],
-    TC.c.tool_call_id.in_(bindparam("b_ids", expanding=True)),
-)
-_GROW_EPISODE = (
-    update(E)
-    .where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
-    .values(
-        message_count=bindparam("b_count"),
-        token_count=bindparam("b_tokens"),
-        last_activity_at=bindparam("b_now"),
-    )
-)
-_SET_TOOL_RESULT = update(TC).where(
-    TC.c.tenant_id == _SCOPE[0],
-    TC.c.episode_id == _SCOPE[1],
-    TC.c.tool_call_id == bindparam("b_call"),
-)
 _INSERT_EPISODE = InsertIgnoringConflicts(E)
 
 
@@ -110,8 +83,14 @@ class SqlEpisodeStore:
         return result
 
     async def close_episode(
-        self, tenant_id: str, episode_id: str, reason: CloseReason, note: str, ended_at: datetime
-    ) -> Episode:
+        self,
+        tenant_id: str,
+        episode_id: str,
+        reason: CloseReason,
+        note: str,
+        ended_at: datetime,
+        declared: Declared[Episode],
+    ) -> Recorded[Episode]:
         def op(conn: Connection) -> Episode:
             episode = _load_episode(conn, tenant_id, episode_id, lock=True)
             closed = rules.close(episode, reason, note, ended_at)
@@ -123,7 +102,7 @@ class SqlEpisodeStore:
             conn.execute(D.insert(), digest_values(digest))
             return dataclasses.replace(closed, digest=digest)
 
-        return await self._writer.run(op)
+        return await self._writer.run(op, declared)
 
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode:
         scope = _scope(tenant_id, episode_id)
@@ -218,10 +197,6 @@ def _episode_listing(
             )
         )
     return stmt.order_by(E.c.started_at.desc(), E.c.episode_id.desc())
-
-
-def _episodes(conn: Connection, stmt: Any) -> list[Episode]:
-    return [_episode_and_digest(r) for r in conn.execute(stmt).mappings()]
 
 
 def _idle(conn: Connection, now: datetime, limit: int) -> list[Episode]:

@@ -56,7 +56,6 @@ class PgSignals:
         self._subscribers: dict[str, list[Callback]] = {}
         self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(QUEUED_NOTIFIES)
         self._task: asyncio.Task[None] | None = None
-        self._connected = asyncio.Event()
         self.reconnects = 0  # connections made after the first: listeners use it to re-poll
 
     def subscribe(self, channel: str, callback: Callback) -> None:
@@ -79,13 +78,6 @@ class PgSignals:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
-    async def wait_connected(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self._connected.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
-
     async def _run(self) -> None:
         attempt = 0
         while True:
@@ -101,7 +93,6 @@ class PgSignals:
                 # INFO: the database fault itself is logged once, by the store's health
                 log.info("signal connection lost; reconnecting")
             finally:
-                self._connected.clear()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(conn.close(), 2)
             attempt = 0
@@ -118,7 +109,6 @@ class PgSignals:
         conn.add_termination_listener(on_lost)
         for channel in self._subscribers:
             await conn.add_listener(channel, self._deliver)
-        self._connected.set()
         if not first:  # whatever was sent while we were away is lost: wake every listener
             for channel in self._subscribers:
                 self._deliver(conn, 0, channel, "")

@@ -23,7 +23,6 @@ from opentelemetry.util.types import AttributeValue as AttributeValue  # re-expo
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_MEMORY_STORE_ID = "gen_ai.memory.store.id"
 GEN_AI_MEMORY_RECORD_ID = "gen_ai.memory.record.id"
@@ -34,8 +33,6 @@ GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # content: only with capture_co
 # Values of gen_ai.operation.name; a memory span is named after its operation.
 SEARCH_MEMORY = "search_memory"
 CREATE_MEMORY = "create_memory"
-UPDATE_MEMORY = "update_memory"
-DELETE_MEMORY = "delete_memory"
 
 # Attributes of our own, under our own namespace.
 EPISODIC_SEARCH_MODE = "episodic.search.mode"

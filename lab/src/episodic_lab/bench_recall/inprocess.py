@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from episodic.api.server import Services
 from episodic.bootstrap import App, Replacements, open_app, serve_app
-from episodic.config import Settings
+from episodic.config import EmbedderKind, Settings
 from episodic.domain.model import Caller
 from episodic.index import FaissVectorIndex
 from episodic.store.database import Database
@@ -25,7 +25,7 @@ def bench_settings(database_url: str = "sqlite:///unused.db") -> Settings:
         address="127.0.0.1:0",
         database_url=database_url,
         insecure_dev=True,
-        embedder="hashing",
+        embedder=EmbedderKind.HASHING,
         access_log=False,
     )
 
