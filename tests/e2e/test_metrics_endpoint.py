@@ -193,3 +193,30 @@ async def test_scrapes_during_shutdown_get_a_full_answer_or_a_refused_connection
     assert outcomes[-1] == "refused", outcomes
     assert set(outcomes[:-1]) == {"full"}, outcomes
     assert not [r for r in caplog.records if r.name.startswith("episodic.telemetry")]
+
+
+@pytest.mark.parametrize("tenant_labels", [False, True])
+async def test_refusals_are_counted_by_share_and_name_the_tenant_only_when_opted_in(
+    database_url: str, tenant_labels: bool
+) -> None:
+    settings = settings_for(
+        database_url,
+        metrics_address="127.0.0.1:0",
+        tenant_rate_per_second=0.01,
+        tenant_rate_burst=1,
+        metrics_tenant_labels=tenant_labels,
+    )
+    async with (
+        open_app(settings, replace=Replacements(background=False)) as app,
+        serve_app(app, grace_seconds=1) as grpc_server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{grpc_server.port}") as channel,
+    ):
+        client = Client.of(channel, KEY_A)
+        await client.create_agent()  # the burst
+        await expect_code(client.create_agent(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        assert app.metrics.port is not None
+        text = (await scrape(app.metrics.port)).body
+    (refusal,) = samples(text, "episodic_share_refusals_total")
+    assert refusal.value == 1 and refusal.labels["episodic_share"] == "requests_per_second"
+    assert (refusal.labels.get("episodic_tenant") == TENANT_A) is tenant_labels
+    assert (TENANT_A in text) is tenant_labels
