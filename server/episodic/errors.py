@@ -10,6 +10,7 @@ the gRPC edge (`episodic.api.status`) maps them to status codes by one table.
     ├── FailedPrecondition     the resource is in the wrong state (e.g. closed)
     ├── Unavailable            the server, or the database behind it, cannot serve now (retryable)
     └── ResourceExhausted      storage is full (retryable once space is freed)
+        └── AtCapacity         the server, or the caller's share of it, is full right now
 """
 
 from __future__ import annotations
@@ -103,3 +104,10 @@ class ResourceExhausted(EpisodicError):
     """Retryable once an operator frees space (e.g. the database's disk is full)."""
 
     reason = "RESOURCE_EXHAUSTED"
+
+
+class AtCapacity(ResourceExhausted):
+    """Retryable soon: the server, or the caller's share of it, is full right now (not a
+    fault). Such refusals are held before they are answered (state/shares.py)."""
+
+    reason = "AT_CAPACITY"

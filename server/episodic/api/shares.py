@@ -15,7 +15,7 @@ import grpc
 from episodic.api.handlers import Streaming, Unary, wrap_handler
 from episodic.api.interceptors import OPEN_METHOD_PREFIXES, Continuation, current_caller
 from episodic.domain.shares import OverShare, Share
-from episodic.errors import ResourceExhausted
+from episodic.errors import AtCapacity
 from episodic.state.shares import Admission, TenantShares
 
 UNMETERED = (*OPEN_METHOD_PREFIXES, "/episodic.v1.DiagnosticsService/Echo")
@@ -62,7 +62,7 @@ def _unary(shares: TenantShares, refused: Refused, inner: Unary) -> Unary:
             async with shares.turn(admission.tenant_id):
                 response = await inner(request, context)
             shares.hold_unsent(admission, response.ByteSize())  # until the call ends: sent or dropped
-        except ResourceExhausted as exc:
+        except AtCapacity as exc:
             await _refuse(shares, refused, exc)
         return response
 
@@ -76,13 +76,13 @@ def _streaming(shares: TenantShares, refused: Refused, inner: Streaming, waits: 
             async with aclosing(_metered(shares, admission, inner(request, context), waits)) as items:
                 async for item in items:
                     yield item
-        except ResourceExhausted as exc:
+        except AtCapacity as exc:
             await _refuse(shares, refused, exc)
 
     return behaviour
 
 
-async def _refuse(shares: TenantShares, refused: Refused, refusal: ResourceExhausted) -> NoReturn:
+async def _refuse(shares: TenantShares, refused: Refused, refusal: AtCapacity) -> NoReturn:
     """Every refusal for capacity is held before it is answered; a share's is counted."""
     tenant_id = current_caller().tenant_id
     if isinstance(refusal, OverShare):

@@ -26,6 +26,7 @@ STATUS_BY_ERROR: dict[type[errors.EpisodicError], grpc.StatusCode] = {
 # Retryable errors carry a RetryInfo: how long a client should wait before trying again.
 RETRY_DELAY_SECONDS: dict[type[errors.EpisodicError], int] = {
     errors.Unavailable: 1,
+    errors.AtCapacity: 1,
     errors.ResourceExhausted: 5,
 }
 

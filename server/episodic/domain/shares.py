@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from episodic.errors import ResourceExhausted
+from episodic.errors import AtCapacity
 
 
 class Share(Enum):
@@ -42,7 +42,7 @@ class ShareLimits:
     server_rpcs: int = 1000
 
 
-class OverShare(ResourceExhausted):
+class OverShare(AtCapacity):
     """A tenant asked for more than its share; `retry_after` is when trying again can
     succeed (seconds), `share` which share was spent."""
 

@@ -37,7 +37,7 @@ from episodic.domain.paging import decode_token, page_of, read_id
 from episodic.domain.ports import ContextStore, EpisodeFilter, EpisodeStore, UserDirectory
 from episodic.domain.shares import OverShare, Share, TokenBucket
 from episodic.domain.validation import Violations, check_id
-from episodic.errors import InvalidArgument, ResourceExhausted
+from episodic.errors import AtCapacity, InvalidArgument
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
@@ -184,12 +184,12 @@ class InspectionService:
     def _search_slot(self, tenant_id: str) -> Iterator[None]:
         busy = self._searching
         if busy[tenant_id] >= MAX_SEARCHES_PER_TENANT:
-            raise ResourceExhausted(
+            raise AtCapacity(
                 f"this tenant already runs {MAX_SEARCHES_PER_TENANT} phrase searches; retry in a few seconds",
                 reason="BUSY",
             )
         if busy.total() >= MAX_SEARCHES:
-            raise ResourceExhausted("too many phrase searches at once; retry in a few seconds", reason="BUSY")
+            raise AtCapacity("too many phrase searches at once; retry in a few seconds", reason="BUSY")
         busy[tenant_id] += 1
         try:
             yield

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from episodic.domain.shares import OverShare, Share, ShareLimits, TokenBucket
-from episodic.errors import ResourceExhausted
+from episodic.errors import AtCapacity
 
 # A refusal names when to retry: at least this long, so a client that honours it backs off.
 MIN_RETRY_SECONDS = 0.05
@@ -169,7 +169,7 @@ class TenantShares:
 
     # -- refusals ---------------------------------------------------------------------------
 
-    async def hold(self, tenant_id: str, refusal: ResourceExhausted) -> None:
+    async def hold(self, tenant_id: str, refusal: AtCapacity) -> None:
         """Waits before `refusal` is answered (an OverShare's retry delay, at most a second;
         any other refusal for capacity, a second), and takes that wait off the delay an
         OverShare names. Held refusals are bounded like calls in flight: past the tenant's
@@ -202,7 +202,7 @@ class TenantShares:
                     yield
             finally:
                 admission.release()
-        except ResourceExhausted as refusal:
+        except AtCapacity as refusal:
             await self.hold(tenant_id, refusal)
             raise
 

@@ -26,7 +26,7 @@ from episodic.domain.watch import (
     advance,
     event_weight,
 )
-from episodic.errors import EpisodicError, NotFound, ResourceExhausted, Unavailable
+from episodic.errors import AtCapacity, EpisodicError, NotFound, ResourceExhausted, Unavailable
 from episodic.state.shares import HELD_RETRY_SECONDS
 
 log = logging.getLogger(__name__)
@@ -226,13 +226,13 @@ class WatchHub:
         if self._per_tenant[key[0]] >= self.limits.per_tenant:
             raise OverShare(Share.WATCHERS, self.limits.per_tenant, HELD_RETRY_SECONDS)
         if len(self._reader_of) >= self.limits.per_process:
-            raise ResourceExhausted(
+            raise AtCapacity(
                 f"this server already has {self.limits.per_process} watchers (its limit)",
                 reason="TOO_MANY_WATCHERS",
             )
         reader = self._readers.get(key)
         if reader is not None and len(reader.watchers) >= self.limits.per_episode:
-            raise ResourceExhausted(
+            raise AtCapacity(
                 f"the episode already has {self.limits.per_episode} watchers on this server (the limit)",
                 reason="TOO_MANY_WATCHERS_OF_EPISODE",
             )
