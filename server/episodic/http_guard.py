@@ -14,7 +14,9 @@ from http import HTTPStatus
 
 from episodic.config import Settings
 
-MAX_REQUEST_LINE_BYTES = 8 * 1024  # method, target and version: 414 beyond
+# Method, target and version: 414 beyond. The longest valid request is an inspector search
+# for a 1,000-character phrase, percent-encoded UTF-8: up to 12 KiB.
+MAX_REQUEST_LINE_BYTES = 16 * 1024
 MAX_HEADER_BYTES = 16 * 1024  # every header line together: 431 beyond
 LINGER_SECONDS = 2.0  # after a 414/431, the client's rest is read (and dropped) this long
 NOTE_EVERY_SECONDS = 10.0  # at most one log line per reason and listener this often

@@ -202,7 +202,7 @@ def test_no_usable_temporary_directory_stops_the_int8_derivation_with_a_clear_er
 
 
 def test_a_model_that_cannot_load_stops_the_start_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    def altered(kind: str) -> MiniLmEmbedder:
+    def altered(kind: str, **_options: object) -> MiniLmEmbedder:
         raise EmbeddingError("embedding model x has sha256 y, expected z")
 
     monkeypatch.setattr(bootstrap, "make_embedder", altered)
