@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from episodic.api.shares import RATE_COST
 from episodic.domain.shares import OverShare, Share, ShareLimits, TokenBucket
 from episodic.state import shares as state_shares
 from episodic.state.shares import TenantShares
@@ -182,3 +183,10 @@ async def test_held_refusals_are_bounded_like_calls_in_flight(monkeypatch: pytes
     for task in held:
         task.cancel()
     await asyncio.gather(*held, return_exceptions=True)
+
+
+def test_a_costly_call_spends_more_of_its_tenants_rate() -> None:
+    shares = shares_with(rate_per_second=10, rate_burst=20)
+    shares.admit("a", stream=False, cost=20).release()  # an erasure: the whole burst
+    assert shares.admit("a", stream=False).delay == pytest.approx(0.1)
+    assert RATE_COST["/episodic.v1.EpisodeService/EraseUser"] > 1

@@ -37,8 +37,8 @@ class ShareLimits:
     streams: int = 32  # server streams open (BuildContext, WatchEpisode)
     unsent_bytes: int = 32 * 1024 * 1024
     watchers: int = 64
-    memory_writes_per_second: float = 50.0
-    memory_writes_burst: int = 500
+    memory_writes_per_second: float = 20.0
+    memory_writes_burst: int = 200
     server_rpcs: int = 1000
 
 

@@ -73,8 +73,9 @@ class TenantShares:
 
     # -- admission -------------------------------------------------------------------------
 
-    def admit(self, tenant_id: str, *, stream: bool) -> Admission:
-        """Counts a new RPC in, or raises OverShare (nothing counted)."""
+    def admit(self, tenant_id: str, *, stream: bool, cost: float = 1.0) -> Admission:
+        """Counts a new RPC in, or raises OverShare (nothing counted). `cost`: the call's
+        tokens of the tenant's rate (a costly call, like an erasure, spends several)."""
         limits, tenant = self.limits, self._tenant(tenant_id)
         if tenant.rpcs >= limits.rpcs:
             self._refuse(Share.RPCS, limits.rpcs, HELD_RETRY_SECONDS)
@@ -82,7 +83,7 @@ class TenantShares:
             self._refuse(Share.STREAMS, limits.streams, HELD_RETRY_SECONDS)
         if self._in_flight >= limits.server_rpcs:
             self._refuse(Share.SERVER_RPCS, limits.server_rpcs, HELD_RETRY_SECONDS)
-        wait = tenant.rate.reserve(1, self._clock(), MAX_RATE_WAIT_SECONDS)
+        wait = tenant.rate.reserve(cost, self._clock(), MAX_RATE_WAIT_SECONDS)
         if wait > MAX_RATE_WAIT_SECONDS:
             self._refuse(Share.RATE, limits.rate_per_second, wait - MAX_RATE_WAIT_SECONDS)
         tenant.rpcs += 1
