@@ -14,8 +14,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from episodic.domain.excerpts import spoken
 from episodic.domain.model import Message, Role
 from episodic.domain.pii import redact
+from episodic.domain.text_analysis import fold
+from episodic.domain.text_analysis import terms as query_terms
 from episodic.store.lexical import terms
 from episodic.summarize import ExtractiveSummarizer
 from episodic.tokens import TiktokenCounter
@@ -61,6 +64,9 @@ ALGORITHMS: dict[str, Callable[[str], object]] = {
     "cl100k token count": lambda text: TOKENS.count(text, "cl100k_base"),
     "o200k token count": lambda text: TOKENS.count(text, "o200k_base"),
     "lexical query terms": terms,
+    "query terms": query_terms,
+    "folding": fold,
+    "messages read for excerpts": lambda text: spoken(_transcript(text)),
 }
 
 

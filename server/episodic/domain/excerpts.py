@@ -1,13 +1,13 @@
 """The passages of recalled episodes that match this turn's query: the detail a summary
 leaves out is what people ask about. Messages of the recalled episodes are ranked by BM25
-against the query (statistics from those messages only; speaker labels are not matched), the
+against the query (statistics from those messages only; speaker labels are not matched; words
+as `text_analysis` reads them, the query's and the messages' alike), the
 best few per episode are kept verbatim (clipped) with the reply after each, in their original
 order. Linear in the text read."""
 
 from __future__ import annotations
 
 import re
-import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,29 +16,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from episodic.domain.model import Message, Role
+from episodic.domain.text_analysis import is_term, words
+from episodic.domain.text_analysis import terms as terms  # a query's words, as every reader reads them
 
-_SEPARATORS = str.maketrans(dict.fromkeys(string.punctuation.replace("'", "") + "…“”‘’–—•", " "))
-_STOPWORD_TEXT = """
-a about after all also am an and any are as at be been but by can could did do does for from had
-has have he her him his how i if in into is it its just me my no not of on or our she so some
-than that the their them then there they this to too up us was we were what when where which who
-why will with would you your yes ok oh
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _K1, _B = 1.2, 0.75  # the customary BM25 constants, not tuned
 _SPOKEN = (Role.USER, Role.ASSISTANT)
 _LABELLED = re.compile(r"^[A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30})?: ")
-
-
-def terms(text: str) -> list[str]:
-    """Lower-cased content words."""
-    return [w for w in _words(text) if w not in _STOPWORDS and len(w) > 1]
-
-
-def _words(text: str) -> list[str]:
-    """Lower-cased words: punctuation (but the apostrophe) becomes space, then a split; several
-    times faster than a regex, and messages are read on every recalling turn."""
-    return text.lower().translate(_SEPARATORS).split()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +70,11 @@ def spoken(messages: Sequence[Message]) -> Transcript:
     postings: dict[str, tuple[list[int], list[int]]] = {}
     sizes = np.zeros(len(kept))
     for i, m in enumerate(kept):
-        words = Counter(_words(_unlabelled(m.content)))
-        sizes[i] = sum(words.values())
-        for word, n in words.items():
+        said = words(_unlabelled(m.content))
+        sizes[i] = len(said)
+        for word, n in Counter(said).items():
+            if not is_term(word):  # never a query's word: no postings kept for it
+                continue
             where, counts = postings.setdefault(word, ([], []))
             where.append(i)
             counts.append(n)

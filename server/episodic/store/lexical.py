@@ -2,8 +2,9 @@
 backend. Both read only the searched scope's texts: SQLite ANDs the scope token into the
 FTS5 query (so the index, not a filter, bounds the work); PostgreSQL filters by the
 scope's btree index and matches the stored tsvector of those rows. Queries are reduced
-to OR-ed word tokens, so no user text is ever parsed as query syntax. On SQLite, words in
-nearly every text are left out (CommonWords)."""
+to OR-ed word tokens (words and stop words as `domain/text_analysis.py` reads them), so no
+user text is ever parsed as query syntax. On SQLite, words in nearly every text are left out
+(CommonWords)."""
 
 from __future__ import annotations
 
@@ -16,91 +17,13 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, text
 
+from episodic.domain import text_analysis
 from episodic.domain.recall import Hit, Scope
 
-_WORD = re.compile(r"[^\W_]{2,}", re.UNICODE)
 MAX_TERMS = 32
-# Words in nearly every text: BM25 gives them almost no weight, but matching them means
-# walking long posting lists. Dropped from queries (a query of only these matches nothing).
-STOP_WORDS = frozenset(
-    [
-        "a",
-        "about",
-        "all",
-        "also",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "him",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "just",
-        "me",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "some",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "they",
-        "this",
-        "to",
-        "too",
-        "us",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-    ]
-)
+# What reaches SQL: letters and digits only, as both backends' tokenizers split them (and so
+# no query syntax, whatever the text).
+_PIECE = re.compile(r"[^\W_]{2,}")
 
 _SQLITE_SEARCH = text(
     "SELECT t.episode_id, -bm25(digest_fts, 0.0, 1.0) AS score "
@@ -131,10 +54,18 @@ def scope_token(scope: Scope) -> str:
 
 
 def terms(query: str) -> list[str]:
+    """The query's words as the index matches them, each once, at most MAX_TERMS: the words
+    and stop words of `text_analysis` (accents kept as typed: SQLite's tokenizer folds them on
+    both sides, PostgreSQL's 'english' configuration on neither), then cut into
+    letters-and-digits pieces where a word holds more ("caroline's" -> "caroline"), which is
+    how both backends index it."""
     seen: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
-        if word not in STOP_WORDS:
-            seen.setdefault(word, None)
+    for word in text_analysis.terms(query, keep_accents=True):
+        for piece in (word,) if word.isalnum() else _PIECE.findall(word):
+            if text_analysis.is_term(piece):
+                seen.setdefault(piece, None)
+        if len(seen) >= MAX_TERMS:
+            break
     return list(seen)[:MAX_TERMS]
 
 

@@ -1,5 +1,6 @@
 """Reading a transcript for summarizing: which messages count, speaker labels, sentences,
-clauses and content words. Pure and deterministic.
+clauses and content words (folding, words and stop words are `domain/text_analysis.py`'s).
+Pure and deterministic.
 
 Every step is linear in the text read, and the text read is bounded: a message is read up
 to `MAX_MESSAGE_CHARS` and a sentence is at most `MAX_SENTENCE_CHARS` (a longer one is cut
@@ -15,6 +16,10 @@ from dataclasses import dataclass
 
 from episodic.domain.assembly import KEY_FACTS_LABEL, SUMMARY_HEADER
 from episodic.domain.model import Message, Role
+from episodic.domain.text_analysis import SUMMARY_STOPWORDS, split_words, words
+from episodic.domain.text_analysis import fold as fold  # the same folding for every reader
+
+folded_words = split_words  # the words of already folded text
 
 SPOKEN_ROLES = frozenset({Role.USER, Role.ASSISTANT})
 
@@ -34,8 +39,6 @@ _LETTER = re.compile(r"[^\W\d_]")
 _DROP_ASCII_LETTERS = str.maketrans("", "", string.ascii_letters + " ")
 _ABBREVIATION_TEXT = "mr mrs ms dr prof st jr sr vs etc approx no inc ltd dept e.g i.e"
 _ABBREVIATIONS = frozenset(_ABBREVIATION_TEXT.split())
-# Every punctuation mark but the apostrophe separates words.
-_SEPARATORS = str.maketrans(dict.fromkeys(string.punctuation.replace("'", "") + "…“”‘’–—•", " "))
 _INTERJECTION = re.compile(
     r"^(?:(?:oh|ah|wow|well|yeah|yep|yes|no|nope|ok|okay|so|hey|hi|hello|sure|great|cool|haha|lol|hmm|um|"
     r"actually|honestly|anyway|also|btw|by the way|thanks|thank you)\b[\s,!.]*)+",
@@ -45,27 +48,13 @@ _TRAILING_FILLERS = ("by the way", "btw", "lol", "haha", "though", "anyway", "ho
 _LONGEST_FILLER = max(map(len, _TRAILING_FILLERS))
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
 
-_STOPWORD_TEXT = """
-a about above after again against all also always am an and any are aren't as at be because been before
-being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
-down during each even ever every few for from further get gets got had hadn't has hasn't have haven't
-having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if
-in into is isn't it it's its itself just let let's like me more most much must my myself never no nor
-not now of off on once only or other ought our ours ourselves out over own same she she'd she'll she's
-should so some such than that that's the their theirs them themselves then there there's these they
-they'd they'll they're they've this those though through to too under until up us very was wasn't we
-we'd we'll we're we've were weren't what what's when when's where where's which while who who's whom
-why why's will with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
-yes yeah yep ok okay oh ah wow hey hi hello thanks thank please sure great good nice cool awesome lol
-haha really pretty totally quite kinda gonna wanna gotta thing things stuff lot lots one anything
-something everything see know think say said says tell told well way back still yet maybe forget
-"""
 # A summary is a few hundred characters: what lies past these bounds would not change it.
 MAX_MESSAGE_CHARS = 16 * 1024
 MAX_SENTENCE_CHARS = 1000
 
-# Single letters carry no meaning on their own either.
-STOPWORDS = frozenset(_STOPWORD_TEXT.split()) | frozenset(string.ascii_lowercase)
+# The words a sentence's score does not count: the one stop-word list and the summarizer's
+# own extension of it (chat fillers, vague words, single letters; text_analysis says why).
+STOPWORDS = SUMMARY_STOPWORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,23 +231,9 @@ def _is_prose(text: str) -> bool:
     return 2 * sum(map(str.isalpha, text)) >= visible
 
 
-def fold(text: str) -> str:
-    """Lower case that keeps every offset: the few characters that lower to two are left alone."""
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        return lowered
-    return "".join(char.lower() if len(char.lower()) == 1 else char for char in text)
-
-
 def tokens(text: str) -> list[str]:
-    """Lower-cased words (with their apostrophes: "i'm") and numbers."""
-    return folded_words(fold(text))
-
-
-def folded_words(folded: str) -> list[str]:
-    """The words of already folded text; splitting on spaces after the punctuation is gone is
-    several times faster than a regex."""
-    return [word.strip("'") for word in folded.translate(_SEPARATORS).split() if word.strip("'")]
+    """Folded words (with their apostrophes: "i'm") and numbers."""
+    return words(text)
 
 
 def content_words(text: str) -> list[str]:
