@@ -39,7 +39,8 @@ from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import Audit, Erased
 from episodic.domain.inspection import UserSummary
 from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
-from episodic.domain.memories import Memory, MemoryKind, MemoryState, SessionData, text_key
+from episodic.domain.memories import Memory, MemoryState, SessionData, text_key
+from episodic.domain.memory_filter import expired, passes
 from episodic.domain.memory_merge import frame_key
 from episodic.domain.model import (
     Agent,
@@ -248,6 +249,12 @@ class StoredMemory:
 
 
 @dataclass
+class StoredDraft:
+    text: str
+    updated_at: datetime
+
+
+@dataclass
 class Tables:
     """What the SQL schema holds, as dicts keyed like its primary keys. Every store fake
     reads and writes these, so they see each other's writes as the SQL stores do."""
@@ -266,6 +273,7 @@ class Tables:
     erasures: list[tuple[str, Audit, dict[str, int]]] = field(default_factory=list)
     memories: dict[tuple[str, str], StoredMemory] = field(default_factory=dict)  # (tenant, memory id)
     session_data: dict[EpisodeKey, SessionData] = field(default_factory=dict)
+    drafts: dict[EpisodeKey, dict[str, StoredDraft]] = field(default_factory=dict)  # draft id -> draft
 
     def visible(self, tenant_id: str, episode_id: str) -> Episode:
         """The episode, unless it does not exist in this tenant or retention deleted it."""
@@ -290,6 +298,7 @@ class Tables:
             self.tool_calls,
             self.summaries,
             self.session_data,
+            self.drafts,
         ):
             table.pop(key, None)
         for seq_key in [k for k in self.fingerprints if k[:2] == key]:
@@ -968,7 +977,7 @@ class FakeMemoryStore:
     async def page(
         self, scope: Scope, where: MemoryFilter, now: datetime, after: tuple[datetime, str] | None, limit: int
     ) -> list[Memory]:
-        passing = [m for m in self._in(scope) if _passes(m, where, now)]
+        passing = [m for m in self._in(scope) if passes(m, scope, where, now)]
         passing.sort(key=lambda m: (m.created_at, m.memory_id), reverse=True)
         return [m for m in passing if after is None or (m.created_at, m.memory_id) < after][:limit]
 
@@ -976,7 +985,8 @@ class FakeMemoryStore:
         self, scope: Scope, memory_ids: Sequence[str], where: MemoryFilter, now: datetime
     ) -> dict[str, Memory]:
         wanted = set(memory_ids)
-        return {m.memory_id: m for m in self._in(scope) if m.memory_id in wanted and _passes(m, where, now)}
+        found = (m for m in self._in(scope) if m.memory_id in wanted)
+        return {m.memory_id: m for m in found if passes(m, scope, where, now)}
 
     async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:
         keys = set(text_keys)
@@ -1052,7 +1062,7 @@ class FakeMemoryStore:
         live = [
             m
             for m in self._in(scope)
-            if m.state is MemoryState.PROMOTED and not m.superseded_by and not _expired(m, now) and match(m)
+            if m.state is MemoryState.PROMOTED and not m.superseded_by and not expired(m, now) and match(m)
         ]
         return sorted(live, key=lambda m: (m.created_at, m.memory_id))
 
@@ -1062,10 +1072,6 @@ class FakeMemoryStore:
         return StoredMemory(m, self._model, [float(x) for x in vector])
 
 
-def _expired(m: Memory, now: datetime) -> bool:
-    return m.expires_at is not None and m.expires_at <= now
-
-
 def _expiry(m: Memory) -> tuple[datetime, str]:
     assert m.expires_at is not None
     return m.expires_at, m.memory_id
@@ -1073,25 +1079,6 @@ def _expiry(m: Memory) -> tuple[datetime, str]:
 
 def _unused(m: Memory, cut: datetime) -> bool:
     return m.updated_at < cut and (m.last_recalled_at is None or m.last_recalled_at < cut)
-
-
-def _happened(m: Memory) -> datetime:
-    return (m.event_time or m.created_at) if m.kind is MemoryKind.EVENT else m.created_at
-
-
-def _passes(m: Memory, where: MemoryFilter, now: datetime) -> bool:
-    checks = (
-        not _expired(m, now),
-        not where.kinds or m.kind in where.kinds,
-        where.state is None or m.state is where.state,
-        where.include_superseded or not m.superseded_by,
-        not where.episode_id or where.episode_id in (m.episode_id, m.source.episode_id),
-        where.after is None or _happened(m) >= where.after,
-        where.before is None or _happened(m) < where.before,
-        not where.topics or not where.topics.isdisjoint(m.topics),
-        not where.entities or not where.entities.isdisjoint(m.entities),
-    )
-    return all(checks)
 
 
 class FakeSessionDataStore:
@@ -1141,21 +1128,19 @@ class FakeLeadership:
         return self.leading is None or job in self.leading
 
 
-@dataclass
-class StoredDraft:
-    text: str
-    updated_at: datetime
-
-
 class FakeDraftStore:
-    """The `DraftStore` port: pushes planned by the domain's `plan_push`; drafts kept here,
-    per episode. `reads` counts read_live calls (one per reader wake, whatever the number
-    of watchers)."""
+    """The `DraftStore` port: pushes planned by the domain's `plan_push`; drafts kept in
+    `Tables.drafts`, per episode, so they go with it. `reads` counts read_live calls (one
+    per reader wake, whatever the number of watchers)."""
 
     def __init__(self, tables: Tables) -> None:
         self._t = tables
-        self.drafts: dict[EpisodeKey, dict[str, StoredDraft]] = {}
         self.reads = 0
+
+    @property
+    def drafts(self) -> dict[EpisodeKey, dict[str, StoredDraft]]:
+        """The drafts table: they go with their episode (an erasure, a purge), as in SQL."""
+        return self._t.drafts
 
     async def push(
         self, tenant_id: str, episode_id: str, push: Push, now: datetime, limits: DraftLimits

@@ -1,8 +1,9 @@
 """Long-term memories in SQL, with the vectors FAISS caches per scope. Writes go through the
 group-commit writer; each `MemoryWrite` is one transaction.
 
-Filters on topics and entities ("any of", over JSON lists) run in Python on rows the SQL
-filters already narrowed to one scope: portable, and a scope holds few memories."""
+The filter's rule is `domain/memory_filter.py`. Its topics and entities ("any of", over JSON
+lists) run in Python on rows the SQL filters already narrowed to one scope: portable, and a
+scope holds few memories."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from episodic.domain.memories import (
     Source,
     text_key,
 )
+from episodic.domain.memory_filter import passes, tagged
 from episodic.domain.memory_merge import frame_key
 from episodic.domain.ports import Clock, MemoryFilter, MemoryWrite
 from episodic.domain.recall import Scope, Vector
@@ -108,7 +110,7 @@ class SqlMemoryStore:
             return {}
         stmt = select(M).where(M.c.tenant_id == scope.tenant_id, M.c.memory_id.in_(list(memory_ids)))
         return await self._db.read(
-            lambda conn: {m.memory_id: m for m in _rows(conn, stmt) if _passes(m, scope, where, now)}
+            lambda conn: {m.memory_id: m for m in _rows(conn, stmt) if passes(m, scope, where, now)}
         )
 
     async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:
@@ -256,7 +258,7 @@ def _unexpired(now: datetime) -> ColumnElement[bool]:
     return or_(M.c.expires_at.is_(None), M.c.expires_at > now)
 
 
-# When a memory "happened": an EVENT's event_time (its creation if it has none), else its creation.
+# memory_filter.happened: an EVENT's event_time (its creation if it has none), else its creation.
 _happened = case(
     (M.c.kind == MemoryKind.EVENT.value, func.coalesce(M.c.event_time, M.c.created_at)),
     else_=M.c.created_at,
@@ -264,7 +266,8 @@ _happened = case(
 
 
 def _filtered(scope: Scope, where: MemoryFilter, now: datetime):  # type: ignore[no-untyped-def]
-    """Everything of the filter SQL can say portably; topics and entities: `_tagged`."""
+    """`memory_filter.passes` in SQL, all but topics and entities (`memory_filter.tagged`,
+    applied to the rows read); tests/contracts checks the two agree."""
     stmt = select(M).where(*_in_scope(scope), _unexpired(now))
     if where.kinds:
         stmt = stmt.where(M.c.kind.in_(sorted(k.value for k in where.kinds)))
@@ -281,32 +284,6 @@ def _filtered(scope: Scope, where: MemoryFilter, now: datetime):  # type: ignore
     return stmt
 
 
-def _passes(m: Memory, scope: Scope, where: MemoryFilter, now: datetime) -> bool:
-    """`_filtered` and `_tagged` on one memory already read."""
-    if m.scope != scope or (m.expires_at is not None and m.expires_at <= now):
-        return False
-    if (where.kinds and m.kind not in where.kinds) or (
-        where.state is not None and m.state is not where.state
-    ):
-        return False
-    if m.superseded_by and not where.include_superseded:
-        return False
-    if where.episode_id and where.episode_id not in (m.episode_id, m.source.episode_id):
-        return False
-    happened = (m.event_time or m.created_at) if m.kind is MemoryKind.EVENT else m.created_at
-    if (where.after is not None and happened < where.after) or (
-        where.before is not None and happened >= where.before
-    ):
-        return False
-    return _tagged(m, where)
-
-
-def _tagged(m: Memory, where: MemoryFilter) -> bool:
-    if where.topics and where.topics.isdisjoint(m.topics):
-        return False
-    return not (where.entities and where.entities.isdisjoint(m.entities))
-
-
 def _page(
     conn: Connection,
     base: Any,
@@ -315,13 +292,13 @@ def _page(
     limit: int,
     chunk: int,
 ) -> list[Memory]:
-    """Keyset pages of `chunk` rows, newest first, until `limit` pass `_tagged`."""
+    """Keyset pages of `chunk` rows, newest first, until `limit` pass `tagged`."""
     found: list[Memory] = []
     cursor = after
     while len(found) < limit:
         stmt = base if cursor is None else base.where(_older_than(*cursor))
         batch = _rows(conn, stmt.limit(chunk))
-        found += [m for m in batch if _tagged(m, where)]
+        found += [m for m in batch if tagged(m, where)]
         if len(batch) < chunk:
             break
         cursor = (batch[-1].created_at, batch[-1].memory_id)

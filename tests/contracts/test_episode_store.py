@@ -1,0 +1,141 @@
+"""The `EpisodeStore` port (and `UserDirectory`, which both implementations also are):
+open (a retry returns the episode), append (dense seqs, retries deduped by client message
+id), close (once, with a pending digest), reads and listings newest first; per tenant."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import cast
+
+import pytest
+
+from episodic.domain.changes import NO_CHANGES
+from episodic.domain.digests import pending_digest
+from episodic.domain.episodes import OpenRequest
+from episodic.domain.log import PreparedMessage
+from episodic.domain.model import CloseReason, Episode, EpisodeState, NewMessage, Role
+from episodic.domain.ports import EpisodeCursor, EpisodeFilter, UserDirectory
+from episodic.errors import AlreadyExists, FailedPrecondition, NotFound
+from tests.conftest import unique
+from tests.contracts.conftest import ENCODING, World
+
+
+def ids(episodes: list[Episode]) -> list[str]:
+    return [e.episode_id for e in episodes]
+
+
+async def test_opening_an_id_again_is_a_retry_of_the_same_conversation_only(world: World) -> None:
+    agent = await world.agent()
+    episode = await world.episode(agent, "u1")
+    same = OpenRequest(agent.agent_id, "u1", episode.episode_id, {}, world.clock())
+    assert await world.episodes.open_episode(world.tenant, same, ENCODING) == (episode, False)
+    other_user = dataclasses.replace(same, user_id="u2")
+    with pytest.raises(AlreadyExists):
+        await world.episodes.open_episode(world.tenant, other_user, ENCODING)
+    await world.close(episode)
+    with pytest.raises(FailedPrecondition):
+        await world.episodes.open_episode(world.tenant, same, ENCODING)
+    assert await world.episodes.get_episode(world.tenant, episode.episode_id) != episode  # closed
+
+
+async def test_an_episode_round_trips_and_is_per_tenant(world: World) -> None:
+    agent = await world.agent()
+    request = OpenRequest(agent.agent_id, "u1", unique("ep"), {"topic": ["a", 1]}, world.clock())
+    episode, created = await world.episodes.open_episode(world.tenant, request, ENCODING)
+    assert created and await world.episodes.get_episode(world.tenant, episode.episode_id) == episode
+    with pytest.raises(NotFound):
+        await world.episodes.get_episode(unique("tenant"), episode.episode_id)
+    with pytest.raises(NotFound):
+        await world.episodes.append(unique("tenant"), episode.episode_id, [])
+
+
+async def test_appends_number_messages_densely_and_dedupe_retries(world: World) -> None:
+    episode = await world.episode()
+    world.later()
+
+    def prepared(text: str, client_id: str | None = None) -> PreparedMessage:
+        return PreparedMessage(NewMessage(Role.USER, text, client_message_id=client_id), 2, ENCODING)
+
+    first = await world.episodes.append(
+        world.tenant, episode.episode_id, [prepared("a", "c1"), prepared("b")]
+    )
+    # (message, replayed): a retry is answered with the stored message
+    assert [(m.seq, m.content, replayed) for m, replayed in first] == [(1, "a", False), (2, "b", False)]
+    again = await world.episodes.append(
+        world.tenant, episode.episode_id, [prepared("a", "c1"), prepared("c")]
+    )
+    assert [(m.seq, replayed) for m, replayed in again] == [(1, True), (3, False)]
+    read = await world.episodes.get_episode(world.tenant, episode.episode_id)
+    assert (read.message_count, read.token_count, read.last_activity_at) == (3, 6, world.clock())
+    newest_first = await world.episodes.list_messages(world.tenant, episode.episode_id, None, 2)
+    assert [m.seq for m in newest_first] == [3, 2]
+    older = await world.episodes.list_messages(world.tenant, episode.episode_id, 2, 10)
+    assert older == [first[0][0]]
+    with pytest.raises(NotFound):
+        await world.episodes.list_messages(unique("tenant"), episode.episode_id, None, 10)
+
+
+async def test_closing_is_once_with_a_pending_digest_and_refuses_appends_after(world: World) -> None:
+    episode = await world.episode()
+    world.later()
+    closed = await world.close(episode)
+    assert (closed.state, closed.close_reason, closed.ended_at) == (
+        EpisodeState.CLOSED, CloseReason.USER_ENDED, world.clock(),
+    )  # fmt: skip
+    assert closed.digest == pending_digest(dataclasses.replace(closed, digest=None), world.clock())
+    assert await world.episodes.get_episode(world.tenant, episode.episode_id) == closed
+    world.later()
+    again = await world.episodes.close_episode(
+        world.tenant, episode.episode_id, CloseReason.IDLE_TIMEOUT, "late", world.clock(), NO_CHANGES
+    )
+    assert again.result == closed
+    with pytest.raises(FailedPrecondition):
+        await world.say(episode, "too late")
+    with pytest.raises(NotFound):
+        await world.episodes.close_episode(
+            world.tenant, "no-such-episode", CloseReason.USER_ENDED, "", world.clock(), NO_CHANGES
+        )
+
+
+async def test_the_listing_is_newest_first_filtered_and_paged(world: World) -> None:
+    a, b = await world.agent(), await world.agent()
+    made = []
+    for n, (agent, user) in enumerate([(a, "u1"), (a, "u2"), (b, "u1"), (a, "u1"), (b, "u2")]):
+        if n != 2:  # two started at one instant: by id
+            world.later()
+        made.append(await world.episode(agent, user))
+    await world.close(made[3])
+    newest = sorted(made, key=lambda e: (e.started_at, e.episode_id), reverse=True)
+
+    async def listed(where: EpisodeFilter, after: EpisodeCursor | None = None, limit: int = 10) -> list[str]:
+        return ids(await world.episodes.list_episodes(world.tenant, where, after, limit))
+
+    assert await listed(EpisodeFilter()) == ids(newest)
+    first = await world.episodes.list_episodes(world.tenant, EpisodeFilter(), None, 2)
+    cursor = EpisodeCursor(first[-1].started_at, first[-1].episode_id)
+    assert ids(first) + await listed(EpisodeFilter(), cursor) == ids(newest)
+    assert await listed(EpisodeFilter(agent_id=a.agent_id, user_id="u1")) == [
+        made[3].episode_id,
+        made[0].episode_id,
+    ]
+    assert await listed(EpisodeFilter(state=EpisodeState.CLOSED)) == [made[3].episode_id]
+    assert await listed(EpisodeFilter(agent_ids=frozenset({b.agent_id}))) == ids(
+        [e for e in newest if e.agent_id == b.agent_id]
+    )
+    assert await listed(EpisodeFilter(agent_ids=frozenset())) == []
+    assert await world.episodes.list_episodes(unique("tenant"), EpisodeFilter(), None, 10) == []
+
+
+async def test_the_users_of_an_agent_by_id_with_their_episodes(world: World) -> None:
+    agent = await world.agent()
+    for user in ("u2", "u1", "u2", "u3"):
+        world.later()
+        episode = await world.episode(agent, user)
+    users = cast(UserDirectory, world.episodes)
+    listed = await users.list_users(world.tenant, agent.agent_id, None, 2)
+    assert [(u.user_id, u.episodes) for u in listed] == [("u1", 1), ("u2", 2)]
+    rest = await users.list_users(world.tenant, agent.agent_id, "u2", 10)
+    assert [(u.user_id, u.episodes, u.last_activity_at) for u in rest] == [
+        ("u3", 1, episode.last_activity_at)
+    ]
+    assert await users.list_users(unique("tenant"), agent.agent_id, None, 10) == []
