@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,7 +24,31 @@ from episodic.api.shares import Refused
 from episodic.bounded import within
 from episodic.config import ConfigError, EmbedderKind, ExtractorKind, Settings, SummarizerKind, TlsMaterial
 from episodic.domain.digests import indexed_with
-from episodic.domain.ports import Embedder, MemoryExtractor, Summarizer, VectorIndex
+from episodic.domain.ports import (
+    AgentStore,
+    ChangeFeed,
+    ChangeLog,
+    Clock,
+    ContextStore,
+    DigestStore,
+    DraftStore,
+    Embedder,
+    EpisodeStore,
+    Eraser,
+    IdFactory,
+    Leadership,
+    MemoryExtractor,
+    MemoryStore,
+    RetentionStore,
+    ScopeVectorSource,
+    SessionDataStore,
+    Signals,
+    StoredVectorKeys,
+    Summarizer,
+    TokenCounter,
+    UserDirectory,
+    VectorIndex,
+)
 from episodic.embed import EmbeddingError, make_embedder
 from episodic.embed.model_cache import default_cache_dir
 from episodic.errors import EpisodicError
@@ -83,7 +108,7 @@ from episodic.telemetry.instrumentation import server_interceptor
 from episodic.telemetry.metrics import MeteredAccessLog, Metrics, Watched, build_metrics
 from episodic.telemetry.metrics_endpoint import serving_metrics
 from episodic.telemetry.setup import tracing_from_env
-from episodic.telemetry.tracing import Tracing
+from episodic.telemetry.tracing import Tracing, no_tracing
 from episodic.tokens import TiktokenCounter, verify_assets
 from episodic.workers.compactor import BackgroundCompactor
 from episodic.workers.digester import Digester
@@ -95,27 +120,59 @@ from episodic.workers.retention import RetentionJob
 
 
 @dataclass(frozen=True, slots=True)
+class ScopeSources:
+    """Where per-scope index caches load their vectors from (SQL, in production)."""
+
+    digests: ScopeVectorSource
+    memories: ScopeVectorSource
+
+
+@dataclass(frozen=True, slots=True)
 class Adapters:
-    """One of each per process."""
+    """One of each port per process, typed by the port: `build_adapters` makes them over SQL
+    and the models, the unit tests over tests/fakes.py; the builders below (`build_core`)
+    wire the same state, use cases and workers over either. Time and ids are ports too."""
+
+    tokens: TokenCounter
+    agents: AgentStore
+    episodes: EpisodeStore
+    users: UserDirectory  # the episode store, as the inspector lists users
+    digests: DigestStore
+    digest_keys: StoredVectorKeys  # the digest store, as the index checker reads it
+    context: ContextStore
+    embedder: Embedder
+    summarizer: Summarizer  # digests' (and an LLM's compactions)
+    inline_summarizer: Summarizer  # inline compaction (extractive in production)
+    index: VectorIndex
+    memories: MemoryStore
+    sessions: SessionDataStore
+    memory_index: VectorIndex  # promoted memories, per scope, keyed by memory id
+    extractor: MemoryExtractor
+    eraser: Eraser
+    retention: RetentionStore
+    leadership: Leadership  # who runs the once-per-cluster jobs
+    signals: Signals  # wake-ups between replicas (LISTEN/NOTIFY)
+    feed: ChangeFeed  # what this replica commits, for the others
+    change_log: ChangeLog  # the same feed, as the tail and the pruner read it
+    drafts: DraftStore  # assistant replies in progress, and what watchers read
+    sources: ScopeSources | None  # None: `index` and `memory_index` are whole (pre-built, or fakes)
+    clock: Clock
+    monotonic: Callable[[], float]  # the caches' TTLs and the tenants' shares
+    new_episode_id: IdFactory
+    new_id: IdFactory  # model calls, memories, erasures
+    cluster_now: Callable[[], Awaitable[datetime]] | None  # the cluster's time; None: `clock`
+
+
+@dataclass(frozen=True, slots=True)
+class SqlAdapters(Adapters):
+    """The production set, and what `open_app` starts, watches and closes beside the ports."""
 
     database: Database
     writer: GroupCommitWriter
-    tokens: TiktokenCounter
-    agents: SqlAgentStore
-    episodes: SqlEpisodeStore
-    digests: SqlDigestStore
-    context: SqlContextStore
-    embedder: Embedder
-    summarizer: Summarizer  # digests' (and an LLM's compactions); inline compaction is extractive
-    index: VectorIndex
-    memories: SqlMemoryStore
-    sessions: SqlSessionDataStore
-    memory_index: VectorIndex  # promoted memories, per scope, keyed by memory id
-    extractor: MemoryExtractor
-    leadership: PgLeadership | SoleReplica  # who runs the once-per-cluster jobs
-    signals: PgSignals | LocalSignals  # wake-ups between replicas (LISTEN/NOTIFY)
-    feed: SqlChangeFeed  # what this replica commits, for the others
-    drafts: SqlDraftStore  # assistant replies in progress, and what watchers read
+    tiktoken: TiktokenCounter  # `tokens`, warmed off the loop at start
+    replica_signals: PgSignals | LocalSignals  # `signals`, started and stopped with the app
+    replica_leadership: PgLeadership | SoleReplica  # `leadership`, released at the end
+    sql_digests: SqlDigestStore  # `digests`, whose queue metrics read
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +228,7 @@ class App:
     settings: Settings
     database: Database
     keys: KeyRing
-    adapters: Adapters
+    adapters: SqlAdapters
     state: State
     services: Services
     workers: Workers
@@ -310,31 +367,61 @@ def build_extractor(settings: Settings) -> MemoryExtractor:
 
 
 def build_adapters(
-    settings: Settings, database: Database, writer: GroupCommitWriter, index: VectorIndex | None
-) -> Adapters:
+    settings: Settings,
+    database: Database,
+    writer: GroupCommitWriter,
+    index: VectorIndex | None,
+) -> SqlAdapters:
     embedder, summarizer = build_embedder(settings), build_summarizer(settings)  # ConfigError names them
     signals = LocalSignals() if database.is_sqlite else PgSignals(database.url)
-    return Adapters(
-        database=database,
-        writer=writer,
-        tokens=TiktokenCounter(),
+    leadership = SoleReplica() if database.is_sqlite else PgLeadership(database.url)
+    feed = SqlChangeFeed(database, writer, origin=uuid.uuid4().hex, signals=signals)
+    tokens, digests, episodes = (
+        TiktokenCounter(),
+        SqlDigestStore(database, writer),
+        SqlEpisodeStore(database, writer, utc_now),
+    )
+    model = indexed_with(embedder.model_id)
+    # a pre-built index is whole; otherwise each scope loads from SQL on first use
+    whole = index is not None
+    sources = (
+        None if whole else ScopeSources(SqlDigestVectors(database, model), SqlMemoryVectors(database, model))
+    )
+    return SqlAdapters(
+        tokens=tokens,
         agents=SqlAgentStore(database, writer),
-        episodes=SqlEpisodeStore(database, writer, utc_now),
-        digests=SqlDigestStore(database, writer),
+        episodes=episodes,
+        users=episodes,
+        digests=digests,
+        digest_keys=digests,
         context=SqlContextStore(database, writer),
         embedder=embedder,
         summarizer=summarizer,
+        inline_summarizer=ExtractiveSummarizer(),
         index=index if index is not None else FaissVectorIndex(embedder.dimension),
-        memories=SqlMemoryStore(
-            database, writer, embedding_model=indexed_with(embedder.model_id), clock=utc_now
-        ),
+        memories=SqlMemoryStore(database, writer, embedding_model=model, clock=utc_now),
         sessions=SqlSessionDataStore(database, writer, utc_now),
         memory_index=FaissVectorIndex(embedder.dimension),
         extractor=build_extractor(settings),
-        leadership=SoleReplica() if database.is_sqlite else PgLeadership(database.url),
+        eraser=SqlEraser(database, writer),
+        retention=SqlRetention(database, writer, settings.retention_caps()),
+        leadership=leadership,
         signals=signals,
-        feed=SqlChangeFeed(database, writer, origin=uuid.uuid4().hex, signals=signals),
+        feed=feed,
+        change_log=feed,
         drafts=SqlDraftStore(database, writer),
+        sources=sources,
+        clock=utc_now,  # read when called: a test may put a skewed clock here (cluster_helpers)
+        monotonic=time.monotonic,
+        new_episode_id=new_episode_id,
+        new_id=new_call_id,
+        cluster_now=DatabaseClock(database, utc_now).now,
+        database=database,
+        writer=writer,
+        tiktoken=tokens,
+        replica_signals=signals,
+        replica_leadership=leadership,
+        sql_digests=digests,
     )
 
 
@@ -343,35 +430,34 @@ MEMORY_CACHE_SHARE = 0.25
 
 
 def build_indexes(
-    settings: Settings, adapters: Adapters, lock: asyncio.Lock, whole: bool
+    settings: Settings, adapters: Adapters, lock: asyncio.Lock
 ) -> tuple[IndexCache, IndexCache]:
-    """Per-scope caches of SQL (or, for tools holding a pre-built index, whole indexes)."""
-    if whole:
+    """Per-scope caches of SQL (or, over whole indexes without sources: tools holding a
+    pre-built index, the unit tests' fakes, the index itself)."""
+    if adapters.sources is None:
         return WholeIndex(adapters.index), WholeIndex(adapters.memory_index)
-    model, dim = indexed_with(adapters.embedder.model_id), adapters.embedder.dimension
+    dim = adapters.embedder.dimension
     memory_bytes = max(1, int(settings.index_cache_bytes * MEMORY_CACHE_SHARE))
     episodes = ResidentScopes(
-        adapters.index, SqlDigestVectors(adapters.database, model), dimension=dim,
+        adapters.index, adapters.sources.digests, dimension=dim,
         max_bytes=max(1, settings.index_cache_bytes - memory_bytes), lock=lock,
     )  # fmt: skip
     memories = ResidentScopes(
-        adapters.memory_index, SqlMemoryVectors(adapters.database, model), dimension=dim,
-        max_bytes=memory_bytes, lock=lock,
-    )  # fmt: skip
+        adapters.memory_index, adapters.sources.memories, dimension=dim, max_bytes=memory_bytes, lock=lock
+    )
     return episodes, memories
 
 
-def build_state(settings: Settings, adapters: Adapters, *, whole_index: bool = False) -> State:
+def build_state(settings: Settings, adapters: Adapters) -> State:
     """Every cache derived from SQL watches the change owner, so a change announced there
-    reaches all of them."""
+    reaches all of them. Nothing is opened or started here."""
     default, tenants = settings.pii_policies()
     lock = asyncio.Lock()  # the owner's, shared with the index caches' last load try
-    index, memory_index = build_indexes(settings, adapters, lock, whole_index)
+    index, memory_index = build_indexes(settings, adapters, lock)
     health = Health()
-    adapters.database.health.listen(health.part("database"))
     visibility = Visibility(index=index, memory_index=memory_index, feed=adapters.feed, lock=lock)
     tail = FeedTail(
-        feed=adapters.feed, owner=visibility, signals=adapters.signals, healthy=health.part("feed"),
+        feed=adapters.change_log, owner=visibility, signals=adapters.signals, healthy=health.part("feed"),
         poll_seconds=settings.feed_poll_seconds,
     )  # fmt: skip
     state = State(
@@ -384,9 +470,9 @@ def build_state(settings: Settings, adapters: Adapters, *, whole_index: bool = F
         versions=ScopeVersions(),
         fixed_facts=FixedFactsCache(),
         spoken=SpokenCache(),
-        pii=PiiGuard(agents=adapters.agents, default=default, tenants=tenants),
+        pii=PiiGuard(agents=adapters.agents, default=default, tenants=tenants, clock=adapters.monotonic),
         watch=WatchHub(adapters.drafts, adapters.signals, settings.watch_limits),  # subscribes: before start
-        shares=TenantShares(settings.share_limits),
+        shares=TenantShares(settings.share_limits, clock=adapters.monotonic),
     )
     for watcher in (state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii):
         state.visibility.watch(watcher)
@@ -418,14 +504,14 @@ def build_memory_service(
     settings: Settings,
     adapters: Adapters,
     state: State,
-    pool: ThreadPoolExecutor,
-    embed_pool: ThreadPoolExecutor | None = None,
+    pool: Executor,
+    embed_pool: Executor | None = None,
 ) -> MemoryService:
     a = adapters
     return MemoryService(
         store=a.memories, episodes=a.episodes, agents=a.agents, embedder=a.embedder, index=state.memory_index,
         changes=state.visibility, pii=state.pii, extractor=a.extractor, limits=settings.limits,
-        clock=utc_now, new_id=new_call_id, pool=None if settings.extractor == ExtractorKind.OPENAI else pool,
+        clock=a.clock, new_id=a.new_id, pool=None if settings.extractor == ExtractorKind.OPENAI else pool,
         quota=state.shares, embed_pool=embed_pool,
     )  # fmt: skip
 
@@ -434,10 +520,10 @@ def build_digester(
     settings: Settings,
     adapters: Adapters,
     state: State,
-    pool: ThreadPoolExecutor,
+    pool: Executor,
     memories: MemoryService,
     metrics: Metrics | None = None,
-    embed_pool: ThreadPoolExecutor | None = None,
+    embed_pool: Executor | None = None,
 ) -> Digester:
     # An LLM waits on the network: it must not hold the pool.
     llm = settings.summarizer == SummarizerKind.OPENAI
@@ -446,7 +532,7 @@ def build_digester(
         summarizer=adapters.summarizer,
         embedder=adapters.embedder,
         changes=state.visibility,
-        clock=utc_now,
+        clock=adapters.clock,
         summary_pool=None if llm else pool,
         embed_pool=embed_pool,
         promote=memories.promote_closed,
@@ -461,7 +547,7 @@ def build_compactor(settings: Settings, adapters: Adapters, state: State) -> Bac
         return None
     return BackgroundCompactor(
         summarizer=adapters.summarizer,
-        maker=SummaryMaker(tokens=adapters.tokens, clock=utc_now),
+        maker=SummaryMaker(tokens=adapters.tokens, clock=adapters.clock),
         store=adapters.context,
         cache=state.working_sets,
     )
@@ -474,60 +560,55 @@ def build_services(
     *,
     digester: Digester,
     compactor: BackgroundCompactor | None,
-    pool: ThreadPoolExecutor,
+    pool: Executor,
     tracing: Tracing,
     memories: MemoryService,
     marks: RecallMarks,
     metrics: Metrics | None = None,
 ) -> Services:
-    a, limits = adapters, settings.limits
+    a, limits, clock = adapters, settings.limits, adapters.clock
     metered = metrics if metrics is not None and metrics.enabled else None
     queries = QueryVectors(a.embedder)
     memory_search = MemorySearch(
         store=a.memories, agents=a.agents, embedder=a.embedder, index=state.memory_index, limits=limits,
-        clock=utc_now, marks=marks, queries=queries,
+        clock=clock, marks=marks, queries=queries,
     )  # fmt: skip
     episodes = EpisodeService(
-        episodes=a.episodes, agents=a.agents, tokens=a.tokens, limits=limits, clock=utc_now,
-        new_id=new_episode_id, changes=state.visibility, digests=digester, pii=state.pii,
+        episodes=a.episodes, agents=a.agents, tokens=a.tokens, limits=limits, clock=clock,
+        new_id=a.new_episode_id, changes=state.visibility, digests=digester, pii=state.pii,
         fixed_facts=state.fixed_facts, tracing=tracing, live=LiveEpisodes(state.watch, a.drafts),
     )  # fmt: skip
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
-        digests=RememberedDigestReads(a.digests, state.versions), agents=a.agents, embedder=a.embedder,
-        index=state.index, limits=limits,
-        clock=utc_now, passages=passages, tracing=tracing, queries=queries,
+        digests=RememberedDigestReads(a.digests, state.versions, clock=a.monotonic), agents=a.agents,
+        embedder=a.embedder, index=state.index, limits=limits,
+        clock=clock, passages=passages, tracing=tracing, queries=queries,
         timed=metered.recall_finished if metered else None,
     )  # fmt: skip
     context = ContextService(
         store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,
-        summarizer=ExtractiveSummarizer(), limits=limits, clock=utc_now, new_id=new_call_id,
-        cache=state.working_sets, memo=RecencyMemo(state.versions), passages=passages, pii=state.pii,
-        summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
+        summarizer=a.inline_summarizer, limits=limits, clock=clock, new_id=a.new_id,
+        cache=state.working_sets, memo=RecencyMemo(state.versions, clock=a.monotonic), passages=passages,
+        pii=state.pii, summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
         memory_store=a.memories, sessions=a.sessions, queries=queries,
         rendered=metered.context_rendered if metered else None,
     )  # fmt: skip
     agents = AgentService(
-        store=a.agents, tokens=a.tokens, limits=limits, clock=utc_now, changes=state.visibility
+        store=a.agents, tokens=a.tokens, limits=limits, clock=clock, changes=state.visibility
     )
     return Services(
         episodes=episodes,
         agents=agents,
         recall=recall,
         context=context,
-        erasure=EraseService(
-            eraser=SqlEraser(a.database, a.writer),
-            changes=state.visibility,
-            clock=utc_now,
-            new_id=new_call_id,
-        ),
+        erasure=EraseService(eraser=a.eraser, changes=state.visibility, clock=clock, new_id=a.new_id),
         index_checker=IndexChecker(
-            store=a.digests, index=state.index, model=indexed_with(a.embedder.model_id)
+            store=a.digest_keys, index=state.index, model=indexed_with(a.embedder.model_id)
         ),
         memories=memories,
         memory_search=memory_search,
         sessions=SessionDataService(
-            store=a.sessions, episodes=a.episodes, pii=state.pii, limits=limits, clock=utc_now
+            store=a.sessions, episodes=a.episodes, pii=state.pii, limits=limits, clock=clock
         ),
         memory_tools=MemoryTools(memories=memories, search=memory_search, episodes=a.episodes),
         watch=WatchService(
@@ -537,13 +618,13 @@ def build_services(
             limits=limits,
             watch_limits=settings.watch_limits,
             draft_limits=settings.draft_limits,
-            clock=utc_now,
+            clock=clock,
         ),
         inspection=InspectionService(
             agents=agents,
             episodes=episodes,
             context=context,
-            users=a.episodes,
+            users=a.users,
             log=a.episodes,
             calls=a.context,
         ),
@@ -562,27 +643,65 @@ def build_workers(
     reaper = IdleReaper(
         episodes=adapters.episodes,
         service=services.episodes,
-        clock=utc_now,
+        clock=adapters.clock,
         on_closed=digester.wake,
         interval_seconds=settings.idle_sweep_seconds,
         leadership=adapters.leadership,
-        cluster_now=DatabaseClock(adapters.database, utc_now).now,
+        cluster_now=adapters.cluster_now,
     )
     retention = RetentionJob(
-        store=SqlRetention(adapters.database, adapters.writer, settings.retention_caps()),
+        store=adapters.retention,
         changes=state.visibility,
-        clock=utc_now,
+        clock=adapters.clock,
         grace=timedelta(days=settings.retention_grace_days),
         interval_seconds=settings.retention_sweep_seconds,
         expire_memories=services.memories.remove_expired,
         leadership=adapters.leadership,
     )
     pruner = FeedPruner(
-        feed=adapters.feed, retention_seconds=settings.feed_retention_seconds, leadership=adapters.leadership
+        feed=adapters.change_log,
+        retention_seconds=settings.feed_retention_seconds,
+        leadership=adapters.leadership,
+        clock=adapters.monotonic,
     )
     return Workers(
         digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks, pruner=pruner
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """Everything above the adapters: state, use cases and workers, built, nothing started."""
+
+    state: State
+    services: Services
+    workers: Workers
+
+
+def build_core(
+    settings: Settings,
+    adapters: Adapters,
+    *,
+    pool: Executor,
+    embed_pool: Executor | None = None,
+    tracing: Tracing | None = None,
+    metrics: Metrics | None = None,
+) -> Core:
+    """The pure wiring over the ports, the same for the server (over SQL) and the unit tests
+    (over fakes): no database opened, no thread, no task started; `pool` runs summaries and
+    extractions, `embed_pool` bulk embeddings."""
+    state = build_state(settings, adapters)
+    memories = build_memory_service(settings, adapters, state, pool, embed_pool)
+    digester = build_digester(settings, adapters, state, pool, memories, metrics, embed_pool)
+    compactor = build_compactor(settings, adapters, state)
+    marks = RecallMarks(store=adapters.memories)
+    services = build_services(
+        settings, adapters, state, digester=digester, compactor=compactor, pool=pool,
+        tracing=tracing if tracing is not None else no_tracing(), memories=memories, marks=marks,
+        metrics=metrics,
+    )  # fmt: skip
+    workers = build_workers(settings, adapters, state, services, digester, compactor, marks)
+    return Core(state, services, workers)
 
 
 def load_tracing(settings: Settings) -> Tracing:
@@ -645,14 +764,14 @@ async def open_app(
             tracing.shutdown()  # exports the spans still queued
 
 
-def watched_state(adapters: Adapters, state: State) -> Watched:
+def watched_state(adapters: SqlAdapters, state: State) -> Watched:
     """What metrics read at scrape time."""
     return Watched(
         working_sets=state.working_sets,
         indexes={"episodes": state.index, "memories": state.memory_index},
         pools=adapters.database.pool_use,
-        digest_queue=adapters.digests.waiting,
-        clock=utc_now,
+        digest_queue=adapters.sql_digests.waiting,
+        clock=adapters.clock,
     )
 
 
@@ -664,29 +783,22 @@ async def _wired(
     tracing: Tracing,
     replace: Replacements,
     metrics: Metrics,
-) -> AsyncIterator[tuple[Adapters, State, Services, Workers]]:
-    """Everything above the database; the change feed's tail and the background workers run
-    beside the RPCs until the block ends. Nothing is loaded into the indexes here: each
-    scope loads on first use."""
+) -> AsyncIterator[tuple[SqlAdapters, State, Services, Workers]]:
+    """Everything above the database (`build_core`, over the SQL adapters); the change
+    feed's tail and the background workers run beside the RPCs until the block ends.
+    Nothing is loaded into the indexes here: each scope loads on first use."""
     adapters = build_adapters(settings, database, writer, replace.index)
     # Off the loop and not awaited: start-up does not wait, and a first turn that comes sooner
     # waits only for the encoding it needs (the counter builds each once, under a lock).
-    threading.Thread(target=adapters.tokens.warm, name="episodic-token-warm-up", daemon=True).start()
-    state = build_state(settings, adapters, whole_index=replace.index is not None)
+    threading.Thread(target=adapters.tiktoken.warm, name="episodic-token-warm-up", daemon=True).start()
+    pool, embed_pool = new_summary_pool(), new_embed_pool()
+    core = build_core(settings, adapters, pool=pool, embed_pool=embed_pool, tracing=tracing, metrics=metrics)
+    state, services, workers = core.state, core.services, core.workers
+    database.health.listen(state.health.part("database"))
     await note_stale_vectors(adapters)
     state.tail.listen()
-    await adapters.signals.start()
+    await adapters.replica_signals.start()
     await state.tail.start()
-    pool, embed_pool = new_summary_pool(), new_embed_pool()
-    memories = build_memory_service(settings, adapters, state, pool, embed_pool)
-    digester = build_digester(settings, adapters, state, pool, memories, metrics, embed_pool)
-    compactor = build_compactor(settings, adapters, state)
-    marks = RecallMarks(store=adapters.memories)
-    services = build_services(
-        settings, adapters, state, digester=digester, compactor=compactor, pool=pool, tracing=tracing,
-        memories=memories, marks=marks, metrics=metrics,
-    )  # fmt: skip
-    workers = build_workers(settings, adapters, state, services, digester, compactor, marks)
     if replace.background:
         workers.start()
     try:
@@ -695,8 +807,8 @@ async def _wired(
         await within(WORKER_STOP_SECONDS, state.watch.close(), "end live watches")
         await workers.stop()
         await within(WORKER_STOP_SECONDS, state.tail.stop(), "stop the change feed tail")
-        await within(WORKER_STOP_SECONDS, adapters.signals.stop(), "close the signal connection")
-        await within(WORKER_STOP_SECONDS, adapters.leadership.close(), "release leadership")
+        await within(WORKER_STOP_SECONDS, adapters.replica_signals.stop(), "close the signal connection")
+        await within(WORKER_STOP_SECONDS, adapters.replica_leadership.close(), "release leadership")
         pool.shutdown(wait=False, cancel_futures=True)
         embed_pool.shutdown(wait=False, cancel_futures=True)
 

@@ -1,19 +1,22 @@
-"""The real use cases wired over the fakes of tests/fakes.py, the way
-`episodic.bootstrap` wires them over SQL (build_state, build_digester, build_services,
-build_workers): keyword constructors, one token counter, every cache registered with the
-one change owner (the real `Visibility`, over a fake index). No database, no gRPC, no
-threads of its own: a use-case test runs in milliseconds."""
+"""The real use cases over the fakes of tests/fakes.py, wired by the composition root itself:
+this module only builds the fake `Adapters` (fake clock and ids included) and calls
+`episodic.bootstrap.build_core`, the same pure wiring the server runs over SQL (every cache
+registered with the one change owner, the real `Visibility`, over whole fake indexes). No
+database, no gRPC, no threads of its own: a use-case test runs in milliseconds."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TypeVar
 
+from episodic import config
+from episodic.api.server import Services
+from episodic.bootstrap import Adapters, State, Workers, build_core
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, Episode, NewMessage, PiiPolicy, Role
-from episodic.domain.ports import BackgroundCompactions
-from episodic.domain.validation import Limits
+from episodic.domain.ports import BackgroundCompactions, FeedPage
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
@@ -21,20 +24,17 @@ from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
-from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
-from episodic.state.digest_memo import RememberedDigestReads
 from episodic.state.fixed_facts import FixedFactsCache
-from episodic.state.index_cache import WholeIndex
-from episodic.state.query_vectors import QueryVectors
-from episodic.state.recall_memo import RecencyMemo, ScopeVersions
-from episodic.state.spoken_cache import SpokenCache
+from episodic.state.recall_memo import ScopeVersions
 from episodic.state.visibility import Visibility
 from episodic.state.working_set import WorkingSetCache
+from episodic.store.signals import LocalSignals
 from episodic.summarize.memories import ExtractiveMemoryExtractor
 from episodic.workers.digester import Digester
+from episodic.workers.loops import SoleReplica
 from episodic.workers.reaper import IdleReaper
 from episodic.workers.retention import RetentionJob
 from tests.fakes import (
@@ -42,6 +42,7 @@ from tests.fakes import (
     FakeAgentStore,
     FakeContextStore,
     FakeDigestStore,
+    FakeDraftStore,
     FakeEpisodeStore,
     FakeEraser,
     FakeMemoryStore,
@@ -58,58 +59,183 @@ from tests.fakes import (
     WordTokenCounter,
 )
 
+F = TypeVar("F")
 TENANT = "acme"
 CALLER = Caller(TENANT)
 
 
 @dataclass
 class Settings:
-    """The few settings the wiring reads (episodic.config.Settings, for these tests)."""
+    """The few settings these tests vary, turned into `episodic.config.Settings`."""
 
     pii_default: PiiPolicy = PiiPolicy.OFF
     pii_tenants: Mapping[str, PiiPolicy] = field(default_factory=dict)
-    retention_caps: Mapping[str, int] = field(default_factory=dict)
+    retention_caps: Mapping[str, int] = field(default_factory=dict)  # days, by tenant
     retention_grace: timedelta = timedelta(days=7)
     working_set_max_bytes: int = 64 * 1024 * 1024
-    background: BackgroundCompactions | None = None  # None: extractive-style inline compaction
+    background: BackgroundCompactions | None = None  # a spy; None: extractive-style inline compaction
+
+    def settings(self) -> config.Settings:
+        return config.Settings(
+            pii_policy=self.pii_default,
+            pii_tenant_policies=_per_tenant({t: str(p) for t, p in self.pii_tenants.items()}),
+            retention_tenant_days=_per_tenant({t: str(days) for t, days in self.retention_caps.items()}),
+            retention_grace_days=self.retention_grace / timedelta(days=1),
+            working_set_max_bytes=self.working_set_max_bytes,
+        )
+
+
+def _per_tenant(values: Mapping[str, str]) -> str:
+    return ",".join(f"{tenant}={value}" for tenant, value in values.items())
+
+
+class QuietFeed:
+    """The change feed of a process alone (the `ChangeFeed` and `ChangeLog` ports): nothing
+    to read, nobody to wake."""
+
+    origin = "unit"
+
+    def published(self) -> None:
+        pass
+
+    async def head(self) -> int:
+        return 0
+
+    async def after(self, seq: int, limit: int) -> FeedPage:
+        return FeedPage(pruned_through=0, entries=[])
+
+    async def prune(self, through: int) -> int:
+        return 0
 
 
 @dataclass
 class UseCases:
-    """The adapters (fakes), the in-RAM state, the use cases and the workers of one process."""
+    """The adapters (fakes), the in-RAM state, the use cases and the workers of one process,
+    as `bootstrap.build_core` wires them; the fakes and the services under short names."""
 
     tables: Tables
     clock: FixedClock
     monotonic: FrozenMonotonic
-    tokens: WordTokenCounter
-    embedder: WordEmbedder
-    summarizer: FirstSentenceSummarizer
-    index: FakeVectorIndex
-    agent_store: FakeAgentStore
-    episode_store: FakeEpisodeStore
-    digest_store: FakeDigestStore
-    context_store: FakeContextStore
-    eraser: FakeEraser
-    visibility: Visibility
-    working_sets: WorkingSetCache
-    versions: ScopeVersions
-    fixed_facts: FixedFactsCache
-    pii: PiiGuard
-    waiter: RecordingDigestWaiter
-    digester: Digester
-    episodes: EpisodeService
-    agents: AgentService
-    recall: RecallService
-    context: ContextService
-    erasure: EraseService
-    index_checker: IndexChecker
-    retention: RetentionJob
-    reaper: IdleReaper
-    memory_index: FakeVectorIndex
-    memory_store: FakeMemoryStore
-    memories: MemoryService
-    memory_search: MemorySearch
-    sessions: SessionDataService
+    adapters: Adapters
+    state: State
+    services: Services
+    workers: Workers
+    waiter: RecordingDigestWaiter  # the episodes' digest waiter: counts wakes, then the digester's
+
+    # the fakes, as built
+    @property
+    def tokens(self) -> WordTokenCounter:
+        return _fake(self.adapters.tokens, WordTokenCounter)
+
+    @property
+    def embedder(self) -> WordEmbedder:
+        return _fake(self.adapters.embedder, WordEmbedder)
+
+    @property
+    def summarizer(self) -> FirstSentenceSummarizer:
+        return _fake(self.adapters.summarizer, FirstSentenceSummarizer)
+
+    @property
+    def index(self) -> FakeVectorIndex:
+        return _fake(self.adapters.index, FakeVectorIndex)
+
+    @property
+    def memory_index(self) -> FakeVectorIndex:
+        return _fake(self.adapters.memory_index, FakeVectorIndex)
+
+    @property
+    def agent_store(self) -> FakeAgentStore:
+        return _fake(self.adapters.agents, FakeAgentStore)
+
+    @property
+    def episode_store(self) -> FakeEpisodeStore:
+        return _fake(self.adapters.episodes, FakeEpisodeStore)
+
+    @property
+    def digest_store(self) -> FakeDigestStore:
+        return _fake(self.adapters.digests, FakeDigestStore)
+
+    @property
+    def context_store(self) -> FakeContextStore:
+        return _fake(self.adapters.context, FakeContextStore)
+
+    @property
+    def memory_store(self) -> FakeMemoryStore:
+        return _fake(self.adapters.memories, FakeMemoryStore)
+
+    @property
+    def eraser(self) -> FakeEraser:
+        return _fake(self.adapters.eraser, FakeEraser)
+
+    # the state
+    @property
+    def visibility(self) -> Visibility:
+        return self.state.visibility
+
+    @property
+    def working_sets(self) -> WorkingSetCache:
+        return self.state.working_sets
+
+    @property
+    def versions(self) -> ScopeVersions:
+        return self.state.versions
+
+    @property
+    def fixed_facts(self) -> FixedFactsCache:
+        return self.state.fixed_facts
+
+    @property
+    def pii(self) -> PiiGuard:
+        return self.state.pii
+
+    # the use cases and workers
+    @property
+    def episodes(self) -> EpisodeService:
+        return self.services.episodes
+
+    @property
+    def agents(self) -> AgentService:
+        return self.services.agents
+
+    @property
+    def recall(self) -> RecallService:
+        return self.services.recall
+
+    @property
+    def context(self) -> ContextService:
+        return self.services.context
+
+    @property
+    def erasure(self) -> EraseService:
+        return self.services.erasure
+
+    @property
+    def index_checker(self) -> IndexChecker:
+        return self.services.index_checker
+
+    @property
+    def memories(self) -> MemoryService:
+        return self.services.memories
+
+    @property
+    def memory_search(self) -> MemorySearch:
+        return self.services.memory_search
+
+    @property
+    def sessions(self) -> SessionDataService:
+        return self.services.sessions
+
+    @property
+    def digester(self) -> Digester:
+        return self.workers.digester
+
+    @property
+    def retention(self) -> RetentionJob:
+        return self.workers.retention
+
+    @property
+    def reaper(self) -> IdleReaper:
+        return self.workers.reaper
 
     async def new_agent(
         self, agent_id: str = "helper", memory: MemoryDraft | None = None, system_prompt: str = "Be brief."
@@ -145,77 +271,47 @@ class UseCases:
         return episode_id
 
 
+def _fake(port: object, kind: type[F]) -> F:
+    assert isinstance(port, kind), f"{type(port).__name__} is not the fake {kind.__name__}"
+    return port
+
+
+def fake_adapters(
+    settings: config.Settings, tables: Tables, clock: FixedClock, monotonic: FrozenMonotonic
+) -> Adapters:
+    """One fake of each port, over one set of tables."""
+    embedder, episodes, digests, feed = (
+        WordEmbedder(),
+        FakeEpisodeStore(tables, clock),
+        FakeDigestStore(tables),
+        QuietFeed(),
+    )
+    summarizer = FirstSentenceSummarizer()
+    memories = FakeMemoryStore(tables, embedder.model_id, clock)
+    return Adapters(
+        tokens=WordTokenCounter(), agents=FakeAgentStore(tables), episodes=episodes, users=episodes,
+        digests=digests, digest_keys=digests, context=FakeContextStore(tables), embedder=embedder,
+        summarizer=summarizer, inline_summarizer=summarizer, index=FakeVectorIndex(), memories=memories,
+        sessions=FakeSessionDataStore(tables, clock), memory_index=FakeVectorIndex(),
+        extractor=ExtractiveMemoryExtractor(), eraser=FakeEraser(tables),
+        retention=FakeRetentionStore(tables, settings.retention_caps()), leadership=SoleReplica(),
+        signals=LocalSignals(), feed=feed, change_log=feed, drafts=FakeDraftStore(tables),
+        sources=None,  # whole indexes: the fakes hold every scope
+        clock=clock, monotonic=monotonic, new_episode_id=CountingIds("ep_"), new_id=CountingIds(),
+        cluster_now=None,
+    )  # fmt: skip
+
+
 def use_cases(settings: Settings | None = None) -> UseCases:
     s = settings or Settings()
     tables, clock, monotonic = Tables(), FixedClock(), FrozenMonotonic()
-    tokens, embedder, summarizer = WordTokenCounter(), WordEmbedder(), FirstSentenceSummarizer()
-    index, limits, pool = FakeVectorIndex(), Limits(), InlineExecutor()
-    agent_store, digest_store = FakeAgentStore(tables), FakeDigestStore(tables)
-    episode_store, context_store = FakeEpisodeStore(tables, clock), FakeContextStore(tables)
-    eraser = FakeEraser(tables)
-
-    memory_index, memory_store = FakeVectorIndex(), FakeMemoryStore(tables, embedder.model_id, clock)
-    cached, cached_memories = WholeIndex(index), WholeIndex(memory_index)
-    visibility = Visibility(index=cached, memory_index=cached_memories)
-    working_sets = WorkingSetCache(s.working_set_max_bytes)
-    versions = ScopeVersions()
-    fixed_facts = FixedFactsCache()
-    spoken_cache = SpokenCache()
-    pii = PiiGuard(agents=agent_store, default=s.pii_default, tenants=dict(s.pii_tenants), clock=monotonic)
-    for watcher in (working_sets, versions, fixed_facts, spoken_cache, pii):
-        visibility.watch(watcher)
-
-    memories = MemoryService(
-        store=memory_store, episodes=episode_store, agents=agent_store, embedder=embedder,
-        index=cached_memories,
-        changes=visibility, pii=pii, extractor=ExtractiveMemoryExtractor(), limits=limits, clock=clock,
-        new_id=CountingIds(), pool=pool,
-    )  # fmt: skip
-    queries = QueryVectors(embedder)
-    memory_search = MemorySearch(
-        store=memory_store, agents=agent_store, embedder=embedder, index=cached_memories, limits=limits,
-        clock=clock, queries=queries,
-    )  # fmt: skip
-    sessions = FakeSessionDataStore(tables, clock)
-    digester = Digester(
-        store=digest_store, summarizer=summarizer, embedder=embedder, changes=visibility, clock=clock,
-        summary_pool=pool, promote=memories.promote_closed,
-    )  # fmt: skip
-    waiter = RecordingDigestWaiter(digest_store, digester)
-    episodes = EpisodeService(
-        episodes=episode_store, agents=agent_store, tokens=tokens, limits=limits, clock=clock,
-        new_id=CountingIds("ep_"), changes=visibility, digests=waiter, pii=pii, fixed_facts=fixed_facts,
-    )  # fmt: skip
-    passages = Passages(messages=context_store, cache=spoken_cache)
-    recall = RecallService(
-        digests=RememberedDigestReads(digest_store, versions, clock=monotonic),
-        agents=agent_store, embedder=embedder, index=cached, limits=limits,
-        clock=clock, passages=passages, queries=queries,
-    )  # fmt: skip
-    context = ContextService(
-        store=context_store, episodes=episodes, recall=recall, tokens=tokens, summarizer=summarizer,
-        limits=limits, clock=clock, new_id=CountingIds(), cache=working_sets,
-        memo=RecencyMemo(versions, clock=monotonic), passages=passages, pii=pii, summary_pool=pool,
-        background=s.background, memories=memory_search, memory_store=memory_store, sessions=sessions,
-        queries=queries,
-    )  # fmt: skip
-    return UseCases(
-        tables=tables, clock=clock, monotonic=monotonic, tokens=tokens, embedder=embedder,
-        summarizer=summarizer, index=index, agent_store=agent_store, episode_store=episode_store,
-        digest_store=digest_store, context_store=context_store, eraser=eraser, visibility=visibility,
-        working_sets=working_sets, versions=versions, fixed_facts=fixed_facts, pii=pii, waiter=waiter,
-        digester=digester, episodes=episodes,
-        agents=AgentService(store=agent_store, tokens=tokens, limits=limits, clock=clock, changes=visibility),
-        recall=recall, context=context,
-        erasure=EraseService(eraser=eraser, changes=visibility, clock=clock, new_id=CountingIds()),
-        index_checker=IndexChecker(store=digest_store, index=cached, model=embedder.model_id),
-        retention=RetentionJob(
-            store=FakeRetentionStore(tables, s.retention_caps), changes=visibility, clock=clock,
-            grace=s.retention_grace, expire_memories=memories.remove_expired,
-        ),
-        reaper=IdleReaper(episodes=episode_store, service=episodes, clock=clock, on_closed=waiter.wake),
-        memory_index=memory_index, memory_store=memory_store, memories=memories, memory_search=memory_search,
-        sessions=SessionDataService(
-            store=sessions, episodes=episode_store, pii=pii, limits=limits, clock=clock
-        ),
-    )  # fmt: skip
+    wired = s.settings()
+    adapters = fake_adapters(wired, tables, clock, monotonic)
+    core = build_core(wired, adapters, pool=InlineExecutor())
+    # spies, swapped in after the wiring: they pass everything on to what they replace
+    waiter = RecordingDigestWaiter(_fake(adapters.digests, FakeDigestStore), core.workers.digester)
+    core.services.episodes.digests = waiter
+    core.workers.reaper.on_closed = waiter.wake
+    if s.background is not None:
+        core.services.context.background = s.background
+    return UseCases(tables, clock, monotonic, adapters, core.state, core.services, core.workers, waiter)
