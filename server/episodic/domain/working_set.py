@@ -85,6 +85,18 @@ class WorkingSet:
         self.tail.extend(fresh)
         self.rendered.extend(from_log(m) for m in fresh)
 
+    def appended(self, message: Message) -> bool:
+        """Takes a message this process just appended, without reading the log again: True
+        when it is the next one (or one already held); False when something else was appended
+        since the last read, and the set must read what is new."""
+        if message.seq <= self.last_seq:
+            return True
+        if message.seq != self.last_seq + 1:
+            return False
+        self.tail.append(message)
+        self.rendered.append(from_log(message))
+        return True
+
     def _hold_only(self, newest: list[Message]) -> None:
         self.earlier, self.summary = self.shown_summary, None
         self.held_after = newest[0].seq - 1

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
-from episodic.domain.access import may_use, require_visible
+from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
 from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
 from episodic.domain.excerpts import choose_excerpts, terms
 from episodic.domain.known_facts import KnownFact
+from episodic.domain.log import PreparedMessage, countable_text
 from episodic.domain.memories import Memory
 from episodic.domain.model import (
     Caller,
@@ -149,39 +150,46 @@ class ContextService:
                 require_visible(caller, stored.agent_id, "episode", request.episode_id)
                 return stored, False
         key = (caller.tenant_id, request.episode_id)
-        self._prefetch_query(caller, key, request)
         async with self.cache.hold(key):
             turn = await self._gather(caller, key, request)
             return await self._assemble_and_store(caller, key, turn.request, turn)
 
-    def _prefetch_query(self, caller: Caller, key: Key, r: ContextRequest) -> None:
-        """Starts the query embedding before the turn's reads and the conversation's lock, when
-        the cached working set tells that recall or known facts will want it (and what its PII
-        policy makes of the text); a cold turn embeds when it gets there."""
-        cached = self.cache.get(key)
-        if self.queries is None or cached is None or not may_use(caller, cached.episode.agent_id):
+    def _prefetch_query(self, working_set: WorkingSet, config: MemoryConfig, r: ContextRequest) -> None:
+        """Starts the query embedding (of the redacted text) before the append is written,
+        when recall or known facts will want it; both then take it from `queries`."""
+        if self.queries is None:
             return
-        config = fill_memory(cached.agent.memory, r.memory)
-        r = self._without_pii(caller, cached, r)
         query = r.recall_query or r.user_message
-        e = cached.episode
+        e = working_set.episode
         scope = Scope(e.tenant_id, e.agent_id, e.user_id)
         by_meaning = _RECALL_MODES.get(config.recall_mode) in (SearchMode.SEMANTIC, SearchMode.HYBRID)
-        recalls = by_meaning and self.recall.may_find_by_meaning(scope)
+        recalls = by_meaning and query.strip() != "" and self.recall.may_find_by_meaning(scope)
         memories = self.memories if config.known_facts and terms(query) else None
         if recalls or (memories is not None and memories.may_find_by_meaning(scope)):
             self.queries.prefetch(query)
 
-    async def _append_user_message(self, caller: Caller, r: ContextRequest) -> int:
+    async def _append_user_message(
+        self, key: Key, working_set: WorkingSet, r: ContextRequest, allowance: int
+    ) -> tuple[WorkingSet, int]:
+        """Appends the (checked, authorized, redacted) user message and takes it into the
+        working set held under the lock; the log is read again only when another writer
+        appended in between."""
         if not r.append_user_message:
-            return 0
+            return working_set, 0
+        encoding = working_set.episode.token_encoding
         message = NewMessage(Role.USER, r.user_message, client_message_id=r.client_message_id or None)
-        stored, _ = await self.episodes.add_message(caller, r.episode_id, message)
-        return stored.seq
+        prepared = PreparedMessage(message, self.counts.count(countable_text(message), encoding), encoding)
+        stored, _ = await self.episodes.append_prepared(key[0], key[1], prepared)
+        if working_set.appended(stored):
+            self.cache.put(key, working_set)
+        else:
+            working_set = await self._working_set(key, allowance)
+        return working_set, stored.seq
 
     async def _gather(self, caller: Caller, key: Key, r: ContextRequest) -> Turn:
         """Everything is checked before the user message is appended: a refused call
-        writes nothing."""
+        writes nothing. Each step runs once: one read of what is new, the PII policy and
+        the agent's memory configuration applied once, the append taken into the held set."""
         with self.tracing.span("load_working_set", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             allowance = r.memory.max_working_memory_tokens or 0
             working_set = await self._working_set(key, allowance)
@@ -190,9 +198,8 @@ class ContextService:
             config = _effective_memory(working_set, r.memory).within(self.limits.max_context_tokens)
             model = self._model(working_set, r.model)
             self._check_ceiling(r, working_set, config)
-            user_seq = await self._append_user_message(caller, r)
-            if user_seq:
-                working_set = await self._working_set(key, allowance)
+            self._prefetch_query(working_set, config, r)
+            working_set, user_seq = await self._append_user_message(key, working_set, r, allowance)
             span.set_attribute("episodic.working_set.messages", len(working_set.tail))
         with self.tracing.span("recall", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             snippets, pending = await self._recall(caller, working_set, config, r)

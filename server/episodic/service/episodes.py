@@ -243,12 +243,29 @@ class EpisodeService:
                 PreparedMessage(m, await self._count(countable_text(m), encoding), encoding, field.format(i))
                 for i, m in enumerate(messages)
             ]
-            stored = await self.episodes.append(caller.tenant_id, episode_id, prepared)
-            if not all(replayed for _, replayed in stored):
-                self.live.appended(caller.tenant_id, episode_id)
+            stored = await self._store(caller.tenant_id, episode_id, prepared)
             if len(stored) == 1:
                 span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored[0][0].seq}")
             return stored
+
+    async def append_prepared(
+        self, tenant_id: str, episode_id: str, message: PreparedMessage
+    ) -> tuple[Message, bool]:
+        """Appends one message its caller has already checked, authorized for the episode's
+        agent, redacted under the agent's PII policy and counted (BuildContext, which knows
+        all that from its working set): none of it is done twice."""
+        with self.tracing.span(CREATE_MEMORY, _create_memory_attributes(episode_id, [message.new])) as span:
+            (stored,) = await self._store(tenant_id, episode_id, [message])
+            span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored[0].seq}")
+            return stored
+
+    async def _store(
+        self, tenant_id: str, episode_id: str, prepared: Sequence[PreparedMessage]
+    ) -> list[tuple[Message, bool]]:
+        stored = await self.episodes.append(tenant_id, episode_id, prepared)
+        if not all(replayed for _, replayed in stored):
+            self.live.appended(tenant_id, episode_id)
+        return stored
 
     async def _redacted(
         self, tenant_id: str, agent_id: str, messages: Sequence[NewMessage]

@@ -39,8 +39,9 @@ _POSTGRES_SEARCH = text(
 )
 
 
-_TEXTS_WITH_WORD = text(
-    "SELECT count(*) FROM (SELECT rowid FROM digest_fts WHERE digest_fts MATCH :q LIMIT :n)"
+# one word's count (a parameter per word): several are counted in one statement
+_TEXTS_WITH_WORD_OF = (
+    "SELECT count(*) FROM (SELECT rowid FROM digest_fts WHERE digest_fts MATCH :{q} LIMIT :n)"
 )
 COMMON_DOCS = 10_000
 RECHECK_SECONDS = 600.0
@@ -84,22 +85,32 @@ class CommonWords:
         self._lock = threading.Lock()  # searches run on several reader threads
 
     def rare(self, conn: Connection, words: list[str]) -> list[str]:
-        return [w for w in words if not self._common(conn, w)]
-
-    def _common(self, conn: Connection, word: str) -> bool:
+        """The words not known to be common; those not checked lately are counted in one
+        statement (a new question brings several new words)."""
         now = self._clock()
         with self._lock:
-            known = self._known.get(word)
-        if known is not None and now - known[1] < RECHECK_SECONDS:
-            return known[0]
-        texts = conn.execute(_TEXTS_WITH_WORD, {"q": f'"{word}"', "n": self._common_docs + 1}).scalar_one()
-        common = bool(texts > self._common_docs)
+            known = {w: self._known.get(w) for w in words}
+        unknown = [w for w, k in known.items() if k is None or now - k[1] >= RECHECK_SECONDS]
+        common = {w: k[0] for w, k in known.items() if k is not None and w not in unknown}
+        if unknown:
+            common |= self._count(conn, unknown, now)
+        return [w for w in words if not common[w]]
+
+    def _count(self, conn: Connection, words: list[str], now: float) -> dict[str, bool]:
+        params: dict[str, str | int] = {"n": self._common_docs + 1}
+        parts = []
+        for i, word in enumerate(words):
+            params[f"q{i}"] = f'"{word}"'
+            parts.append(f"({_TEXTS_WITH_WORD_OF.format(q=f'q{i}')})")
+        counts = conn.execute(text(f"SELECT {', '.join(parts)}"), params).one()
+        found = {w: bool(n > self._common_docs) for w, n in zip(words, counts, strict=True)}
         with self._lock:
-            self._known[word] = (common, now)
-            self._known.move_to_end(word)
+            for word, common in found.items():
+                self._known[word] = (common, now)
+                self._known.move_to_end(word)
             while len(self._known) > MAX_REMEMBERED_WORDS:
                 self._known.popitem(last=False)
-        return common
+        return found
 
 
 def search(conn: Connection, scope: Scope, query: str, limit: int, common: CommonWords) -> list[Hit]:
