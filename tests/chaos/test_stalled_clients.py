@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from episodic.v1 import context_service_pb2
-from tests.chaos.stalling_http2 import StallingClient
+from episodic_lab.bench_fairness.stalling import StallingClient
 from tests.e2e.context_helpers import create_agent
 from tests.e2e.helpers import Client, user_message
 from tests.e2e.test_server_process import ServerProcess, dev_flags, serving, sqlite_url

@@ -1,13 +1,14 @@
-"""A gRPC client that never reads (after tests/chaos/stalling_http2.py; the lab does not
-import tests): raw HTTP/2 on a socket, advertising a zero flow-control window, so the
-server may send headers but not one byte of any response body. It answers SETTINGS and
-PINGs like a live peer, so keepalive does not close it: only the server's own caps can."""
+"""A gRPC client that never reads: raw HTTP/2 on a socket, advertising a zero flow-control
+window (SETTINGS_INITIAL_WINDOW_SIZE = 0), so the server may send headers but not one byte
+of any response body. It answers the server's SETTINGS and PINGs like a live peer, so
+keepalive does not close the connection for it: only the server's own caps can. The
+fairness bench and tests/chaos/test_stalled_clients.py both drive it."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 
 from google.protobuf.message import Message
@@ -49,6 +50,7 @@ class StallingClient:
         self.refused = 0  # trailers-only answers (e.g. RESOURCE_EXHAUSTED), no body to hold
         self.reset = 0  # RST_STREAMs: streams the server refused or gave up on
         self.goaway = False
+        self._changed = asyncio.Event()
         self._answering = asyncio.create_task(self._answer())
 
     @classmethod
@@ -77,6 +79,12 @@ class StallingClient:
         self._writer.write(frame(DATA, END_STREAM, stream_id, message))
         await self._writer.drain()
 
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Until the frames received so far satisfy `condition`."""
+        while not condition():
+            self._changed.clear()
+            await self._changed.wait()
+
     async def close(self) -> None:
         self._answering.cancel()
         with suppress(asyncio.CancelledError):
@@ -98,6 +106,7 @@ class StallingClient:
                 elif kind == PING and not flags & ACK:
                     self._writer.write(frame(PING, ACK, 0, payload))
                 self._count(kind, flags)
+                self._changed.set()
 
     def _count(self, kind: int, flags: int) -> None:
         if kind == HEADERS and flags & END_STREAM:
