@@ -5,7 +5,6 @@ capacity: they are how operators and balancers tell a busy server from a dead on
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any, NoReturn
@@ -56,8 +55,7 @@ async def _admit(
     admission = shares.admit(current_caller().tenant_id, stream=stream, cost=cost)
     # gRPC ends the call however it ends (done, cancelled, deadline): give the share back then
     context.add_done_callback(lambda _ended: admission.release())  # type: ignore[arg-type]
-    if admission.delay:
-        await asyncio.sleep(admission.delay)  # the tenant's rate: its token comes then
+    await admission.wait_for_rate()
     return admission
 
 

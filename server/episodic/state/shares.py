@@ -58,6 +58,11 @@ class Admission:
     unsent: int = 0
     released: bool = False
 
+    async def wait_for_rate(self) -> None:
+        """Waits for the call's token of its tenant's rate (holding no CPU)."""
+        if self.delay:
+            await asyncio.sleep(self.delay)
+
     def release(self) -> None:
         if not self.released:
             self.released = True
@@ -197,8 +202,7 @@ class TenantShares:
         try:
             admission = self.admit(tenant_id, stream=False)
             try:
-                if admission.delay:
-                    await asyncio.sleep(admission.delay)
+                await admission.wait_for_rate()
                 async with self.turn(tenant_id):
                     yield
             finally:
