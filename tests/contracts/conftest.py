@@ -6,18 +6,28 @@ disagrees, the fake is wrong.
 The SQL worlds share one migrated database per run and backend (migrating per test would
 cost most of the suite's time); tests keep apart by unique tenant ids, as on PostgreSQL
 elsewhere. Stores are built directly, not through the composition root: these suites test
-the ports, not the wiring."""
+the ports, not the wiring.
+
+Sweeps (the digest queue and its staleness listing, retention, the idle and expiry
+sweeps) read every tenant's rows: they are cluster-wide by design (one queue, one reaper,
+one retention job for the cluster, see `Leadership`), so on the shared database they would
+meet other tests' rows. A test marked `own_database` runs its SQL worlds over a second
+database per run and backend, kept for such tests and emptied before each one, so it can
+state exactly what a sweep takes, across the tenants it made."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import Connection
 
 from episodic.domain.changes import NO_CHANGES
 from episodic.domain.episodes import OpenRequest
@@ -43,9 +53,12 @@ from episodic.domain.ports import (
     Eraser,
     MemoryStore,
     MemoryWrite,
+    RetentionStore,
     SessionDataStore,
+    StoredVectorKeys,
 )
 from episodic.domain.recall import Digest, DigestState, Scope, Vector
+from episodic.store import schema
 from episodic.store.agents import SqlAgentStore
 from episodic.store.context import SqlContextStore
 from episodic.store.database import open_database
@@ -54,9 +67,10 @@ from episodic.store.drafts import SqlDraftStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.erasure import SqlEraser
 from episodic.store.memories import SqlMemoryStore
+from episodic.store.retention import SqlRetention
 from episodic.store.session_data import SqlSessionDataStore
 from episodic.store.writer import GroupCommitWriter
-from tests.conftest import _create_migrated, unique
+from tests.conftest import POSTGRES_ADMIN_URL, _admin, _create_migrated, unique
 from tests.fakes import (
     START,
     FakeAgentStore,
@@ -66,6 +80,7 @@ from tests.fakes import (
     FakeEpisodeStore,
     FakeEraser,
     FakeMemoryStore,
+    FakeRetentionStore,
     FakeSessionDataStore,
     FixedClock,
     Tables,
@@ -74,6 +89,14 @@ from tests.fakes import (
 IMPLEMENTATIONS = ["fake", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 MODEL = "contract-model"  # the embedding model every memory store records
 ENCODING = "o200k_base"
+own_database = pytest.mark.own_database  # see the module docstring
+OWN_DATABASE = own_database.name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{OWN_DATABASE}: the SQL worlds run over a database holding only the test's rows"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +105,28 @@ def contract_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     url = f"sqlite:///{tmp_path_factory.mktemp('contracts') / 'episodic.db'}"
     asyncio.run(_create_migrated(url))
     yield url
+
+
+@pytest.fixture(scope="session")
+def own_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The SQLite file of the tests marked own_database, migrated once per run."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('own') / 'episodic.db'}"
+    asyncio.run(_create_migrated(url))
+    yield url
+
+
+@pytest.fixture(scope="session")
+def own_postgres_url() -> Iterator[str]:
+    """The PostgreSQL database of the tests marked own_database: made and migrated once per
+    run, dropped afterwards."""
+    name = f"episodic_own_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        asyncio.run(_create_migrated(url))
+        yield url
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @dataclass
@@ -95,26 +140,35 @@ class World:
     episodes: EpisodeStore
     context: ContextStore
     digests: DigestStore
+    digest_keys: StoredVectorKeys  # the digest store again, as the index checker reads it
     drafts: DraftStore
     eraser: Eraser
     sessions: SessionDataStore
     memories: MemoryStore
+    retention_capped: Callable[[Mapping[str, int]], RetentionStore]  # tenant -> at most so many days
     tenant: str = field(default_factory=lambda: unique("tenant"))
 
-    async def agent(self, tenant_id: str = "", **memory: object) -> Agent:
-        """A new agent (of the test's tenant unless named), created through the port."""
+    @property
+    def retention(self) -> RetentionStore:
+        """The `RetentionStore` with no tenant capped: each agent's retention_days rules."""
+        return self.retention_capped({})
+
+    async def agent(self, tenant_id: str = "", agent_id: str = "", **memory: object) -> Agent:
+        """A new agent (of the test's tenant unless named; a new id unless given), created
+        through the port."""
         config = MemoryConfig(**memory)  # type: ignore[arg-type]
         at = self.clock()
         agent = Agent(
-            tenant_id or self.tenant, unique("agent"), "Agent", "Be brief.", "gpt-4o", ENCODING, False,
-            config, at, at,
+            tenant_id or self.tenant, agent_id or unique("agent"), "Agent", "Be brief.", "gpt-4o", ENCODING,
+            False, config, at, at,
         )  # fmt: skip
         return await self.agents.create_agent(agent)
 
-    async def episode(self, agent: Agent | None = None, user_id: str = "u1") -> Episode:
-        """A new open episode (of a new agent unless given), opened through the port."""
+    async def episode(self, agent: Agent | None = None, user_id: str = "u1", episode_id: str = "") -> Episode:
+        """A new open episode (of a new agent unless given; a new id unless given), opened
+        through the port."""
         owner = agent or await self.agent()
-        request = OpenRequest(owner.agent_id, user_id, unique("ep"), {}, self.clock())
+        request = OpenRequest(owner.agent_id, user_id, episode_id or unique("ep"), {}, self.clock())
         episode, created = await self.episodes.open_episode(owner.tenant_id, request, ENCODING)
         assert created
         return episode
@@ -140,15 +194,18 @@ class World:
         )
         return recorded.result
 
-    async def digested(self, episode: Episode, chunks: int = 2, body: str = "what was said") -> Digest:
-        """Closes the episode and saves its digest READY with `chunks` vectors and a body."""
+    async def digested(
+        self, episode: Episode, chunks: int = 2, body: str = "what was said", model: str = MODEL
+    ) -> Digest:
+        """Closes the episode and saves its digest READY with `chunks` vectors of `model` and
+        a body."""
         pending = (await self.close(episode)).digest
         assert pending is not None
         ready = dataclasses.replace(
             pending,
             state=DigestState.READY,
             summary="summary",
-            embedding_model=MODEL,
+            embedding_model=model,
             updated_at=self.clock(),
         )
         vectors = [[1.0, float(n)] for n in range(chunks)]
@@ -174,33 +231,39 @@ class World:
 
 def _fake_world(clock: FixedClock) -> World:
     t = Tables()
+    digests = FakeDigestStore(t)
     return World(
         "fake",
         clock,
         agents=FakeAgentStore(t),
         episodes=FakeEpisodeStore(t, clock),
         context=FakeContextStore(t),
-        digests=FakeDigestStore(t),
+        digests=digests,
+        digest_keys=digests,
         drafts=FakeDraftStore(t),
         eraser=FakeEraser(t),
         sessions=FakeSessionDataStore(t, clock),
         memories=FakeMemoryStore(t, MODEL, clock),
+        retention_capped=lambda caps: FakeRetentionStore(t, caps),
     )
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
-def implementation(request: pytest.FixtureRequest) -> tuple[str, str]:
-    """(kind, database url): the databases are made here, outside the test's event loop."""
+def implementation(request: pytest.FixtureRequest) -> tuple[str, str, bool]:
+    """(kind, database url, whether it must be emptied first): the databases are made here,
+    outside the test's event loop."""
     if request.param == "fake":
-        return "fake", ""
-    name = "contract_sqlite_url" if request.param == "sqlite" else "postgres_url"
-    return request.param, str(request.getfixturevalue(name))
+        return "fake", "", False  # a new `Tables` each time
+    own = request.node.get_closest_marker(OWN_DATABASE) is not None
+    shared = "contract_sqlite_url" if request.param == "sqlite" else "postgres_url"
+    name = f"own_{request.param}_url" if own else shared
+    return request.param, str(request.getfixturevalue(name)), own
 
 
 @pytest.fixture
-async def world(implementation: tuple[str, str]) -> AsyncIterator[World]:
+async def world(implementation: tuple[str, str, bool]) -> AsyncIterator[World]:
     """Runs the test once per implementation: the fakes, SQLite, PostgreSQL."""
-    kind, url = implementation
+    kind, url, own = implementation
     clock = FixedClock(START)
     if kind == "fake":
         yield _fake_world(clock)
@@ -209,18 +272,29 @@ async def world(implementation: tuple[str, str]) -> AsyncIterator[World]:
     writer = GroupCommitWriter(database, workers=1 if database.is_sqlite else 2)
     writer.start()
     try:
+        if own:
+            await writer.run(_delete_every_row)
+        digests = SqlDigestStore(database, writer)
         yield World(
             kind,
             clock,
             agents=SqlAgentStore(database, writer),
             episodes=SqlEpisodeStore(database, writer, clock),
             context=SqlContextStore(database, writer),
-            digests=SqlDigestStore(database, writer),
+            digests=digests,
+            digest_keys=digests,
             drafts=SqlDraftStore(database, writer),
             eraser=SqlEraser(database, writer),
             sessions=SqlSessionDataStore(database, writer, clock),
             memories=SqlMemoryStore(database, writer, embedding_model=MODEL, clock=clock),
+            retention_capped=lambda caps: SqlRetention(database, writer, caps),
         )
     finally:
         await writer.stop()
         await database.dispose()
+
+
+def _delete_every_row(conn: Connection) -> None:
+    """Children first; SQLite's full-text index follows its table by triggers."""
+    for table in reversed(schema.metadata.sorted_tables):
+        conn.execute(table.delete())

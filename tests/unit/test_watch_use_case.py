@@ -2,7 +2,8 @@
 change whatever the number of watchers, a joiner mid-reply gets the text so far, a
 watcher that falls behind is cut alone, caps refuse with RESOURCE_EXHAUSTED, an erasure
 ends its watches NOT_FOUND, a close ends them cleanly, and another replica's signal wakes
-a reader. The e2e tests do the same over gRPC and SQL."""
+a reader. The hub, the watch use case and their wiring are the composition root's (through
+tests/unit/use_cases.py). The e2e tests do the same over gRPC and SQL."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from episodic.domain.drafts import DraftLimits
 from episodic.domain.model import NewMessage, Role
-from episodic.domain.validation import Limits
 from episodic.domain.watch import (
     DraftFinalized,
     DraftText,
@@ -26,23 +25,37 @@ from episodic.domain.watch import (
     WatchLimits,
 )
 from episodic.errors import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted
-from episodic.service.watch import LiveEpisodes, WatchService
+from episodic.service.watch import WatchService
 from episodic.state.watch_hub import WatchHub
-from episodic.store.signals import LocalSignals
 from tests.fakes import FakeDraftStore, StoredDraft
-from tests.unit.use_cases import CALLER, UseCases, use_cases
+from tests.unit.use_cases import CALLER, Settings, UseCases, use_cases
 
-STEP_TIMEOUT = 10.0  # a guard against a hang, never a measurement
+STEP_TIMEOUT = 10.0  # a guard against a hang, never a measurement; under the 15 s heartbeat period
+QUIET_POLL_SECONDS = 60.0  # readers poll in case a signal was lost: here wakes alone drive reads
 Stream = AsyncIterator[WatchEvent]
 
 
 @dataclass
 class Live:
+    """One process's watching, as the composition root wires it: its drafts, hub and use case."""
+
     uc: UseCases
-    drafts: FakeDraftStore
-    hub: WatchHub
-    watch: WatchService
     streams: AsyncExitStack
+
+    def __post_init__(self) -> None:
+        self.hub.poll_seconds = QUIET_POLL_SECONDS
+
+    @property
+    def drafts(self) -> FakeDraftStore:
+        return self.uc.draft_store
+
+    @property
+    def hub(self) -> WatchHub:
+        return self.uc.watch_hub
+
+    @property
+    def watch(self) -> WatchService:
+        return self.uc.watch
 
     async def open(self) -> str:
         await self.uc.new_agent()
@@ -57,23 +70,10 @@ class Live:
         return await self.watch.push(CALLER, episode_id, draft_id, offset, text)
 
 
-def live_over(uc: UseCases, signals: LocalSignals, limits: WatchLimits, streams: AsyncExitStack) -> Live:
-    drafts = FakeDraftStore(uc.tables)
-    hub = WatchHub(drafts, signals, limits, poll_seconds=60)  # wakes, never the poll, drive reads
-    uc.visibility.watch(hub)
-    uc.episodes.live = LiveEpisodes(hub, drafts)
-    watch = WatchService(
-        episodes=uc.episodes, drafts=drafts, hub=hub, limits=Limits(), watch_limits=limits,
-        draft_limits=DraftLimits(max_bytes=Limits().max_content_bytes), clock=uc.clock,
-        heartbeat_seconds=STEP_TIMEOUT,
-    )  # fmt: skip
-    return Live(uc, drafts, hub, watch, streams)
-
-
 @pytest.fixture
 async def live() -> AsyncIterator[Live]:
     async with AsyncExitStack() as streams:
-        made = live_over(use_cases(), LocalSignals(), WatchLimits(buffer_events=8), streams)
+        made = Live(use_cases(Settings(watch_buffer_events=8)), streams)
         yield made
         await made.hub.close()
 
@@ -230,12 +230,9 @@ async def test_a_quiet_stream_sends_heartbeats_with_the_last_seq(live: Live) -> 
 
 
 async def test_a_signal_from_another_replica_wakes_the_reader() -> None:
-    signals = LocalSignals()  # both "replicas" hear each other's signals, as over PostgreSQL
     async with AsyncExitStack() as streams:
-        a = live_over(use_cases(), signals, WatchLimits(), streams)
-        b = live_over(a.uc, signals, WatchLimits(), streams)
-        b.watch.drafts = b.hub.store = a.drafts  # one database
-        a.uc.episodes.live = LiveEpisodes(a.hub, a.drafts)  # A writes; B only watches
+        a = Live(use_cases(), streams)  # A writes; B only watches
+        b = Live(use_cases(replica_of=a.uc), streams)  # one database; each hears the other's signals
         episode_id = await a.open()
         stream = await b.stream(episode_id)
         await a.push(episode_id, "d1", 0, "from A")

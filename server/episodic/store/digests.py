@@ -73,12 +73,14 @@ class SqlDigestStore:
         return await self._db.read(lambda conn: [message_from_row(r) for r in conn.execute(stmt).mappings()])
 
     async def save_ready(
-        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[None]
-    ) -> Recorded[None]:
-        def op(conn: Connection) -> None:
-            conn.execute(_where(digest).values(digest_values(digest)))
+        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[bool]
+    ) -> Recorded[bool]:
+        def op(conn: Connection) -> bool:
+            if conn.execute(_where(digest).values(digest_values(digest))).rowcount == 0:
+                return False  # erased meanwhile: its vectors and text would have no digest to belong to
             _replace_vectors(conn, digest, vectors)
             _replace_text(conn, digest, body)
+            return True
 
         return await self._writer.run(op, declared)
 

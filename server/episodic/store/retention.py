@@ -33,8 +33,9 @@ class SqlRetention:
     async def soft_delete_due(
         self, now: datetime, limit: int, declared: Declared[list[SoftDeleted]]
     ) -> Recorded[list[SoftDeleted]]:
-        """At most `limit` closed episodes whose agent's retention has run out, oldest
-        agents' first: marked deleted, their digests (vectors, full text) removed."""
+        """At most `limit` closed episodes whose agent's retention has run out, agent by
+        agent (tenant, agent order), each agent's oldest first: marked deleted, their
+        digests (vectors, full text) removed."""
 
         def op(conn: Connection) -> list[SoftDeleted]:
             due: list[SoftDeleted] = []

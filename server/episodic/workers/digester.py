@@ -149,7 +149,8 @@ class Digester:
             lambda declared: self.store.save_ready(
                 done, vectors, rules.lexical_body(text, messages), declared
             ),
-            lambda _: [EpisodeVectors(done.scope, done.episode_id, keys, vectors)],
+            # erased meanwhile: no vectors reach the index (or another replica's)
+            lambda saved: [EpisodeVectors(done.scope, done.episode_id, keys, vectors)] if saved else [],
         )
 
     async def _text(self, digest: Digest, messages: list[Message]) -> DigestText:
