@@ -30,7 +30,7 @@ import textwrap
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -89,9 +89,15 @@ class Turns:
         self.n = 0
 
     async def one(self) -> None:
+        """Under a SERVER span of the app's provider, as the gRPC instrumentation makes one."""
         self.n += 1
         r = ContextRequest(self.episode_id, user_message=question(self.n), append_user_message=True)
-        await self.app.services.context.build(self.caller, r)
+        with self.rpc_span():
+            await self.app.services.context.build(self.caller, r)
+
+    def rpc_span(self) -> AbstractContextManager[object]:
+        tracer = self.app.tracing.provider.get_tracer("episodic.trace")
+        return tracer.start_as_current_span("/episodic.v1.ContextService/BuildContext")
 
 
 def engines(app: App) -> list[Engine]:

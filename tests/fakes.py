@@ -388,6 +388,21 @@ class FakeEpisodeStore:
             self._write(key, episode, plan, now)
         return plan.results
 
+    async def append_turn(
+        self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
+    ) -> tuple[Message, bool, list[Memory]]:
+        ((stored, replayed),) = await self.append(tenant_id, episode_id, [message])
+        if not with_pending:
+            return stored, replayed, []
+        held = [
+            m.memory
+            for (tenant, _), m in self._t.memories.items()
+            if (tenant, m.memory.episode_id) == (tenant_id, episode_id)
+            and m.memory.state is MemoryState.PENDING
+        ]
+        held.sort(key=lambda m: (m.created_at, m.memory_id))
+        return stored, replayed, held
+
     def _by_client_id(self, key: EpisodeKey) -> dict[str, StoredMessage]:
         return {
             m.client_message_id: StoredMessage(m, self._t.fingerprints[(*key, m.seq)])
@@ -506,13 +521,19 @@ class FakeDigestStore:
     Cannot honour: `lexical` is not BM25 / ts_rank_cd; it scores an episode by how many
     times the query's terms (the same stop-word-free terms SQL uses) occur in its text, so
     only "matches or not" and "more matches rank higher" hold. A claim's lease is honoured
-    (claimed work is not due again before it ends), but there are no competing replicas."""
+    (claimed work is not due again before it ends), but there are no competing replicas. As
+    in SQL, a digest never claimed since its episode closed (its next attempt still its
+    update time) is due whatever `now` says: the closing replica's clock may run ahead."""
 
     def __init__(self, tables: Tables) -> None:
         self._t = tables
 
     async def claim_due(self, now: datetime, limit: int, lease: timedelta) -> list[Digest]:
-        due = [d for d in self._t.digests.values() if d.state in _WAITING and d.next_attempt_at <= now]
+        due = [
+            d
+            for d in self._t.digests.values()
+            if d.state in _WAITING and (d.next_attempt_at <= now or d.next_attempt_at == d.updated_at)
+        ]
         claimed = sorted(due, key=lambda d: d.next_attempt_at)[:limit]
         for d in claimed:
             self._t.digests[(d.tenant_id, d.episode_id)] = dataclasses.replace(d, next_attempt_at=now + lease)
@@ -533,15 +554,16 @@ class FakeDigestStore:
         return list(self._t.messages.get((digest.tenant_id, digest.episode_id), []))
 
     async def save_ready(
-        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[None]
-    ) -> Recorded[None]:
+        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[bool]
+    ) -> Recorded[bool]:
         """Like SQL's UPDATE, writes nothing for a digest whose row is gone (erased meanwhile)."""
         key = (digest.tenant_id, digest.episode_id)
-        if key in self._t.digests:
+        saved = key in self._t.digests
+        if saved:
             self._t.digests[key] = digest
             self._t.vectors[key] = StoredVectors(digest.embedding_model, list(vectors))
             self._t.texts[key] = body
-        return recorded(None, declared)
+        return recorded(saved, declared)
 
     async def save_failed(self, digest: Digest, declared: Declared[None]) -> Recorded[None]:
         key = (digest.tenant_id, digest.episode_id)

@@ -11,13 +11,14 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
+from episodic import system
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.api.server import GrpcServer, Services, build_server
 from episodic.api.shares import Refused
@@ -66,6 +67,7 @@ from episodic.service.inspection import InspectionService
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
+from episodic.service.model_calls import ModelCallService
 from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
@@ -241,18 +243,6 @@ class App:
 log = logging.getLogger("episodic.server")
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def new_episode_id() -> str:
-    return f"ep_{uuid.uuid4().hex}"
-
-
-def new_call_id() -> str:
-    return uuid.uuid4().hex
-
-
 def load_keys(settings: Settings) -> KeyRing:
     try:
         keys = KeyRing.parse(settings.api_key_text())
@@ -379,7 +369,7 @@ def build_adapters(
     tokens, digests, episodes = (
         TiktokenCounter(),
         SqlDigestStore(database, writer),
-        SqlEpisodeStore(database, writer, utc_now),
+        SqlEpisodeStore(database, writer, system.utc_now),
     )
     model = indexed_with(embedder.model_id)
     # a pre-built index is whole; otherwise each scope loads from SQL on first use
@@ -399,8 +389,8 @@ def build_adapters(
         summarizer=summarizer,
         inline_summarizer=ExtractiveSummarizer(),
         index=index if index is not None else FaissVectorIndex(embedder.dimension),
-        memories=SqlMemoryStore(database, writer, embedding_model=model, clock=utc_now),
-        sessions=SqlSessionDataStore(database, writer, utc_now),
+        memories=SqlMemoryStore(database, writer, embedding_model=model, clock=system.utc_now),
+        sessions=SqlSessionDataStore(database, writer, system.utc_now),
         memory_index=FaissVectorIndex(embedder.dimension),
         extractor=build_extractor(settings),
         eraser=SqlEraser(database, writer),
@@ -411,11 +401,11 @@ def build_adapters(
         change_log=feed,
         drafts=SqlDraftStore(database, writer),
         sources=sources,
-        clock=utc_now,  # read when called: a test may put a skewed clock here (cluster_helpers)
+        clock=system.utc_now,  # read when built: a test may put a skewed clock there (cluster_helpers)
         monotonic=time.monotonic,
-        new_episode_id=new_episode_id,
-        new_id=new_call_id,
-        cluster_now=DatabaseClock(database, utc_now).now,
+        new_episode_id=system.new_episode_id,
+        new_id=system.new_call_id,
+        cluster_now=DatabaseClock(database, system.utc_now).now,
         database=database,
         writer=writer,
         tiktoken=tokens,
@@ -553,6 +543,10 @@ def build_compactor(settings: Settings, adapters: Adapters, state: State) -> Bac
     )
 
 
+def _unmetered(sections: Iterable[tuple[str, int]]) -> None:
+    """Where a model call's section tokens go when no metrics are served."""
+
+
 def build_services(
     settings: Settings,
     adapters: Adapters,
@@ -591,8 +585,9 @@ def build_services(
         cache=state.working_sets, memo=RecencyMemo(state.versions, clock=a.monotonic), passages=passages,
         pii=state.pii, summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
         memory_store=a.memories, sessions=a.sessions, queries=queries,
-        rendered=metered.context_rendered if metered else None,
+        rendered=metered.context_rendered if metered else _unmetered,
     )  # fmt: skip
+    model_calls = ModelCallService(store=a.context, episodes=episodes, limits=limits, clock=clock)
     agents = AgentService(
         store=a.agents, tokens=a.tokens, limits=limits, clock=clock, changes=state.visibility
     )
@@ -601,6 +596,7 @@ def build_services(
         agents=agents,
         recall=recall,
         context=context,
+        model_calls=model_calls,
         erasure=EraseService(eraser=a.eraser, changes=state.visibility, clock=clock, new_id=a.new_id),
         index_checker=IndexChecker(
             store=a.digest_keys, index=state.index, model=indexed_with(a.embedder.model_id)
@@ -623,7 +619,7 @@ def build_services(
         inspection=InspectionService(
             agents=agents,
             episodes=episodes,
-            context=context,
+            model_calls=model_calls,
             users=a.users,
             log=a.episodes,
             calls=a.context,

@@ -1,10 +1,13 @@
 """The `EpisodeStore` port (and `UserDirectory`, which both implementations also are):
 open (a retry returns the episode), append (dense seqs, retries deduped by client message
-id), close (once, with a pending digest), reads and listings newest first; per tenant."""
+id), close (once, with a pending digest), reads and listings newest first; per tenant. The
+idle sweep serves the whole cluster (one reaper): over a database of its own, it takes every
+tenant's idle episodes, each judged by its own agent's timeout."""
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from typing import cast
 
 import pytest
@@ -13,11 +16,13 @@ from episodic.domain.changes import NO_CHANGES
 from episodic.domain.digests import pending_digest
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage
+from episodic.domain.memories import MemoryState
 from episodic.domain.model import CloseReason, Episode, EpisodeState, NewMessage, Role
-from episodic.domain.ports import EpisodeCursor, EpisodeFilter, UserDirectory
+from episodic.domain.ports import EpisodeCursor, EpisodeFilter, MemoryWrite, UserDirectory
+from episodic.domain.recall import Scope
 from episodic.errors import AlreadyExists, FailedPrecondition, NotFound
 from tests.conftest import unique
-from tests.contracts.conftest import ENCODING, World
+from tests.contracts.conftest import ENCODING, World, own_database
 
 
 def ids(episodes: list[Episode]) -> list[str]:
@@ -73,6 +78,38 @@ async def test_appends_number_messages_densely_and_dedupe_retries(world: World) 
     assert older == [first[0][0]]
     with pytest.raises(NotFound):
         await world.episodes.list_messages(unique("tenant"), episode.episode_id, None, 10)
+
+
+async def test_a_turns_append_returns_its_episodes_pending_memories_only_when_asked(world: World) -> None:
+    episode = await world.episode()
+    scope = Scope(world.tenant, episode.agent_id, episode.user_id)
+    other = await world.episode(agent=await world.agent(), user_id=episode.user_id)
+    first, second = (
+        world.memory(scope, state=MemoryState.PENDING, episode_id=episode.episode_id) for _ in "ab"
+    )
+    elsewhere = world.memory(scope, state=MemoryState.PENDING, episode_id=other.episode_id)
+    long_term = world.memory(scope)  # PROMOTED: not this episode's working memory
+    write = MemoryWrite(
+        insert=[(m, None) for m in (second, first, long_term)], episode=(world.tenant, episode.episode_id)
+    )
+    await world.memories.write(write, NO_CHANGES)
+    await world.memories.write(MemoryWrite(insert=[(elsewhere, None)]), NO_CHANGES)
+
+    def prepared(text: str) -> PreparedMessage:
+        return PreparedMessage(NewMessage(Role.USER, text), 2, ENCODING)
+
+    stored, replayed, pending = await world.episodes.append_turn(
+        world.tenant, episode.episode_id, prepared("hello"), True
+    )
+    assert (stored.seq, stored.content, replayed) == (1, "hello", False)
+    expected = sorted([first, second], key=lambda m: (m.created_at, m.memory_id))
+    assert [m.memory_id for m in pending] == [m.memory_id for m in expected]
+    _, _, unasked = await world.episodes.append_turn(
+        world.tenant, episode.episode_id, prepared("again"), False
+    )
+    assert unasked == []
+    with pytest.raises(NotFound):
+        await world.episodes.append_turn(unique("tenant"), episode.episode_id, prepared("x"), True)
 
 
 async def test_closing_is_once_with_a_pending_digest_and_refuses_appends_after(world: World) -> None:
@@ -139,3 +176,24 @@ async def test_the_users_of_an_agent_by_id_with_their_episodes(world: World) -> 
         ("u3", 1, episode.last_activity_at)
     ]
     assert await users.list_users(unique("tenant"), agent.agent_id, None, 10) == []
+
+
+@own_database
+async def test_the_idle_sweep_judges_each_tenants_episodes_by_its_own_agents_timeout(world: World) -> None:
+    quick = await world.agent(idle_timeout=timedelta(minutes=10))
+    patient = await world.agent(unique("tenant"), quick.agent_id, idle_timeout=timedelta(days=1))
+    first = await world.episode(quick)
+    world.later(timedelta(minutes=1))
+    second = await world.episode(quick, "u2")
+    namesake = await world.episode(patient, "u1", first.episode_id)  # same agent and episode ids
+    await world.close(await world.episode(quick))  # closed: never idle
+    world.later(timedelta(minutes=10))  # `second` has been idle exactly its timeout: not past it
+    assert await world.episodes.idle_episodes(world.clock(), 10) == [first]
+    world.later(timedelta(seconds=1))
+    assert await world.episodes.idle_episodes(world.clock(), 10) == [first, second]
+    assert await world.episodes.idle_episodes(world.clock(), 1) == [first]
+    world.later(timedelta(days=1))
+    idle = await world.episodes.idle_episodes(world.clock(), 10)
+    assert sorted(idle, key=lambda e: e.tenant_id) == sorted(
+        [first, second, namesake], key=lambda e: e.tenant_id
+    )

@@ -1,6 +1,10 @@
 """The `MemoryStore` port: writes in one transaction, reads by id, pages newest first, the
 live duplicates merging looks for, an episode's pending memories, recall marks; per tenant.
 
+The expiry sweep serves the whole cluster (the retention job): over a database of its own,
+it takes every tenant's memories past their expiry, and those unused for longer than their
+own agent's retention_days.
+
 The filter: `domain/memory_filter.passes` is the rule. Each implementation's `page` and
 `among` must return exactly the memories it passes, over a grid of memories and filters:
 this is what holds the SQL WHERE clause (store/memories.py `_filtered`) to the rule."""
@@ -22,7 +26,7 @@ from episodic.domain.ports import MemoryFilter, MemoryWrite
 from episodic.domain.recall import Scope, Vector
 from episodic.errors import NotFound
 from tests.conftest import unique
-from tests.contracts.conftest import World
+from tests.contracts.conftest import World, own_database
 
 FACT, EVENT, PREFERENCE = MemoryKind.FACT, MemoryKind.EVENT, MemoryKind.PREFERENCE
 PENDING, PROMOTED = MemoryState.PENDING, MemoryState.PROMOTED
@@ -65,7 +69,7 @@ async def test_memories_are_per_tenant(world: World) -> None:
     assert await world.memories.get(other, m.memory_id) is None
     assert await world.memories.get_many(other, [m.memory_id]) == {}
     assert await world.memories.vectors_of(other, [m.memory_id]) == {}
-    elsewhere = dataclasses.replace(m.scope, tenant_id=other)
+    elsewhere = m.scope._replace(tenant_id=other)
     assert await world.memories.page(elsewhere, MemoryFilter(), world.clock(), None, 10) == []
 
 
@@ -170,6 +174,26 @@ async def test_same_text_and_same_frame_find_the_live_promoted_memories_oldest_f
     assert await world.memories.same_text(scope, []) == []
 
 
+@own_database
+async def test_the_expiry_sweep_judges_each_tenants_memories_by_its_own_agents_retention(
+    world: World,
+) -> None:
+    agent = await world.agent(retention_days=30)
+    keeper = await world.agent(unique("tenant"), agent.agent_id, retention_days=0)  # keeps them
+    mine = world.memory(Scope(world.tenant, agent.agent_id, "u1"))
+    elsewhere = Scope(keeper.tenant_id, agent.agent_id, "u1")
+    theirs = world.memory(elsewhere, memory_id=mine.memory_id)  # the same agent and memory ids
+    dated = world.memory(elsewhere, expires_at=world.clock() + timedelta(days=1))
+    recalled = world.memory(Scope(world.tenant, agent.agent_id, "u2"))
+    await world.remember(mine, theirs, dated, recalled)
+    assert await world.memories.expired(world.clock(), 10) == []
+    world.later(timedelta(days=20))
+    await world.memories.touch(world.tenant, [recalled.memory_id], world.clock())
+    world.later(timedelta(days=11))  # `mine` unused for 31 days; `recalled` recalled 11 days ago
+    assert await world.memories.expired(world.clock(), 10) == [dated, mine]  # past expiry first
+    assert await world.memories.expired(world.clock(), 1) == [dated]
+
+
 # --- the filter ---------------------------------------------------------------------------
 
 
@@ -223,7 +247,7 @@ async def test_page_and_among_return_exactly_what_the_domain_rule_passes(world: 
     scope = new_scope(world)
     start = world.clock()
     made = grid(world, scope)
-    neighbours = [world.memory(dataclasses.replace(scope, user_id="u2")), world.memory(new_scope(world))]
+    neighbours = [world.memory(scope._replace(user_id="u2")), world.memory(new_scope(world))]
     await world.remember(*made, *neighbours)
     read_at = start + timedelta(days=2)
     every_id = ids(made + neighbours)

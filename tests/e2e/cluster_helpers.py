@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 
-from episodic import bootstrap
+from episodic import system
 from episodic.bootstrap import App, Replacements, open_app
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft, MemoryDraft
@@ -23,17 +23,17 @@ JOBS = ("idle-reaper", "retention")
 @contextmanager
 def clock_ahead(by: timedelta) -> Iterator[Callable[[], datetime]]:
     """While open, apps built take a wall clock `by` ahead (every part of an app captures
-    `bootstrap.utc_now` when it is built); yields that clock."""
-    real = bootstrap.utc_now
+    `system.utc_now` when it is built); yields that clock."""
+    real = system.utc_now
 
     def skewed() -> datetime:
         return real() + by
 
-    bootstrap.utc_now = skewed
+    system.utc_now = skewed
     try:
         yield skewed
     finally:
-        bootstrap.utc_now = real
+        system.utc_now = real
 
 
 class Replica:

@@ -6,14 +6,18 @@ words (tests/fakes_tokens.py) plus 4 per message."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from episodic.domain.agents import MemoryDraft
+from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.changes import NO_CHANGES, ScopeChanged
 from episodic.domain.context import Compaction, ModelCall, ModelReply, Section
 from episodic.domain.digests import ready
 from episodic.domain.episodes import OpenRequest
+from episodic.domain.memories import MemoryKind
+from episodic.domain.memory_rules import CreateRequest
+from episodic.domain.memory_rules import MemoryDraft as NewMemory
 from episodic.domain.model import (
     Caller,
     CloseReason,
@@ -82,7 +86,7 @@ async def test_a_turn_renders_system_history_then_user_message_and_is_stored_as_
     assert (report.history_span.from_seq, report.history_span.to_seq) == (1, 4)
     assert report.total_tokens == sum(m.tokens for m in call.messages) + report.reply_priming
     assert report.total_tokens <= report.budget <= report.ceiling
-    assert await app.context.get_model_call(CALLER, call.model_call_id) == call
+    assert await app.model_calls.get_model_call(CALLER, call.model_call_id) == call
 
 
 async def test_the_appended_user_message_is_logged_once_and_rendered_only_last(app: UseCases) -> None:
@@ -106,7 +110,7 @@ async def test_a_request_id_replays_the_stored_call_without_appending_or_renderi
     assert (fresh, fresh_again) == (True, False)
     assert again == first
     assert await log_of(app, episode_id) == CHAT[:2]
-    assert len((await app.context.list_model_calls(CALLER, episode_id, 10, "")).items) == 1
+    assert len((await app.model_calls.list_model_calls(CALLER, episode_id, 10, "")).items) == 1
 
 
 async def test_another_tenants_episode_is_not_found(app: UseCases) -> None:
@@ -373,6 +377,64 @@ async def test_a_user_with_nothing_to_recall_or_know_costs_no_query_embedding() 
     assert app.embedder.embedded == ["and Kyoto?"]
 
 
+# --- one pass: a warm turn reads nothing before its append ------------------------------
+
+
+class CountingSources:
+    """Counts the working-set reads a turn makes through the context store."""
+
+    def __init__(self, app: UseCases) -> None:
+        self.reads = 0
+        store = app.context_store
+        original = store.sources
+
+        async def counted(*args: Any) -> Any:
+            self.reads += 1
+            return await original(*args)
+
+        store.sources = counted  # type: ignore[method-assign,assignment]
+
+
+async def test_a_warm_turn_that_appends_reads_no_working_set_before_its_append(app: UseCases) -> None:
+    episode_id = await app.open()
+    await app.say(episode_id, *CHAT)
+    await build(app, episode_id, "first question", append_user_message=True)  # reads: the set is cold
+    counting = CountingSources(app)
+    call = await build(app, episode_id, "second question", append_user_message=True)
+    assert counting.reads == 0
+    assert [m.content for m in call.messages[-3:]] == [CHAT[-1], "first question", "second question"]
+
+
+async def test_messages_another_writer_appended_between_turns_are_rendered_at_the_next(app: UseCases) -> None:
+    episode_id = await app.open()
+    await build(app, episode_id, "first question", append_user_message=True)
+    await app.say(episode_id, "appended elsewhere", "and answered")  # AddMessages, not this turn
+    counting = CountingSources(app)
+    call = await build(app, episode_id, "second question", append_user_message=True)
+    assert counting.reads == 1  # the append's seq did not follow the held tail: read what is new
+    contents = [m.content for m in call.messages]
+    assert contents[-4:] == ["first question", "appended elsewhere", "and answered", "second question"]
+
+
+async def test_an_agent_changed_between_turns_is_rendered_at_the_next_turn(app: UseCases) -> None:
+    episode_id = await app.open()
+    await build(app, episode_id, "first question", append_user_message=True)
+    draft = AgentDraft("helper", system_prompt="Answer in French.")
+    await app.agents.update_agent(CALLER, draft, ["system_prompt"])
+    call = await build(app, episode_id, "second question", append_user_message=True)
+    assert call.messages[0].content == "Answer in French."
+
+
+async def test_a_turn_shows_the_pending_memories_its_append_read(app: UseCases) -> None:
+    episode_id = await app.open()
+    await build(app, episode_id, "first question", append_user_message=True)
+    vegetarian = NewMemory(text="Mary is vegetarian.", kind=MemoryKind.FACT)
+    await app.memories.create(CALLER, CreateRequest([vegetarian], episode_id=episode_id))
+    call = await build(app, episode_id, "what should I eat?", append_user_message=True)
+    facts = [m.content for m in call.messages if m.section is Section.KNOWN_FACTS]
+    assert len(facts) == 1 and "Mary is vegetarian." in facts[0]
+
+
 # --- replies ---------------------------------------------------------------------------
 
 
@@ -382,9 +444,11 @@ async def test_a_reply_attaches_once_and_a_different_one_is_refused(app: UseCase
     reply = ModelReply(
         input_tokens=10, output_tokens=5, latency=timedelta(seconds=1), assistant_message_seq=0
     )
-    first = await app.context.record_reply(CALLER, call.model_call_id, reply)
-    again = await app.context.record_reply(CALLER, call.model_call_id, reply)
+    first = await app.model_calls.record_reply(CALLER, call.model_call_id, reply)
+    again = await app.model_calls.record_reply(CALLER, call.model_call_id, reply)
     assert first == again and first.reply is not None and first.reply.recorded_at == app.clock()
     with pytest.raises(AlreadyExists) as refused:
-        await app.context.record_reply(CALLER, call.model_call_id, ModelReply(11, 5, timedelta(seconds=1), 0))
+        await app.model_calls.record_reply(
+            CALLER, call.model_call_id, ModelReply(11, 5, timedelta(seconds=1), 0)
+        )
     assert refused.value.reason == "REPLY_ALREADY_RECORDED"

@@ -16,7 +16,7 @@ from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 
 from episodic import config
 from episodic.bootstrap import load_tracing
-from episodic.telemetry.setup import exporter_names, ids_only_tracing, span_exporters, tracing_from_env
+from episodic.telemetry.setup import exporter_names, span_exporters, tracing_from_env
 from episodic.telemetry.tracing import Tracing, current_trace_id, no_tracing
 
 HEX_TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -33,8 +33,10 @@ def test_unconfigured_tracing_exports_nothing_but_still_makes_trace_ids() -> Non
     tracing = tracing_from_env({})
     assert isinstance(tracing.provider, TracerProvider)
     assert span_exporters({}) == []
-    with tracing.span("work"):
+    rpc = tracing.provider.get_tracer("rpc").start_as_current_span("/episodic.v1.X/Y")  # as the interceptor
+    with rpc, tracing.span("work") as child:
         assert HEX_TRACE_ID.fullmatch(tracing.trace_id())
+        assert not child.is_recording()
     tracing.shutdown()
 
 
@@ -160,14 +162,6 @@ def test_an_exception_leaving_a_span_is_recorded_as_an_error() -> None:
     (span,) = exporter.get_finished_spans()
     assert span.status.status_code is StatusCode.ERROR
     assert [event.name for event in span.events] == ["exception"]
-
-
-def test_ids_only_tracing_records_nothing_but_keeps_trace_ids() -> None:
-    tracing = ids_only_tracing()
-    assert tracing is ids_only_tracing()  # shared, so never shut down
-    with tracing.span("unrecorded") as span:
-        assert not span.is_recording()
-        assert HEX_TRACE_ID.fullmatch(tracing.trace_id())
 
 
 def test_the_core_default_is_the_api_no_op() -> None:

@@ -6,6 +6,7 @@ database, no gRPC, no threads of its own: a use-case test runs in milliseconds."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,7 +17,7 @@ from episodic.api.server import Services
 from episodic.bootstrap import Adapters, State, Workers, build_core
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, Episode, NewMessage, PiiPolicy, Role
-from episodic.domain.ports import BackgroundCompactions, FeedPage
+from episodic.domain.ports import BackgroundCompactions, FeedPage, Signals
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
@@ -24,12 +25,15 @@ from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
+from episodic.service.model_calls import ModelCallService
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
+from episodic.service.watch import WatchService
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.recall_memo import ScopeVersions
 from episodic.state.visibility import Visibility
+from episodic.state.watch_hub import WatchHub
 from episodic.state.working_set import WorkingSetCache
 from episodic.store.signals import LocalSignals
 from episodic.summarize.memories import ExtractiveMemoryExtractor
@@ -74,15 +78,19 @@ class Settings:
     retention_grace: timedelta = timedelta(days=7)
     working_set_max_bytes: int = 64 * 1024 * 1024
     background: BackgroundCompactions | None = None  # a spy; None: extractive-style inline compaction
+    watch_buffer_events: int | None = None  # events a watcher may have waiting; None: the server's
 
     def settings(self) -> config.Settings:
-        return config.Settings(
+        wired = config.Settings(
             pii_policy=self.pii_default,
             pii_tenant_policies=_per_tenant({t: str(p) for t, p in self.pii_tenants.items()}),
             retention_tenant_days=_per_tenant({t: str(days) for t, days in self.retention_caps.items()}),
             retention_grace_days=self.retention_grace / timedelta(days=1),
             working_set_max_bytes=self.working_set_max_bytes,
         )
+        if self.watch_buffer_events is not None:
+            wired = dataclasses.replace(wired, watch_buffer_events=self.watch_buffer_events)
+        return wired
 
 
 def _per_tenant(values: Mapping[str, str]) -> str:
@@ -167,6 +175,10 @@ class UseCases:
     def eraser(self) -> FakeEraser:
         return _fake(self.adapters.eraser, FakeEraser)
 
+    @property
+    def draft_store(self) -> FakeDraftStore:
+        return _fake(self.adapters.drafts, FakeDraftStore)
+
     # the state
     @property
     def visibility(self) -> Visibility:
@@ -188,6 +200,10 @@ class UseCases:
     def pii(self) -> PiiGuard:
         return self.state.pii
 
+    @property
+    def watch_hub(self) -> WatchHub:
+        return self.state.watch
+
     # the use cases and workers
     @property
     def episodes(self) -> EpisodeService:
@@ -204,6 +220,10 @@ class UseCases:
     @property
     def context(self) -> ContextService:
         return self.services.context
+
+    @property
+    def model_calls(self) -> ModelCallService:
+        return self.services.model_calls
 
     @property
     def erasure(self) -> EraseService:
@@ -224,6 +244,10 @@ class UseCases:
     @property
     def sessions(self) -> SessionDataService:
         return self.services.sessions
+
+    @property
+    def watch(self) -> WatchService:
+        return self.services.watch
 
     @property
     def digester(self) -> Digester:
@@ -277,9 +301,14 @@ def _fake(port: object, kind: type[F]) -> F:
 
 
 def fake_adapters(
-    settings: config.Settings, tables: Tables, clock: FixedClock, monotonic: FrozenMonotonic
+    settings: config.Settings,
+    tables: Tables,
+    clock: FixedClock,
+    monotonic: FrozenMonotonic,
+    signals: Signals | None = None,
 ) -> Adapters:
-    """One fake of each port, over one set of tables."""
+    """One fake of each port, over one set of tables (and one process's signals, unless
+    `signals` are shared with another replica)."""
     embedder, episodes, digests, feed = (
         WordEmbedder(),
         FakeEpisodeStore(tables, clock),
@@ -295,18 +324,23 @@ def fake_adapters(
         sessions=FakeSessionDataStore(tables, clock), memory_index=FakeVectorIndex(),
         extractor=ExtractiveMemoryExtractor(), eraser=FakeEraser(tables),
         retention=FakeRetentionStore(tables, settings.retention_caps()), leadership=SoleReplica(),
-        signals=LocalSignals(), feed=feed, change_log=feed, drafts=FakeDraftStore(tables),
+        signals=signals or LocalSignals(), feed=feed, change_log=feed, drafts=FakeDraftStore(tables),
         sources=None,  # whole indexes: the fakes hold every scope
         clock=clock, monotonic=monotonic, new_episode_id=CountingIds("ep_"), new_id=CountingIds(),
         cluster_now=None,
     )  # fmt: skip
 
 
-def use_cases(settings: Settings | None = None) -> UseCases:
+def use_cases(settings: Settings | None = None, *, replica_of: UseCases | None = None) -> UseCases:
+    """One process; `replica_of`: another replica beside that one's process, over the same
+    tables (one database) and signals (one LISTEN/NOTIFY), with RAM of its own."""
     s = settings or Settings()
     tables, clock, monotonic = Tables(), FixedClock(), FrozenMonotonic()
+    signals: Signals | None = None
+    if replica_of is not None:
+        tables, signals = replica_of.tables, replica_of.adapters.signals
     wired = s.settings()
-    adapters = fake_adapters(wired, tables, clock, monotonic)
+    adapters = fake_adapters(wired, tables, clock, monotonic, signals)
     core = build_core(wired, adapters, pool=InlineExecutor())
     # spies, swapped in after the wiring: they pass everything on to what they replace
     waiter = RecordingDigestWaiter(_fake(adapters.digests, FakeDigestStore), core.workers.digester)

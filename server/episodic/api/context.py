@@ -11,6 +11,7 @@ from episodic.api import context_convert as cc
 from episodic.api.fitting import require_fits
 from episodic.api.interceptors import current_caller
 from episodic.service.context import ContextService
+from episodic.service.model_calls import ModelCallService
 from episodic.v1 import context_service_pb2 as pb
 from episodic.v1 import context_service_pb2_grpc as pb_grpc
 
@@ -19,8 +20,9 @@ R = TypeVar("R", pb.GetModelCallResponse, pb.ListModelCallsResponse)
 
 
 class ContextServicer(pb_grpc.ContextServiceServicer):
-    def __init__(self, service: ContextService, max_frame_bytes: int) -> None:
+    def __init__(self, service: ContextService, calls: ModelCallService, max_frame_bytes: int) -> None:
         self._service = service
+        self._calls = calls
         self._max_frame_bytes = max_frame_bytes
 
     async def BuildContext(
@@ -38,13 +40,13 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
     async def GetModelCall(
         self, request: pb.GetModelCallRequest, context: Context
     ) -> pb.GetModelCallResponse:
-        call = await self._service.get_model_call(current_caller(), request.model_call_id)
+        call = await self._calls.get_model_call(current_caller(), request.model_call_id)
         return self._fits(pb.GetModelCallResponse(model_call=cc.model_call_out(call)))
 
     async def ListModelCalls(
         self, request: pb.ListModelCallsRequest, context: Context
     ) -> pb.ListModelCallsResponse:
-        page = await self._service.list_model_calls(
+        page = await self._calls.list_model_calls(
             current_caller(), request.episode_id, request.page_size, request.page_token
         )
         return self._fits(
@@ -56,5 +58,5 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
     async def RecordModelReply(
         self, request: pb.RecordModelReplyRequest, context: Context
     ) -> pb.RecordModelReplyResponse:
-        call = await self._service.record_reply(current_caller(), request.model_call_id, cc.reply_in(request))
+        call = await self._calls.record_reply(current_caller(), request.model_call_id, cc.reply_in(request))
         return pb.RecordModelReplyResponse(model_call=cc.model_call_out(call))

@@ -33,6 +33,7 @@ from episodic.service.inspection import InspectionService
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
+from episodic.service.model_calls import ModelCallService
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
 from episodic.service.watch import WatchService
@@ -65,6 +66,7 @@ class Services:
     agents: AgentService
     recall: RecallService
     context: ContextService
+    model_calls: ModelCallService
     erasure: EraseService
     index_checker: IndexChecker
     memories: MemoryService
@@ -188,7 +190,7 @@ async def build_server(
     )
     agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(services.agents), server)
     context_service_pb2_grpc.add_ContextServiceServicer_to_server(
-        ContextServicer(services.context, settings.max_send_message_bytes), server
+        ContextServicer(services.context, services.model_calls, settings.max_send_message_bytes), server
     )
     diagnostics_service_pb2_grpc.add_DiagnosticsServiceServicer_to_server(
         DiagnosticsServicer(services.index_checker), server

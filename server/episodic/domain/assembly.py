@@ -131,7 +131,7 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
     kept_turns = turns[len(turns) - newest_that_fit(turns, allowance) :]
     history = [m for turn in kept_turns for m in turn.messages]
     ordered = [fixed.system, fixed.facts, fixed.recall, fixed.summary, *history, fixed.user]
-    messages = tuple(m for m in ordered if m is not None)
+    messages = tuple([m for m in ordered if m is not None])
     return Assembly(
         messages=messages,
         section_tokens=_section_tokens(messages),
@@ -204,7 +204,7 @@ def summary_message(summary: Summary) -> RenderedMessage:
 def summary_content(summary: str, key_facts: Sequence[str]) -> str:
     lines = [SUMMARY_HEADER + summary.strip()]
     if key_facts:
-        lines.append(KEY_FACTS_LABEL + " ".join(_sentence(f) for f in key_facts))
+        lines.append(KEY_FACTS_LABEL + " ".join([_sentence(f) for f in key_facts]))
     return "\n".join(lines)
 
 
@@ -255,7 +255,7 @@ def _block(entries: Sequence[str], chosen: Sequence[int]) -> str:
 def _entry(s: Snippet) -> str:
     lines = [f"Date: {_date((s.ended_at or s.started_at).date())}", f"Summary: {s.summary.strip()}"]
     if s.key_facts:
-        lines.append(KEY_FACTS_LABEL + " ".join(_sentence(f) for f in s.key_facts))
+        lines.append(KEY_FACTS_LABEL + " ".join([_sentence(f) for f in s.key_facts]))
     if s.excerpts:
         lines.append(EXCERPTS_HEADER)
         lines.extend(f"- {excerpt}" for excerpt in s.excerpts)

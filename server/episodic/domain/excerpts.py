@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from episodic.domain.model import Message, Role
-from episodic.domain.text_analysis import is_term, words
+from episodic.domain.text_analysis import only_terms, words
 from episodic.domain.text_analysis import terms as terms  # a query's words, as every reader reads them
 
 _K1, _B = 1.2, 0.75  # the customary BM25 constants, not tuned
@@ -72,12 +72,11 @@ def spoken(messages: Sequence[Message]) -> Transcript:
     for i, m in enumerate(kept):
         said = words(_unlabelled(m.content))
         sizes[i] = len(said)
-        for word, n in Counter(said).items():
-            if not is_term(word):  # never a query's word: no postings kept for it
-                continue
+        said_times = Counter(said)
+        for word in only_terms(said_times):  # never a query's word: no postings kept for it
             where, counts = postings.setdefault(word, ([], []))
             where.append(i)
-            counts.append(n)
+            counts.append(said_times[word])
     lengths = [len(where) for where, _ in postings.values()]
     return Transcript(
         kept,

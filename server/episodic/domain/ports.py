@@ -1,5 +1,11 @@
 """Ports the domain needs from the outside world. Adapters live in store/ and tokens/;
-fakes for tests live in tests/fakes.py."""
+fakes for tests live in tests/fakes.py; tests/contracts/ holds each store port to one
+behaviour on the fake, SQLite and PostgreSQL.
+
+Sweeps take no tenant and serve the whole cluster (one leader runs them, see Leadership):
+`idle_episodes`, `claim_due`, the `stale` and `count_stale` methods, `soft_delete_due`,
+`purge_due` and `MemoryStore.expired`. Each judges a tenant's rows by that tenant's own
+agents and caps, and never takes a row of one tenant for another's of the same ids."""
 
 from __future__ import annotations
 
@@ -214,6 +220,13 @@ class EpisodeStore(Protocol):
         self, tenant_id: str, episode_id: str, batch: Sequence[PreparedMessage]
     ) -> list[tuple[Message, bool]]: ...
 
+    async def append_turn(
+        self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
+    ) -> tuple[Message, bool, list[Memory]]:
+        """A BuildContext turn's user message: (stored, replayed, the episode's PENDING
+        memories oldest first as of the append's transaction; [] unless `with_pending`)."""
+        ...
+
     async def close_episode(
         self,
         tenant_id: str,
@@ -275,8 +288,11 @@ class DigestStore(DigestReads, Protocol):
     async def transcript(self, digest: Digest) -> list[Message]: ...
 
     async def save_ready(
-        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[None]
-    ) -> Recorded[None]: ...
+        self, digest: Digest, vectors: Sequence[Vector], body: str, declared: Declared[bool]
+    ) -> Recorded[bool]:
+        """Stores a made digest with its vectors and full text; False (nothing written) when
+        its row is gone: the episode was erased or deleted while it was being made."""
+        ...
 
     async def save_failed(self, digest: Digest, declared: Declared[None]) -> Recorded[None]: ...
 

@@ -7,6 +7,7 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 
 class DigestState(enum.StrEnum):
@@ -37,10 +38,10 @@ class DigestText:
     key_facts: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
+class Scope(NamedTuple):
     """The unit of isolation of recall: one user of one agent of one tenant. Every
-    vector lives in exactly one scope's index."""
+    vector lives in exactly one scope's index. A named tuple: it keys most caches of a
+    turn, and hashes without a Python call."""
 
     tenant_id: str
     agent_id: str

@@ -155,7 +155,7 @@ def group_turns(messages: Sequence[RenderedMessage]) -> list[Turn]:
             continue
         turns.append([m])
         open_calls = {c.tool_call_id for c in m.tool_calls}
-    return [Turn(tuple(t), sum(m.tokens for m in t)) for t in turns]
+    return [Turn(tuple(t), sum([m.tokens for m in t])) for t in turns]
 
 
 def newest_that_fit(turns: Sequence[Turn], allowance: int) -> int:
@@ -170,7 +170,7 @@ def newest_that_fit(turns: Sequence[Turn], allowance: int) -> int:
 
 
 def tokens_of(turns: Sequence[Turn]) -> int:
-    return sum(t.tokens for t in turns)
+    return sum([t.tokens for t in turns])
 
 
 def fit_in_order(entries: Sequence[str], allowance: int, count: CountTokens) -> list[int]:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import string
 import unicodedata
+from collections.abc import Iterable
 
 _FUNCTION_WORDS = """
 a about after all also am an and any are as at be been but by can could did do does for from had
@@ -139,11 +140,16 @@ def words(text: str, *, keep_accents: bool = False) -> list[str]:
     return split_words(lower(text) if keep_accents else fold(text))
 
 
+def only_terms(folded: Iterable[str]) -> list[str]:
+    """The folded words that can match a query: two characters or more, not stop words.
+    One pass without a call per word: it runs over every word of every turn."""
+    return [word for word in folded if len(word) > 1 and word not in STOPWORDS]
+
+
 def is_term(word: str) -> bool:
-    """Whether a folded word can match a query: two characters or more, not a stop word."""
-    return len(word) > 1 and word not in STOPWORDS
+    return bool(only_terms((word,)))
 
 
 def terms(text: str, *, keep_accents: bool = False) -> list[str]:
     """The words of `text` that a query matches by, in order (repeats kept)."""
-    return [word for word in words(text, keep_accents=keep_accents) if is_term(word)]
+    return only_terms(words(text, keep_accents=keep_accents))

@@ -115,5 +115,11 @@ class WorkingSet:
         self.rendered = [self.rendered[i] for i in keep]
 
     def size(self) -> int:
-        summary = sum(sys.getsizeof(s.content) for s in (self.summary, self.earlier) if s)
-        return 1000 + summary + sum(message_bytes(m) for m in self.tail)
+        summary = sum([sys.getsizeof(s.content) for s in (self.summary, self.earlier) if s])
+        fixed = _MESSAGE_FIXED_BYTES * len(self.tail)  # message_bytes, summed without a call per message
+        return (
+            1000
+            + summary
+            + fixed
+            + sum([sys.getsizeof(m.content) + 120 * len(m.tool_calls) for m in self.tail])
+        )

@@ -13,13 +13,12 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 
 from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
 from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
-from episodic.domain.context import Compaction, ContextReport, ModelCall, ModelReply, Summary
+from episodic.domain.context import Compaction, ContextReport, ModelCall, Summary
 from episodic.domain.excerpts import choose_excerpts, terms
 from episodic.domain.known_facts import KnownFact
 from episodic.domain.log import PreparedMessage, countable_text
@@ -31,11 +30,9 @@ from episodic.domain.model import (
     MemoryConfig,
     Message,
     NewMessage,
-    Page,
     RecallMode,
     Role,
 )
-from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
 from episodic.domain.ports import (
     BackgroundCompactions,
     Clock,
@@ -48,7 +45,7 @@ from episodic.domain.ports import (
 )
 from episodic.domain.recall import Scope, SearchMode, Snippet
 from episodic.domain.reducers import REPLY_PRIMING, least_tokens
-from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
+from episodic.domain.validation import Limits, Violations, check_id, check_text
 from episodic.domain.working_set import WorkingSet
 from episodic.errors import CONFIGURATION, FailedPrecondition
 from episodic.service.compaction import SharedCompactions, SummaryMaker
@@ -94,6 +91,19 @@ class ContextRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnQuery:
+    """What recall and known facts match this turn by (the redacted text), analysed once."""
+
+    text: str
+    matchable: bool  # it has words a search can match (not only stop words)
+
+    @classmethod
+    def of(cls, r: ContextRequest) -> TurnQuery:
+        text = r.recall_query or r.user_message
+        return cls(text, bool(terms(text)))
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """Everything one assembly needs, gathered under the conversation's lock."""
 
@@ -125,12 +135,12 @@ class ContextService:
     summary_pool: Executor  # where inline summaries are made: a small pool of the composition root
     background: BackgroundCompactions | None  # an LLM summarizer's compactions, off the request path
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
-    memories: MemorySearch | None = None  # None: no "[Known Facts]" section (some tests)
-    memory_store: MemoryStore | None = None  # this episode's PENDING memories
-    sessions: SessionDataStore | None = None
-    queries: QueryVectorSource | None = None  # shared with recall and memories: embedded once a turn
+    memories: MemorySearch  # the user's long-term memories, for "[Known Facts]"
+    memory_store: MemoryStore  # this episode's PENDING memories, when the turn does not append
+    sessions: SessionDataStore
+    queries: QueryVectorSource  # shared with recall and memories: embedded once a turn
     # told the tokens of each section of every new model call (metrics)
-    rendered: Callable[[Iterable[tuple[str, int]]], None] | None = None
+    rendered: Callable[[Iterable[tuple[str, int]]], None]
     counts: CachedCounts = dataclasses.field(init=False)
     compactions: SharedCompactions = dataclasses.field(init=False)
 
@@ -154,72 +164,84 @@ class ContextService:
             turn = await self._gather(caller, key, request)
             return await self._assemble_and_store(caller, key, turn.request, turn)
 
-    def _prefetch_query(self, working_set: WorkingSet, config: MemoryConfig, r: ContextRequest) -> None:
+    def _prefetch_query(self, working_set: WorkingSet, config: MemoryConfig, q: TurnQuery) -> None:
         """Starts the query embedding (of the redacted text) before the append is written,
         when recall or known facts will want it; both then take it from `queries`."""
-        if self.queries is None:
-            return
-        query = r.recall_query or r.user_message
         e = working_set.episode
         scope = Scope(e.tenant_id, e.agent_id, e.user_id)
         by_meaning = _RECALL_MODES.get(config.recall_mode) in (SearchMode.SEMANTIC, SearchMode.HYBRID)
-        recalls = by_meaning and query.strip() != "" and self.recall.may_find_by_meaning(scope)
-        memories = self.memories if config.known_facts and terms(query) else None
+        recalls = by_meaning and q.text.strip() != "" and self.recall.may_find_by_meaning(scope)
+        memories = self.memories if config.known_facts and q.matchable else None
         if recalls or (memories is not None and memories.may_find_by_meaning(scope)):
-            self.queries.prefetch(query)
+            self.queries.prefetch(q.text)
 
     async def _append_user_message(
-        self, key: Key, working_set: WorkingSet, r: ContextRequest, allowance: int
-    ) -> tuple[WorkingSet, int]:
+        self, key: Key, working_set: WorkingSet, r: ContextRequest, allowance: int, config: MemoryConfig
+    ) -> tuple[WorkingSet, int, list[Memory] | None]:
         """Appends the (checked, authorized, redacted) user message and takes it into the
         working set held under the lock; the log is read again only when another writer
-        appended in between."""
+        appended in between. The append's transaction also reads the episode's PENDING
+        memories when known facts want them (None: not appended, not read)."""
         if not r.append_user_message:
-            return working_set, 0
+            return working_set, 0, None
         encoding = working_set.episode.token_encoding
         message = NewMessage(Role.USER, r.user_message, client_message_id=r.client_message_id or None)
         prepared = PreparedMessage(message, self.counts.count(countable_text(message), encoding), encoding)
-        stored, _ = await self.episodes.append_prepared(key[0], key[1], prepared)
+        stored, pending = await self.episodes.append_turn(key[0], key[1], prepared, config.known_facts)
         if working_set.appended(stored):
             self.cache.put(key, working_set)
         else:
             working_set = await self._working_set(key, allowance)
-        return working_set, stored.seq
+        return working_set, stored.seq, pending
 
     async def _gather(self, caller: Caller, key: Key, r: ContextRequest) -> Turn:
         """Everything is checked before the user message is appended: a refused call
-        writes nothing. Each step runs once: one read of what is new, the PII policy and
-        the agent's memory configuration applied once, the append taken into the held set."""
+        writes nothing. Each step runs once: at most one read of what is new (none when
+        the held set is current and the turn appends: the append finds what it missed),
+        the PII policy and the agent's memory configuration applied once, the append taken
+        into the held set."""
         with self.tracing.span("load_working_set", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             allowance = r.memory.max_working_memory_tokens or 0
-            working_set = await self._working_set(key, allowance)
+            working_set = self._current(key, allowance) if r.append_user_message else None
+            if working_set is None:
+                working_set = await self._working_set(key, allowance)
             require_visible(caller, working_set.episode.agent_id, "episode", r.episode_id)
             r = self._without_pii(caller, working_set, r)
             config = _effective_memory(working_set, r.memory).within(self.limits.max_context_tokens)
             model = self._model(working_set, r.model)
             self._check_ceiling(r, working_set, config)
-            self._prefetch_query(working_set, config, r)
-            working_set, user_seq = await self._append_user_message(key, working_set, r, allowance)
+            query = TurnQuery.of(r)
+            self._prefetch_query(working_set, config, query)
+            working_set, user_seq, pending = await self._append_user_message(
+                key, working_set, r, allowance, config
+            )
             span.set_attribute("episodic.working_set.messages", len(working_set.tail))
         with self.tracing.span("recall", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
-            snippets, pending = await self._recall(caller, working_set, config, r)
+            snippets, pending_digests = await self._recall(caller, working_set, config, query)
             span.set_attribute(GEN_AI_MEMORY_RECORD_COUNT, len(snippets))
         with self.tracing.span("known_facts", {GEN_AI_CONVERSATION_ID: r.episode_id}):
-            facts = await self._known_facts(working_set, config, r)
+            facts = await self._known_facts(working_set, config, query, pending)
             session = await self._session(working_set, config)
-        return Turn(working_set, config, model, snippets, pending, user_seq, r, facts, session)
+        return Turn(working_set, config, model, snippets, pending_digests, user_seq, r, facts, session)
 
-    async def _known_facts(self, ws: WorkingSet, config: MemoryConfig, r: ContextRequest) -> list[KnownFact]:
+    def _current(self, key: Key, allowance: int) -> WorkingSet | None:
+        held = self.cache.current(key)
+        return None if held is None or _holds_too_little(held, allowance) else held
+
+    async def _known_facts(
+        self, ws: WorkingSet, config: MemoryConfig, query: TurnQuery, pending: list[Memory] | None
+    ) -> list[KnownFact]:
         """This episode's PENDING memories (its working memory) first, then the user's long-term
         memories that match the turn (the newest when there is nothing to match)."""
-        if not config.known_facts or self.memories is None or self.memory_store is None:
+        if not config.known_facts:
             return []
         e = ws.episode
-        held = [m for m, _ in await self.memory_store.pending(e.tenant_id, e.episode_id)]
-        query = r.recall_query or r.user_message
-        mode = SearchMode.HYBRID if terms(query) else SearchMode.RECENCY
+        if pending is None:
+            pending = [m for m, _ in await self.memory_store.pending(e.tenant_id, e.episode_id)]
+        held = pending
+        mode = SearchMode.HYBRID if query.matchable else SearchMode.RECENCY
         min_score = config.memory_min_score if mode is SearchMode.HYBRID else None
-        q = MemoryQuery(e.agent_id, e.user_id, mode, query, config.memory_top_k, min_score)
+        q = MemoryQuery(e.agent_id, e.user_id, mode, query.text, config.memory_top_k, min_score)
         hits = await self.memories.ranked(
             Scope(e.tenant_id, e.agent_id, e.user_id), q, mode, config.memory_top_k
         )
@@ -227,7 +249,7 @@ class ContextService:
         return facts + [_fact(h.memory, h.score) for h in hits if h.memory.episode_id != e.episode_id]
 
     async def _session(self, ws: WorkingSet, config: MemoryConfig) -> list[tuple[str, JsonValue]]:
-        if not config.session_data_keys or self.sessions is None:
+        if not config.session_data_keys:
             return []
         data = (await self.sessions.get(ws.episode.tenant_id, ws.episode.episode_id)).data
         return [(key, data[key]) for key in config.session_data_keys if key in data]
@@ -276,12 +298,12 @@ class ContextService:
         return model
 
     async def _recall(
-        self, caller: Caller, working_set: WorkingSet, config: MemoryConfig, r: ContextRequest
+        self, caller: Caller, working_set: WorkingSet, config: MemoryConfig, q: TurnQuery
     ) -> tuple[list[Snippet], int]:
         mode = _RECALL_MODES.get(config.recall_mode)
         if mode is None:
             return [], 0
-        query = r.recall_query or r.user_message
+        query = q.text
         if not query.strip():
             mode = SearchMode.RECENCY  # nothing to match yet: the latest episodes
         episode = working_set.episode
@@ -291,15 +313,15 @@ class ContextService:
         )
         found = await self._search(caller, request)
         snippets = [s for s in found[0] if s.episode_id != episode.episode_id]
-        return await self._with_excerpts(caller, snippets, query), found[1]
+        return await self._with_excerpts(caller, snippets, q), found[1]
 
-    async def _with_excerpts(self, caller: Caller, snippets: list[Snippet], query: str) -> list[Snippet]:
+    async def _with_excerpts(self, caller: Caller, snippets: list[Snippet], q: TurnQuery) -> list[Snippet]:
         """Each recalled episode's messages that match the query, verbatim: the detail a
         summary leaves out is what people ask about."""
-        if not snippets or not terms(query):
+        if not snippets or not q.matchable:
             return snippets
         transcripts = await self.passages.of(caller.tenant_id, [s.episode_id for s in snippets])
-        chosen = choose_excerpts(query, transcripts, EXCERPTS_PER_EPISODE, EXCERPT_CHARS)
+        chosen = choose_excerpts(q.text, transcripts, EXCERPTS_PER_EPISODE, EXCERPT_CHARS)
         return [dataclasses.replace(s, excerpts=chosen.get(s.episode_id, ())) for s in snippets]
 
     async def _search(self, caller: Caller, r: SearchRequest) -> tuple[list[Snippet], int]:
@@ -329,7 +351,7 @@ class ContextService:
         call = self._model_call(caller, r, turn, assembly, compaction)
         with self.tracing.span("persist", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             stored, fresh = await self.store.save_call(call, summary)
-        if fresh and self.rendered is not None:
+        if fresh:
             self.rendered(stored.report.section_tokens.items())
         if summary is not None:
             turn.working_set.compacted(summary)
@@ -375,42 +397,6 @@ class ContextService:
             caller.tenant_id, call_id, episode.episode_id, episode.agent_id, episode.user_id,
             self.clock(), assembly.messages, report, r.request_id,
         )  # fmt: skip
-
-    async def get_model_call(self, caller: Caller, model_call_id: str) -> ModelCall:
-        v = Violations()
-        check_id(v, "model_call_id", model_call_id)
-        v.raise_if_any()
-        call = await self.store.get_call(caller.tenant_id, model_call_id)
-        require_visible(caller, call.agent_id, "model call", model_call_id)
-        return call
-
-    async def list_model_calls(
-        self, caller: Caller, episode_id: str, page_size: int, page_token: str
-    ) -> Page[ModelCall]:
-        v = Violations()
-        check_id(v, "episode_id", episode_id)
-        limit = resolve_page_size(v, "page_size", page_size, self.limits)
-        v.raise_if_any()
-        query: dict[str, JsonScalar] = {"episode_id": episode_id}
-        position = decode_token(page_token, query)
-        before = (read_time(position, "created_at"), read_id(position, "model_call_id")) if position else None
-        await self.episodes.ensure_visible(caller, episode_id)
-        found = await self.store.list_calls(caller.tenant_id, episode_id, before, limit + 1)
-        return page_of(found, limit, _call_position, query)
-
-    async def record_reply(self, caller: Caller, model_call_id: str, reply: ModelReply) -> ModelCall:
-        v = Violations()
-        check_id(v, "model_call_id", model_call_id)
-        _check_reply(v, reply)
-        v.raise_if_any()
-        if caller.agents is not None:  # the write must not happen for another agent's call
-            await self.get_model_call(caller, model_call_id)
-        stamped = dataclasses.replace(reply, recorded_at=self.clock())
-        return await self.store.record_reply(caller.tenant_id, model_call_id, stamped)
-
-
-def _call_position(last: ModelCall) -> dict[str, JsonScalar]:
-    return {"created_at": last.created_at.isoformat(), "model_call_id": last.model_call_id}
 
 
 def _check(r: ContextRequest, limits: Limits) -> None:
@@ -513,14 +499,3 @@ def _covered(assembly: Assembly) -> int:
 
 def _fact(m: Memory, score: float, *, pending: bool = False) -> KnownFact:
     return KnownFact(m.memory_id, m.text, m.kind.value, score, pending, m.event_time)
-
-
-def _check_reply(v: Violations, reply: ModelReply) -> None:
-    if reply.input_tokens < 0:
-        v.add("input_tokens", "must not be negative")
-    if reply.output_tokens < 0:
-        v.add("output_tokens", "must not be negative")
-    if reply.latency < timedelta(0):
-        v.add("latency", "must not be negative")
-    if reply.assistant_message_seq < 0:
-        v.add("assistant_message_seq", "must not be negative")

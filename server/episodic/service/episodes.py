@@ -14,6 +14,7 @@ from episodic.domain.changes import ScopeChanged
 from episodic.domain.episode_ids import agent_scoped_id
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage, countable_text
+from episodic.domain.memories import Memory
 from episodic.domain.model import (
     Caller,
     CloseReason,
@@ -248,16 +249,21 @@ class EpisodeService:
                 span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored[0][0].seq}")
             return stored
 
-    async def append_prepared(
-        self, tenant_id: str, episode_id: str, message: PreparedMessage
-    ) -> tuple[Message, bool]:
+    async def append_turn(
+        self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
+    ) -> tuple[Message, list[Memory]]:
         """Appends one message its caller has already checked, authorized for the episode's
         agent, redacted under the agent's PII policy and counted (BuildContext, which knows
-        all that from its working set): none of it is done twice."""
+        all that from its working set): none of it is done twice. Returns it with the
+        episode's PENDING memories, read in the append's transaction."""
         with self.tracing.span(CREATE_MEMORY, _create_memory_attributes(episode_id, [message.new])) as span:
-            (stored,) = await self._store(tenant_id, episode_id, [message])
-            span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored[0].seq}")
-            return stored
+            stored, replayed, pending = await self.episodes.append_turn(
+                tenant_id, episode_id, message, with_pending
+            )
+            if not replayed:
+                self.live.appended(tenant_id, episode_id)
+            span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored.seq}")
+            return stored, pending
 
     async def _store(
         self, tenant_id: str, episode_id: str, prepared: Sequence[PreparedMessage]

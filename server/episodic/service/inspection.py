@@ -39,8 +39,8 @@ from episodic.domain.shares import OverShare, Share, TokenBucket
 from episodic.domain.validation import Violations, check_id
 from episodic.errors import AtCapacity, InvalidArgument
 from episodic.service.agents import AgentService
-from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
+from episodic.service.model_calls import ModelCallService
 
 PAGE_SIZE = 50
 MAX_SCANNED_MESSAGES = 10_000  # a phrase is looked for in the newest this many messages
@@ -91,7 +91,7 @@ class Diffed:
 class InspectionService:
     agents: AgentService
     episodes: EpisodeService
-    context: ContextService
+    model_calls: ModelCallService
     users: UserDirectory
     log: EpisodeStore
     calls: ContextStore
@@ -134,15 +134,15 @@ class InspectionService:
 
     async def list_model_calls(self, caller: Caller, episode_id: str, page_token: str) -> Page[ModelCall]:
         """Newest first."""
-        return await self.context.list_model_calls(caller, episode_id, PAGE_SIZE, page_token)
+        return await self.model_calls.list_model_calls(caller, episode_id, PAGE_SIZE, page_token)
 
     async def get_model_call(self, caller: Caller, model_call_id: str) -> InspectedCall:
-        call = await self.context.get_model_call(caller, model_call_id)
+        call = await self.model_calls.get_model_call(caller, model_call_id)
         return InspectedCall(call, fates(call))
 
     async def diff(self, caller: Caller, model_call_id: str) -> Diffed:
         """The call against the one before it in its episode (None for the first)."""
-        call = await self.context.get_model_call(caller, model_call_id)
+        call = await self.model_calls.get_model_call(caller, model_call_id)
         before = (call.created_at, call.model_call_id)
         older = await self.calls.list_calls(caller.tenant_id, call.episode_id, before, 1)
         previous = older[0] if older else None

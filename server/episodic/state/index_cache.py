@@ -23,6 +23,9 @@ from episodic.domain.ports import ScopeVectorSource, VectorIndex
 from episodic.domain.recall import Hit, Scope
 
 LOAD_TRIES = 3
+# A scope of at most this many stored floats is searched on the event loop: tens of
+# microseconds, less than a hop to a thread costs. Larger scopes search off the loop.
+INLINE_SEARCH_FLOATS = 1 << 18
 SCOPE_OVERHEAD = 256  # bytes a resident scope costs beyond its vectors (an empty one too)
 KEY_OVERHEAD = 100  # a key string and its slot
 
@@ -86,7 +89,7 @@ class ResidentScopes:
 
     async def nearest(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
         await self.ensure(scope)
-        return await asyncio.to_thread(self.index.search, scope, vector, k)
+        return await nearest_in(self.index, scope, vector, k)
 
     def keys(self, scope: Scope) -> set[str]:
         return self.index.keys(scope)
@@ -220,7 +223,7 @@ class WholeIndex:
         return self.index.search(scope, vector, k)
 
     async def nearest(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
-        return await asyncio.to_thread(self.index.search, scope, vector, k)
+        return await nearest_in(self.index, scope, vector, k)
 
     def keys(self, scope: Scope) -> set[str]:
         return self.index.keys(scope)
@@ -254,3 +257,9 @@ class WholeIndex:
 
 
 IndexCache = ResidentScopes | WholeIndex
+
+
+async def nearest_in(index: VectorIndex, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
+    if index.count(scope) * len(vector) <= INLINE_SEARCH_FLOATS:
+        return index.search(scope, vector, k)
+    return await asyncio.to_thread(index.search, scope, vector, k)

@@ -31,7 +31,7 @@ class QueryVectors:
         self._entries = entries
         self._held: OrderedDict[Key, Vector] = OrderedDict()
         # Embeddings under way, shared by every caller asking for the same text meanwhile.
-        self._running: dict[Key, asyncio.Task[Vector]] = {}
+        self._running: dict[Key, asyncio.Future[list[list[float]]]] = {}
 
     def prefetch(self, text: str) -> None:
         """Starts embedding `text` unless it is held or under way; `of` picks the result up."""
@@ -47,22 +47,21 @@ class QueryVectors:
             return found
         running = self._running.get(key) or self._start(key, text)
         # A cancelled caller must not cancel the embedding others (or the cache) wait for.
-        return await asyncio.shield(running)
+        (vector,) = await asyncio.shield(running)
+        return vector
 
-    def _start(self, key: Key, text: str) -> asyncio.Task[Vector]:
-        task = asyncio.get_running_loop().create_task(self._embed(key, text))
-        self._running[key] = task
-        task.add_done_callback(lambda done: self._finished(key, done))
-        return task
+    def _start(self, key: Key, text: str) -> asyncio.Future[list[list[float]]]:
+        """The model runs on a thread of the loop's executor; the future is the only task
+        (no coroutine wraps it: a turn's embedding costs one hop)."""
+        running = asyncio.get_running_loop().run_in_executor(None, self._embedder.embed, [text])
+        self._running[key] = running
+        running.add_done_callback(lambda done: self._finished(key, done))
+        return running
 
-    def _finished(self, key: Key, task: asyncio.Task[Vector]) -> None:
+    def _finished(self, key: Key, done: asyncio.Future[list[list[float]]]) -> None:
         self._running.pop(key, None)
-        if not task.cancelled():
-            task.exception()  # retrieved here: a prefetch nobody awaited must not log a stray error
-
-    async def _embed(self, key: Key, text: str) -> Vector:
-        (vector,) = await asyncio.to_thread(self._embedder.embed, [text])
-        self._held[key] = vector
+        if done.cancelled() or done.exception() is not None:  # retrieved: a lone prefetch logs nothing
+            return
+        self._held[key] = done.result()[0]
         while len(self._held) > self._entries:
             self._held.popitem(last=False)
-        return vector

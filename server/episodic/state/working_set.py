@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from contextlib import AbstractAsyncContextManager
 
-from episodic.domain.changes import CachesStale, Change, stale_keys
+from episodic.domain.changes import AgentChanged, CachesStale, Change, stale_keys
 from episodic.domain.erasure import user_hash
 from episodic.domain.working_set import WorkingSet
 from episodic.state.keyed_locks import KeyedLocks
@@ -23,6 +23,7 @@ class WorkingSetCache:
         self._items: OrderedDict[Key, tuple[WorkingSet, int]] = OrderedDict()
         self._bytes = 0
         self._locks = KeyedLocks()
+        self._unverified: set[Key] = set()  # their agent changed: read the head before using them
         self.evictions = 0  # over the byte budget, since start (read by metrics)
 
     @property
@@ -39,14 +40,23 @@ class WorkingSetCache:
         self._items.move_to_end(key)
         return found[0]
 
+    def current(self, key: Key) -> WorkingSet | None:
+        """The held set when nothing but its own log can have changed it: its agent did not
+        change since it was read (every replica's agent changes reach `changed`), so a turn
+        may append without reading the head first. Other writers' appends and summaries are
+        found by the append itself (a seq that does not follow: see WorkingSet.appended)."""
+        return None if key in self._unverified else self.get(key)
+
     def put(self, key: Key, working_set: WorkingSet) -> None:
         """(Re)inserts after a change, re-measuring it, and evicts the least recently used."""
         self.discard(key)
+        self._unverified.discard(key)
         size = working_set.size()
         self._items[key] = (working_set, size)
         self._bytes += size
         while self._bytes > self._max_bytes and len(self._items) > 1:
-            _, (_, evicted) = self._items.popitem(last=False)
+            gone, (_, evicted) = self._items.popitem(last=False)
+            self._unverified.discard(gone)
             self._bytes -= evicted
             self.evictions += 1
 
@@ -54,6 +64,10 @@ class WorkingSetCache:
         """A removed episode's working set goes (its id may be opened again); after an
         erasure on another replica, only the erased user's (the others are costly to
         rebuild, and still right)."""
+        if isinstance(change, AgentChanged):
+            agent = (change.tenant_id, change.agent_id)
+            self._unverified.update(k for k, (held, _) in self._items.items() if _of_agent(k, held, agent))
+            return
         if isinstance(change, CachesStale) and change.tenant_id is not None and change.user_hash:
             for key in [k for k, (held, _) in self._items.items() if _of_user(k, held, change.user_hash)]:
                 self.discard(key)
@@ -62,6 +76,7 @@ class WorkingSetCache:
             self.discard(key)
 
     def discard(self, key: Key) -> None:
+        self._unverified.discard(key)
         found = self._items.pop(key, None)
         if found is not None:
             self._bytes -= found[1]
@@ -73,3 +88,7 @@ class WorkingSetCache:
 
 def _of_user(key: Key, held: WorkingSet, hashed: str) -> bool:
     return user_hash(key[0], held.episode.user_id) == hashed
+
+
+def _of_agent(key: Key, held: WorkingSet, agent: tuple[str, str]) -> bool:
+    return (key[0], held.episode.agent_id) == agent

@@ -2,7 +2,10 @@
 locked read of their episodes, one read of their client ids and tool calls, one INSERT
 of all their messages and one UPDATE of all their episodes. Each append is still
 planned on its own, in queue order, by the domain's plan_append; a refused append
-writes nothing and gets its error, the others go ahead."""
+writes nothing and gets its error, the others go ahead.
+
+A BuildContext turn's append also takes its episode's PENDING memories (the episode's
+working memory) in the same transaction: the turn then needs no read of its own for them."""
 
 from __future__ import annotations
 
@@ -16,10 +19,12 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, bindparam, select, tuple_, update
 
 from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
+from episodic.domain.memories import Memory, MemoryState
 from episodic.domain.model import Episode, Message, ToolCallRecord
 from episodic.domain.ports import Clock
 from episodic.errors import EpisodicError, NotFound
 from episodic.store import schema as s
+from episodic.store.memories import memory_from_row
 from episodic.store.rows import (
     episode_from_row,
     message_from_row,
@@ -30,7 +35,7 @@ from episodic.store.rows import (
 )
 from episodic.store.writer import Outcome
 
-E, M, TC = s.episodes, s.messages, s.tool_calls
+E, M, TC, MEM = s.episodes, s.messages, s.tool_calls, s.memories
 Key = tuple[str, str]  # (tenant_id, episode_id)
 
 _EPISODES_LOCKED_IN = (
@@ -61,6 +66,12 @@ _BY_CLIENT_IDS = select(M).where(
 )
 _TOOL_CALLS = select(TC).where(
     tuple_(TC.c.tenant_id, TC.c.episode_id, TC.c.tool_call_id).in_(bindparam("b_keys", expanding=True))
+)
+_PENDING_MEMORIES = (
+    select(MEM)
+    .where(tuple_(MEM.c.tenant_id, MEM.c.episode_id).in_(bindparam("b_keys", expanding=True)))
+    .where(MEM.c.state == MemoryState.PENDING.value)
+    .order_by(MEM.c.created_at, MEM.c.memory_id)
 )
 _SCOPE = {"tenant_id": bindparam("b_tenant", type_=s.ID), "episode_id": bindparam("b_episode", type_=s.ID)}
 _GROW_EPISODES = (
@@ -97,6 +108,7 @@ class AppendItem:
     tenant_id: str
     episode_id: str
     batch: Sequence[PreparedMessage]
+    with_pending: bool = False  # the outcome is (results, the episode's PENDING memories)
 
     @property
     def key(self) -> Key:
@@ -125,7 +137,19 @@ class AppendBulk:
         state = _load(conn, items)
         outcomes = [_plan_one(state, item, now) for item in items]
         _flush(conn, state, now)
+        wanting = [i for i, item in enumerate(items) if item.with_pending and outcomes[i][0]]
+        if wanting:
+            held = _pending_memories(conn, sorted({items[i].key for i in wanting}))
+            for i in wanting:
+                outcomes[i] = (True, (outcomes[i][1], held.get(items[i].key, [])))
         return outcomes
+
+
+def _pending_memories(conn: Connection, keys: Sequence[Key]) -> dict[Key, list[Memory]]:
+    found: dict[Key, list[Memory]] = {}
+    for r in conn.execute(_PENDING_MEMORIES, {"b_keys": list(keys)}).mappings():
+        found.setdefault((r["tenant_id"], r["episode_id"]), []).append(memory_from_row(r))
+    return found
 
 
 def _load(conn: Connection, items: Sequence[AppendItem]) -> _State:

@@ -17,6 +17,7 @@ from episodic.domain.digests import pending_digest
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.inspection import UserSummary
 from episodic.domain.log import PreparedMessage
+from episodic.domain.memories import Memory
 from episodic.domain.model import CloseReason, Episode, Message
 from episodic.domain.ports import Clock, EpisodeCursor, EpisodeFilter
 from episodic.errors import NotFound
@@ -81,6 +82,16 @@ class SqlEpisodeStore:
             self._appends, AppendItem(tenant_id, episode_id, batch)
         )
         return result
+
+    async def append_turn(
+        self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
+    ) -> tuple[Message, bool, list[Memory]]:
+        item = AppendItem(tenant_id, episode_id, [message], with_pending=with_pending)
+        if not with_pending:
+            ((stored, replayed),) = await self._writer.run_bulk(self._appends, item)
+            return stored, replayed, []
+        ((stored, replayed),), pending = await self._writer.run_bulk(self._appends, item)
+        return stored, replayed, pending
 
     async def close_episode(
         self,

@@ -7,7 +7,6 @@ exporter is configured."""
 
 from __future__ import annotations
 
-import functools
 import urllib.parse
 from collections.abc import Mapping
 
@@ -33,7 +32,7 @@ def tracing_from_env(environ: Mapping[str, str]) -> Tracing:
     Raises ValueError for an exporter or protocol this server does not ship."""
     capture = _is_true(environ.get(CAPTURE_CONTENT_VARIABLE, ""))
     if _is_true(environ.get("OTEL_SDK_DISABLED", "")):
-        return Tracing(trace.NoOpTracerProvider(), capture)
+        return Tracing(trace.NoOpTracerProvider(), capture, records=False)
     exporters = span_exporters(environ)  # first, so a bad setting fails before anything starts
     # Nothing to export to: spans keep their ids but are not recorded (recording every span
     # cost ~12 % of a BuildContext's CPU for nothing).
@@ -42,19 +41,7 @@ def tracing_from_env(environ: Mapping[str, str]) -> Tracing:
     for exporter in exporters:
         # Batching keeps export (network or console I/O) off the event loop.
         provider.add_span_processor(BatchSpanProcessor(exporter))
-    return Tracing(provider, capture, release=provider.shutdown)
-
-
-@functools.cache
-def ids_only_tracing() -> Tracing:
-    """For tools and tests that run the product: spans get real ids, as in a server that
-    exports nothing, but are never recorded. Shared, so it is never shut down."""
-    provider = SdkTracerProvider(
-        sampler=sampling.ALWAYS_OFF,
-        resource=Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}),
-        shutdown_on_exit=False,
-    )
-    return Tracing(provider)
+    return Tracing(provider, capture, records=bool(exporters), release=provider.shutdown)
 
 
 def span_exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
