@@ -41,6 +41,7 @@ RECALL_HEADER = (
 RECALL_FOOTER = "Use this context to personalise your response."
 SUMMARY_HEADER = "[Summary of earlier conversation]\n"
 KEY_FACTS_LABEL = "Key facts: "
+_SECTIONS = tuple(Section)  # iterating the enum itself costs a Python call per member
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +167,7 @@ def _check_ceiling(inp: AssemblyInput, system: RenderedMessage, mandatory: int) 
 
 
 def _section_tokens(messages: Sequence[RenderedMessage]) -> dict[Section, int]:
-    totals = dict.fromkeys(Section, 0)
+    totals = dict.fromkeys(_SECTIONS, 0)
     for m in messages:
         totals[m.section] += m.tokens
     return totals

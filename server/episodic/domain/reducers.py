@@ -154,7 +154,7 @@ def group_turns(messages: Sequence[RenderedMessage]) -> list[Turn]:
             open_calls.discard(m.tool_call_id)
             continue
         turns.append([m])
-        open_calls = {c.tool_call_id for c in m.tool_calls}
+        open_calls = {c.tool_call_id for c in m.tool_calls} if m.tool_calls else set()
     return [Turn(tuple(t), sum([m.tokens for m in t])) for t in turns]
 
 
