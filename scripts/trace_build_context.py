@@ -1,8 +1,11 @@
 """What one BuildContext costs the server: a warm turn of the default agent (HYBRID recall,
 known facts) with a new question, appended as the user message, on SQLite, in-process.
 
-    .venv/bin/python scripts/trace_build_context.py [--turns 200] [--echoes 2000]
+    .venv/bin/python scripts/trace_build_context.py [--turns 200] [--echoes 2000] [--knowledge]
     .venv/bin/python scripts/trace_build_context.py --compare /tmp/episodic_before/server
+
+--knowledge gives the agent documents (a travel guide of 40 chunks), so each turn also
+searches and renders the agent's knowledge.
 
 --compare DIR also measures the `episodic` package found in DIR (a copy of server/ from
 before a change), in a child process, and prints both side by side.
@@ -205,7 +208,24 @@ async def setup(client: AsyncEpisodicClient) -> str:
     return current
 
 
-async def measure(turn_count: int, echo_count: int) -> dict[str, Any]:
+GUIDE = "\n\n".join(
+    f"## {place}\n\n{place} is worth a visit in spring; tickets cost {n * 500} yen and the quiet hours "
+    f"are before ten. Trains from Kyoto station take {n} minutes; bring cash for the small shops."
+    for n, place in enumerate(
+        [f"{site} {part}" for site in ("Gion", "Arashiyama", "Fushimi", "Nara", "Uji") for part in "ABCDEFGH"],
+        start=1,
+    )
+)
+
+
+async def give_knowledge(app: App) -> None:
+    from episodic.domain.knowledge import DocumentDraft
+
+    caller = Caller(app.settings.dev_tenant)
+    await app.services.knowledge.create(caller, "tracer", [DocumentDraft("guide", GUIDE, title="Kyoto guide")])
+
+
+async def measure(turn_count: int, echo_count: int, knowledge: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
             address="127.0.0.1:0",
@@ -219,6 +239,8 @@ async def measure(turn_count: int, echo_count: int) -> dict[str, Any]:
             address = f"127.0.0.1:{server.port}"
             async with AsyncEpisodicClient(address, timeout=60) as client:
                 episode_id = await setup(client)
+            if knowledge:
+                await give_knowledge(app)
             turns = Turns(app, episode_id)
             for _ in range(5):  # warm: caches, the token encoding, the scope's index
                 await turns.one()
@@ -277,10 +299,11 @@ def main() -> None:
     parser.add_argument("--sql", action="store_true", help="print each statement")
     parser.add_argument("--files", action="store_true", help="print calls per file")
     parser.add_argument("--compare", metavar="DIR", help="a directory holding the `episodic` package before")
+    parser.add_argument("--knowledge", action="store_true", help="the agent holds documents")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     before = measure_elsewhere(args.compare, args.turns, args.echoes) if args.compare else None
-    after = asyncio.run(measure(args.turns, args.echoes))
+    after = asyncio.run(measure(args.turns, args.echoes, args.knowledge))
     if args.json:
         print(json.dumps(after))
         return

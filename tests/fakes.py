@@ -38,6 +38,15 @@ from episodic.domain.drafts import (
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import Audit, Erased
 from episodic.domain.inspection import UserSummary
+from episodic.domain.knowledge import (
+    Document,
+    DocumentChunk,
+    KnowledgeFilter,
+    knowledge_scope,
+    split_chunk_key,
+)
+from episodic.domain.knowledge import expired as document_expired
+from episodic.domain.knowledge import passes as document_passes
 from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
 from episodic.domain.memories import Memory, MemoryState, SessionData, text_key
 from episodic.domain.memory_filter import expired, passes
@@ -54,6 +63,7 @@ from episodic.domain.model import (
 from episodic.domain.ports import (
     ContextSources,
     DigestWaiter,
+    DocumentWrite,
     EpisodeCursor,
     EpisodeFilter,
     MemoryFilter,
@@ -85,6 +95,7 @@ __all__ = [
     "FakeDigestStore",
     "FakeEpisodeStore",
     "FakeEraser",
+    "FakeKnowledgeStore",
     "FakeMemoryStore",
     "FakeSessionDataStore",
     "FakeRetentionStore",
@@ -100,6 +111,7 @@ __all__ = [
 ]
 
 EpisodeKey = tuple[str, str]  # (tenant, episode)
+DocumentKey = tuple[str, str, str]  # (tenant, agent, document)
 START = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -255,6 +267,13 @@ class StoredDraft:
 
 
 @dataclass
+class StoredChunk:
+    chunk: DocumentChunk
+    model: str | None = None  # of `vector`; None when there is none
+    vector: Vector | None = None
+
+
+@dataclass
 class Tables:
     """What the SQL schema holds, as dicts keyed like its primary keys. Every store fake
     reads and writes these, so they see each other's writes as the SQL stores do."""
@@ -274,6 +293,8 @@ class Tables:
     memories: dict[tuple[str, str], StoredMemory] = field(default_factory=dict)  # (tenant, memory id)
     session_data: dict[EpisodeKey, SessionData] = field(default_factory=dict)
     drafts: dict[EpisodeKey, dict[str, StoredDraft]] = field(default_factory=dict)  # draft id -> draft
+    documents: dict[DocumentKey, Document] = field(default_factory=dict)  # agent knowledge
+    chunks: dict[DocumentKey, list[StoredChunk]] = field(default_factory=dict)  # each document's, in order
 
     def visible(self, tenant_id: str, episode_id: str) -> Episode:
         """The episode, unless it does not exist in this tenant or retention deleted it."""
@@ -1101,6 +1122,181 @@ def _expiry(m: Memory) -> tuple[datetime, str]:
 
 def _unused(m: Memory, cut: datetime) -> bool:
     return m.updated_at < cut and (m.last_recalled_at is None or m.last_recalled_at < cut)
+
+
+# --- agent knowledge ------------------------------------------------------------------------
+
+
+class FakeKnowledgeStore:
+    """The `KnowledgeStore` port, and `ScopeVectorSource` over the chunks' vectors of
+    `embedding_model` (as SqlKnowledgeVectors). A create is checked whole before any of it
+    applies.
+
+    Cannot honour: `lexical` is not BM25 / ts_rank_cd (as FakeDigestStore's): a chunk scores
+    how many times the query's terms occur in its text, words matched exactly (no stemming),
+    so only "matches or not" and "more matches rank higher" hold; ties go by chunk order."""
+
+    def __init__(self, tables: Tables, embedding_model: str = "fake-words-64") -> None:
+        self._t = tables
+        self._model = embedding_model
+
+    async def create(
+        self, writes: Sequence[DocumentWrite], declared: Declared[list[tuple[Document, bool]]]
+    ) -> Recorded[list[tuple[Document, bool]]]:
+        held = dict(self._t.documents)
+        outcomes: list[tuple[Document, bool]] = []
+        new: list[DocumentWrite] = []
+        for w in writes:
+            d = w.document
+            stored = held.get(_document_key(d))
+            if stored is None:
+                held[_document_key(d)] = d
+                outcomes.append((d, True))
+                new.append(w)
+            elif stored.content_hash == d.content_hash:
+                outcomes.append((stored, False))
+            else:
+                raise AlreadyExists(
+                    f"document {d.document_id!r} already exists with other content", reason="DOCUMENT_EXISTS"
+                )
+        for w in new:
+            self._store(w)
+        return recorded(outcomes, declared)
+
+    async def replace(self, write: DocumentWrite, declared: Declared[Document]) -> Recorded[Document]:
+        d = write.document
+        stored = self._t.documents.get(_document_key(d))
+        if stored is None:
+            raise NotFound("document", d.document_id)
+        kept = dataclasses.replace(d, created_at=stored.created_at)
+        self._store(dataclasses.replace(write, document=kept))
+        return recorded(kept, declared)
+
+    async def delete(
+        self, tenant_id: str, agent_id: str, document_id: str, declared: Declared[Document]
+    ) -> Recorded[Document]:
+        key = (tenant_id, agent_id, document_id)
+        stored = self._t.documents.pop(key, None)
+        if stored is None:
+            raise NotFound("document", document_id)
+        self._t.chunks.pop(key, None)
+        return recorded(stored, declared)
+
+    async def get(self, tenant_id: str, agent_id: str, document_id: str, now: datetime) -> Document:
+        found = self._t.documents.get((tenant_id, agent_id, document_id))
+        if found is None or document_expired(found, now):
+            raise NotFound("document", document_id)
+        return found
+
+    async def page(
+        self,
+        tenant_id: str,
+        agent_id: str,
+        where: KnowledgeFilter,
+        now: datetime,
+        after: str | None,
+        limit: int,
+    ) -> list[Document]:
+        passing = self._passing(tenant_id, agent_id, where, now)
+        return [d for d in passing if after is None or d.document_id > after][:limit]
+
+    async def chunks(
+        self, tenant_id: str, agent_id: str, keys: Sequence[str], where: KnowledgeFilter, now: datetime
+    ) -> dict[str, tuple[Document, DocumentChunk]]:
+        found: dict[str, tuple[Document, DocumentChunk]] = {}
+        for key in keys:
+            try:
+                document_id, index = split_chunk_key(key)
+            except ValueError:
+                continue
+            d = self._t.documents.get((tenant_id, agent_id, document_id))
+            if d is None or not document_passes(d, where, now):
+                continue
+            for stored in self._t.chunks.get(_document_key(d), []):
+                if stored.chunk.index == index:
+                    found.setdefault(stored.chunk.key, (dataclasses.replace(d, text=""), stored.chunk))
+        return found
+
+    async def lexical(self, tenant_id: str, agent_id: str, query: str, limit: int) -> list[Hit]:
+        wanted = terms(query)
+        hits = []
+        for (tenant, agent, _), stored in sorted(self._t.chunks.items()):
+            if (tenant, agent) != (tenant_id, agent_id):
+                continue
+            for c in stored:
+                words = [w.lower() for w in _WORD.findall(c.chunk.text)]
+                score = sum(words.count(term) for term in wanted)
+                if score:
+                    hits.append(Hit(c.chunk.key, float(score)))
+        hits.sort(key=lambda h: -h.score)  # stable: ties keep document and chunk order
+        return hits[:limit]
+
+    async def newest(
+        self, tenant_id: str, agent_id: str, where: KnowledgeFilter, now: datetime, limit: int
+    ) -> list[tuple[Document, DocumentChunk]]:
+        documents = self._passing(tenant_id, agent_id, where, now)
+        documents.sort(key=lambda d: d.updated_at, reverse=True)  # stable: ties by document_id
+        found = [
+            (dataclasses.replace(d, text=""), c.chunk)
+            for d in documents
+            for c in self._t.chunks.get(_document_key(d), [])
+        ]
+        return found[:limit]
+
+    async def expired(self, now: datetime, limit: int) -> list[Document]:
+        past = [d for d in self._t.documents.values() if document_expired(d, now)]
+        past.sort(key=lambda d: (d.expires_at or now, *_document_key(d)))
+        return past[:limit]
+
+    async def counts(self) -> tuple[int, int]:
+        return len(self._t.documents), sum(len(c) for c in self._t.chunks.values())
+
+    async def vector_keys(self, tenant_id: str, model: str, agent_id: str = "") -> list[tuple[Scope, str]]:
+        return [
+            (knowledge_scope(tenant, agent), c.chunk.key)
+            for (tenant, agent, _), stored in sorted(self._t.chunks.items())
+            if tenant == tenant_id and (not agent_id or agent == agent_id)
+            for c in stored
+            if c.model == model and c.vector is not None
+        ]
+
+    async def scope_vectors(self, scope: Scope) -> tuple[list[str], list[Vector]]:
+        return self._indexed(scope, None)
+
+    async def item_vectors(self, scope: Scope, items: Sequence[str]) -> tuple[list[str], list[Vector]]:
+        return self._indexed(scope, set(items))
+
+    def _indexed(self, scope: Scope, ids: set[str] | None) -> tuple[list[str], list[Vector]]:
+        found = [
+            (c.chunk.key, c.vector)
+            for (tenant, agent, document_id), stored in sorted(self._t.chunks.items())
+            if knowledge_scope(tenant, agent) == scope and (ids is None or document_id in ids)
+            for c in stored
+            if c.model == self._model and c.vector is not None
+        ]
+        return [k for k, _ in found], [v for _, v in found]
+
+    def _passing(
+        self, tenant_id: str, agent_id: str, where: KnowledgeFilter, now: datetime
+    ) -> list[Document]:
+        return [
+            d
+            for key, d in sorted(self._t.documents.items())
+            if key[:2] == (tenant_id, agent_id) and document_passes(d, where, now)
+        ]
+
+    def _store(self, write: DocumentWrite) -> None:
+        d = write.document
+        vectors = write.vectors if write.vectors is not None else [None] * len(write.chunks)
+        self._t.documents[_document_key(d)] = d
+        self._t.chunks[_document_key(d)] = [
+            StoredChunk(c, write.model, [float(x) for x in v]) if v is not None else StoredChunk(c)
+            for c, v in zip(write.chunks, vectors, strict=True)
+        ]
+
+
+def _document_key(d: Document) -> DocumentKey:
+    return d.tenant_id, d.agent_id, d.document_id
 
 
 class FakeSessionDataStore:

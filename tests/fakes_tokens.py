@@ -5,6 +5,8 @@ Cheap and obvious, so tests can state expected counts by eye without loading BPE
 
 from __future__ import annotations
 
+import re
+
 from episodic.errors import InvalidArgument
 
 _SUPPORTED = frozenset({"cl100k_base", "o200k_base"})
@@ -31,3 +33,10 @@ class WordTokenCounter:
                 "token_encoding", f"unsupported token encoding {encoding!r}; supported: {supported}"
             )
         return len(text.split())
+
+    def prefix(self, text: str, tokens: int, encoding: str) -> str:
+        """Up to the end of the `tokens`-th word."""
+        words = list(re.finditer(r"\S+", text))
+        if tokens <= 0:
+            return ""
+        return text if len(words) <= tokens else text[: words[tokens - 1].end()]

@@ -16,12 +16,19 @@ from episodic.telemetry.tracing import Tracing
 
 KEY_A = "epk_test_tenant_a_0123456789abcdef"
 KEY_B = "epk_test_tenant_b_0123456789abcdef"
+KEY_A_READER = "epk_test_tenant_a_reader_0123456789"  # may read and search knowledge, not write it
 TENANT_A = "tenant-a"
 TENANT_B = "tenant-b"
 
 
 def settings_for(database_url: str, **overrides: object) -> Settings:
-    keys = ",".join([config_line(TENANT_A, KEY_A), config_line(TENANT_B, KEY_B)])
+    keys = ",".join(
+        [
+            config_line(TENANT_A, KEY_A, knowledge_write=True),
+            config_line(TENANT_B, KEY_B, knowledge_write=True),
+            config_line(TENANT_A, KEY_A_READER),
+        ]
+    )
     base = Settings(
         address="127.0.0.1:0",
         database_url=database_url,

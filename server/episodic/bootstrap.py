@@ -37,6 +37,7 @@ from episodic.domain.ports import (
     EpisodeStore,
     Eraser,
     IdFactory,
+    KnowledgeStore,
     Leadership,
     MemoryExtractor,
     MemoryStore,
@@ -64,6 +65,7 @@ from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.inspection import InspectionService
+from episodic.service.knowledge import KnowledgeService
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
@@ -73,6 +75,7 @@ from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
 from episodic.service.watch import LiveEpisodes, WatchService
+from episodic.state.chunk_cache import ChunkCache
 from episodic.state.digest_memo import RememberedDigestReads
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.health import Health
@@ -94,13 +97,14 @@ from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.erasure import SqlEraser
 from episodic.store.faults import sqlite_path_problem, startup_failure
 from episodic.store.feed import SqlChangeFeed
+from episodic.store.knowledge import SqlKnowledgeStore
 from episodic.store.leadership import PgLeadership
 from episodic.store.memories import SqlMemoryStore
 from episodic.store.migrate import current_revision, head_revision, is_new_sqlite, upgrade_to_head
 from episodic.store.retention import SqlRetention
 from episodic.store.session_data import SqlSessionDataStore
 from episodic.store.signals import LocalSignals, PgSignals
-from episodic.store.vector_sources import SqlDigestVectors, SqlMemoryVectors
+from episodic.store.vector_sources import SqlDigestVectors, SqlKnowledgeVectors, SqlMemoryVectors
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize.extractive import ExtractiveSummarizer
 from episodic.summarize.memories import ExtractiveMemoryExtractor
@@ -127,6 +131,7 @@ class ScopeSources:
 
     digests: ScopeVectorSource
     memories: ScopeVectorSource
+    knowledge: ScopeVectorSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +154,8 @@ class Adapters:
     memories: MemoryStore
     sessions: SessionDataStore
     memory_index: VectorIndex  # promoted memories, per scope, keyed by memory id
+    knowledge: KnowledgeStore  # agents' documents
+    knowledge_index: VectorIndex  # their chunks, per agent, keyed "<document>#<n>"
     extractor: MemoryExtractor
     eraser: Eraser
     retention: RetentionStore
@@ -184,6 +191,8 @@ class State:
     visibility: Visibility
     index: IndexCache  # episodes' digests, per scope, loaded from SQL on first use
     memory_index: IndexCache  # promoted memories, likewise
+    knowledge_index: IndexCache  # agents' document chunks, per agent, likewise
+    chunks: ChunkCache  # their rows, as turns render them
     health: Health  # SERVING while the database answers and the feed is readable
     tail: FeedTail  # what other replicas commit, applied through `visibility`
     working_sets: WorkingSetCache
@@ -375,7 +384,13 @@ def build_adapters(
     # a pre-built index is whole; otherwise each scope loads from SQL on first use
     whole = index is not None
     sources = (
-        None if whole else ScopeSources(SqlDigestVectors(database, model), SqlMemoryVectors(database, model))
+        None
+        if whole
+        else ScopeSources(
+            SqlDigestVectors(database, model),
+            SqlMemoryVectors(database, model),
+            SqlKnowledgeVectors(database, embedder.model_id),
+        )
     )
     return SqlAdapters(
         tokens=tokens,
@@ -392,6 +407,8 @@ def build_adapters(
         memories=SqlMemoryStore(database, writer, embedding_model=model, clock=system.utc_now),
         sessions=SqlSessionDataStore(database, writer, system.utc_now),
         memory_index=FaissVectorIndex(embedder.dimension),
+        knowledge=SqlKnowledgeStore(database, writer),
+        knowledge_index=FaissVectorIndex(embedder.dimension),
         extractor=build_extractor(settings),
         eraser=SqlEraser(database, writer),
         retention=SqlRetention(database, writer, settings.retention_caps()),
@@ -415,27 +432,39 @@ def build_adapters(
     )
 
 
-# Of the index cache's bytes, memories get this share (they are fewer and shorter-lived).
+# Of the index cache's bytes, memories get this share (they are fewer and shorter-lived), and
+# agents' knowledge this one (one scope per agent, shared by all its users); episodes the rest.
 MEMORY_CACHE_SHARE = 0.25
+KNOWLEDGE_CACHE_SHARE = 0.25
 
 
 def build_indexes(
     settings: Settings, adapters: Adapters, lock: asyncio.Lock
-) -> tuple[IndexCache, IndexCache]:
+) -> tuple[IndexCache, IndexCache, IndexCache]:
     """Per-scope caches of SQL (or, over whole indexes without sources: tools holding a
-    pre-built index, the unit tests' fakes, the index itself)."""
+    pre-built index, the unit tests' fakes, the index itself): episodes', memories' and
+    knowledge's."""
     if adapters.sources is None:
-        return WholeIndex(adapters.index), WholeIndex(adapters.memory_index)
-    dim = adapters.embedder.dimension
-    memory_bytes = max(1, int(settings.index_cache_bytes * MEMORY_CACHE_SHARE))
+        whole = (adapters.index, adapters.memory_index, adapters.knowledge_index)
+        return WholeIndex(whole[0]), WholeIndex(whole[1]), WholeIndex(whole[2])
+    dim, total = adapters.embedder.dimension, settings.index_cache_bytes
+    memory_bytes = max(1, int(total * MEMORY_CACHE_SHARE))
+    knowledge_bytes = max(1, int(total * KNOWLEDGE_CACHE_SHARE))
     episodes = ResidentScopes(
         adapters.index, adapters.sources.digests, dimension=dim,
-        max_bytes=max(1, settings.index_cache_bytes - memory_bytes), lock=lock,
+        max_bytes=max(1, total - memory_bytes - knowledge_bytes), lock=lock,
     )  # fmt: skip
     memories = ResidentScopes(
         adapters.memory_index, adapters.sources.memories, dimension=dim, max_bytes=memory_bytes, lock=lock
     )
-    return episodes, memories
+    knowledge = ResidentScopes(
+        adapters.knowledge_index,
+        adapters.sources.knowledge,
+        dimension=dim,
+        max_bytes=knowledge_bytes,
+        lock=lock,
+    )
+    return episodes, memories, knowledge
 
 
 def build_state(settings: Settings, adapters: Adapters) -> State:
@@ -443,9 +472,11 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
     reaches all of them. Nothing is opened or started here."""
     default, tenants = settings.pii_policies()
     lock = asyncio.Lock()  # the owner's, shared with the index caches' last load try
-    index, memory_index = build_indexes(settings, adapters, lock)
+    index, memory_index, knowledge_index = build_indexes(settings, adapters, lock)
     health = Health()
-    visibility = Visibility(index=index, memory_index=memory_index, feed=adapters.feed, lock=lock)
+    visibility = Visibility(
+        index=index, memory_index=memory_index, knowledge_index=knowledge_index, feed=adapters.feed, lock=lock
+    )
     tail = FeedTail(
         feed=adapters.change_log, owner=visibility, signals=adapters.signals, healthy=health.part("feed"),
         poll_seconds=settings.feed_poll_seconds,
@@ -455,6 +486,8 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
         tail=tail,
         index=index,
         memory_index=memory_index,
+        knowledge_index=knowledge_index,
+        chunks=ChunkCache(settings.knowledge_cache_bytes),
         health=health,
         working_sets=WorkingSetCache(settings.working_set_max_bytes),
         versions=ScopeVersions(),
@@ -464,7 +497,8 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
         watch=WatchHub(adapters.drafts, adapters.signals, settings.watch_limits),  # subscribes: before start
         shares=TenantShares(settings.share_limits, clock=adapters.monotonic),
     )
-    for watcher in (state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii):
+    watchers = (state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii, state.chunks)
+    for watcher in watchers:
         state.visibility.watch(watcher)
     state.visibility.watch(state.watch)  # removed episodes end their watches at once
     return state
@@ -572,6 +606,11 @@ def build_services(
         new_id=a.new_episode_id, changes=state.visibility, digests=digester, pii=state.pii,
         fixed_facts=state.fixed_facts, tracing=tracing, live=LiveEpisodes(state.watch, a.drafts),
     )  # fmt: skip
+    knowledge = KnowledgeService(
+        store=a.knowledge, agents=a.agents, embedder=a.embedder, index=state.knowledge_index,
+        changes=state.visibility, limits=limits, clock=clock, embed_pool=memories.embed_pool, queries=queries,
+        timed=metered.knowledge_searched if metered else None, monotonic=a.monotonic, chunks=state.chunks,
+    )  # fmt: skip
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
         digests=RememberedDigestReads(a.digests, state.versions, clock=a.monotonic), agents=a.agents,
@@ -584,7 +623,7 @@ def build_services(
         summarizer=a.inline_summarizer, limits=limits, clock=clock, new_id=a.new_id,
         cache=state.working_sets, memo=RecencyMemo(state.versions, clock=a.monotonic), passages=passages,
         pii=state.pii, summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
-        memory_store=a.memories, sessions=a.sessions, queries=queries,
+        memory_store=a.memories, sessions=a.sessions, queries=queries, knowledge=knowledge,
         rendered=metered.context_rendered if metered else _unmetered,
     )  # fmt: skip
     model_calls = ModelCallService(store=a.context, episodes=episodes, limits=limits, clock=clock)
@@ -597,9 +636,13 @@ def build_services(
         recall=recall,
         context=context,
         model_calls=model_calls,
+        knowledge=knowledge,
         erasure=EraseService(eraser=a.eraser, changes=state.visibility, clock=clock, new_id=a.new_id),
         index_checker=IndexChecker(
             store=a.digest_keys, index=state.index, model=indexed_with(a.embedder.model_id)
+        ),
+        knowledge_checker=IndexChecker(
+            store=a.knowledge, index=state.knowledge_index, model=a.embedder.model_id
         ),
         memories=memories,
         memory_search=memory_search,
@@ -652,6 +695,7 @@ def build_workers(
         grace=timedelta(days=settings.retention_grace_days),
         interval_seconds=settings.retention_sweep_seconds,
         expire_memories=services.memories.remove_expired,
+        expire_documents=services.knowledge.remove_expired,
         leadership=adapters.leadership,
     )
     pruner = FeedPruner(
@@ -764,10 +808,11 @@ def watched_state(adapters: SqlAdapters, state: State) -> Watched:
     """What metrics read at scrape time."""
     return Watched(
         working_sets=state.working_sets,
-        indexes={"episodes": state.index, "memories": state.memory_index},
+        indexes={"episodes": state.index, "memories": state.memory_index, "knowledge": state.knowledge_index},
         pools=adapters.database.pool_use,
         digest_queue=adapters.sql_digests.waiting,
         clock=adapters.clock,
+        knowledge_counts=adapters.knowledge.counts,
     )
 
 

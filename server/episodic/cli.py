@@ -82,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     keygen.add_argument(
         "--agents", default="", help="comma-separated agent ids the key may use [default: every agent]"
     )
+    keygen.add_argument(
+        "--knowledge-write",
+        action="store_true",
+        help="the key may also create, update and delete its agents' documents",
+    )
     keygen.set_defaults(run=_keygen)
     health = commands.add_parser(
         "healthcheck", help="print the local server's health status; exit 0 only if it is SERVING"
@@ -189,7 +194,7 @@ def _healthcheck(args: argparse.Namespace) -> int:
 def _keygen(args: argparse.Namespace) -> int:
     key = new_key()
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    line = config_line(args.tenant_id, key, agents)
+    line = config_line(args.tenant_id, key, agents, knowledge_write=args.knowledge_write)
     try:
         KeyRing.parse(line)  # the same check the server applies, before a key is handed out
     except KeyConfigError as exc:

@@ -389,7 +389,12 @@ class Settings:
     )
     index_cache_bytes: int = setting(
         1024 * 1024 * 1024,
-        "RAM for vectors: each scope (tenant, agent, user) is loaded from SQL on its first search and the least recently used are dropped beyond this (three quarters for episodes' digests, one quarter for memories). Start-up loads nothing.",
+        "RAM for vectors: each scope (tenant, agent, user; an agent's knowledge) is loaded from SQL on its first search and the least recently used are dropped beyond this (half for episodes' digests, a quarter for memories, a quarter for knowledge). Start-up loads nothing.",
+        check=at_least(1),
+    )
+    knowledge_cache_bytes: int = setting(
+        64 * 1024 * 1024,
+        "RAM for the text of agents' document chunks that turns render, so a warm BuildContext reads no SQL for knowledge; least recently used dropped beyond this.",
         check=at_least(1),
     )
     feed_poll_seconds: float = setting(

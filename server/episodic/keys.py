@@ -4,7 +4,9 @@ enough to make the stored form useless to a reader of the config.
 
 An entry is `tenant_id=sha256:<hex>`, or `tenant_id=sha256:<hex>;agents=a|b` for a key
 restricted to agents a and b. `;` and `|` appear neither in ids nor in the list syntax
-(entries are separated by commas or newlines), so the two cannot be confused."""
+(entries are separated by commas or newlines), so the two cannot be confused. A trailing
+`;knowledge=write` lets the key create, update and delete its agents' documents; without
+it a key may read and search them only."""
 
 from __future__ import annotations
 
@@ -19,8 +21,11 @@ from episodic.domain.validation import ID_PATTERN
 
 _ENTRY = re.compile(
     r"(?P<tenant>[^=\s]+)\s*=\s*sha256:(?P<digest>[0-9a-f]{64})(?:\s*;\s*agents\s*=(?P<agents>[^;]*))?"
+    r"(?:\s*;\s*knowledge\s*=\s*(?P<knowledge>write|read)\s*)?"
 )
-_ENTRY_RULE = "want tenant_id=sha256:<64 hex> or tenant_id=sha256:<64 hex>;agents=AGENT|AGENT"
+_ENTRY_RULE = (
+    "want tenant_id=sha256:<64 hex>, optionally followed by ;agents=AGENT|AGENT and then by ;knowledge=write"
+)
 AGENT_SEPARATOR = "|"
 KEY_PREFIX = "epk_"
 
@@ -37,10 +42,15 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-def config_line(tenant_id: str, key: str, agents: Sequence[str] = ()) -> str:
-    """The entry for `key`; with `agents`, the key may use only those agents."""
+def config_line(
+    tenant_id: str, key: str, agents: Sequence[str] = (), *, knowledge_write: bool = False
+) -> str:
+    """The entry for `key`; with `agents`, the key may use only those agents; with
+    `knowledge_write`, it may also write their documents."""
     line = f"{tenant_id}=sha256:{hash_key(key)}"
-    return f"{line};agents={AGENT_SEPARATOR.join(agents)}" if agents else line
+    if agents:
+        line += f";agents={AGENT_SEPARATOR.join(agents)}"
+    return line + ";knowledge=write" if knowledge_write else line
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +87,7 @@ def _parse_entry(entry: str) -> tuple[str, Caller]:
     if match is None or not ID_PATTERN.fullmatch(match["tenant"]):
         raise KeyConfigError(f"bad API key entry {entry[:40]!r}: {_ENTRY_RULE}")
     agents = None if match["agents"] is None else _agent_set(match["agents"], entry)
-    return match["digest"], Caller(match["tenant"], agents)
+    return match["digest"], Caller(match["tenant"], agents, writes_knowledge=match["knowledge"] == "write")
 
 
 def _agent_set(text: str, entry: str) -> frozenset[str]:

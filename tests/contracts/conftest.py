@@ -30,7 +30,9 @@ import pytest
 from sqlalchemy import Connection
 
 from episodic.domain.changes import NO_CHANGES
+from episodic.domain.chunking import DocumentFormat, chunk_document
 from episodic.domain.episodes import OpenRequest
+from episodic.domain.knowledge import MAX_CHUNK_CHARS, MIN_CHUNK_CHARS, Document, DocumentChunk, content_hash
 from episodic.domain.log import PreparedMessage
 from episodic.domain.memories import Memory, MemoryKind, MemoryOrigin, MemoryState, Source
 from episodic.domain.model import (
@@ -48,12 +50,15 @@ from episodic.domain.ports import (
     AgentStore,
     ContextStore,
     DigestStore,
+    DocumentWrite,
     DraftStore,
     EpisodeStore,
     Eraser,
+    KnowledgeStore,
     MemoryStore,
     MemoryWrite,
     RetentionStore,
+    ScopeVectorSource,
     SessionDataStore,
     StoredVectorKeys,
 )
@@ -61,14 +66,16 @@ from episodic.domain.recall import Digest, DigestState, Scope, Vector
 from episodic.store import schema
 from episodic.store.agents import SqlAgentStore
 from episodic.store.context import SqlContextStore
-from episodic.store.database import open_database
+from episodic.store.database import Database, open_database
 from episodic.store.digests import SqlDigestStore
 from episodic.store.drafts import SqlDraftStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.erasure import SqlEraser
+from episodic.store.knowledge import SqlKnowledgeStore
 from episodic.store.memories import SqlMemoryStore
 from episodic.store.retention import SqlRetention
 from episodic.store.session_data import SqlSessionDataStore
+from episodic.store.vector_sources import SqlKnowledgeVectors
 from episodic.store.writer import GroupCommitWriter
 from tests.conftest import POSTGRES_ADMIN_URL, _admin, _create_migrated, unique
 from tests.fakes import (
@@ -79,6 +86,7 @@ from tests.fakes import (
     FakeDraftStore,
     FakeEpisodeStore,
     FakeEraser,
+    FakeKnowledgeStore,
     FakeMemoryStore,
     FakeRetentionStore,
     FakeSessionDataStore,
@@ -89,14 +97,8 @@ from tests.fakes import (
 IMPLEMENTATIONS = ["fake", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 MODEL = "contract-model"  # the embedding model every memory store records
 ENCODING = "o200k_base"
-own_database = pytest.mark.own_database  # see the module docstring
+own_database = pytest.mark.own_database  # see the module docstring; registered in pyproject.toml
 OWN_DATABASE = own_database.name
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", f"{OWN_DATABASE}: the SQL worlds run over a database holding only the test's rows"
-    )
 
 
 @pytest.fixture(scope="session")
@@ -146,7 +148,10 @@ class World:
     sessions: SessionDataStore
     memories: MemoryStore
     retention_capped: Callable[[Mapping[str, int]], RetentionStore]  # tenant -> at most so many days
+    knowledge: KnowledgeStore
+    knowledge_vectors: ScopeVectorSource  # agent knowledge's vectors of MODEL
     tenant: str = field(default_factory=lambda: unique("tenant"))
+    database: Database | None = None  # the SQL worlds' (for what only SQL holds: full-text rows)
 
     @property
     def retention(self) -> RetentionStore:
@@ -228,10 +233,45 @@ class World:
     def later(self, by: timedelta = timedelta(seconds=1)) -> None:
         self.clock.advance(by)
 
+    def document(
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        fmt: DocumentFormat = DocumentFormat.MARKDOWN,
+        title: str = "",
+        max_chars: int = MAX_CHUNK_CHARS,
+        embedded: bool = True,
+        **changes: Any,
+    ) -> DocumentWrite:
+        """A write of a new document of `agent_id` in the test's tenant (a new id; made and
+        updated now), cut by `chunk_document` (`max_chars` per chunk) and, when `embedded`,
+        each chunk with a vector of MODEL: [1, its index]. `changes` replace the document's
+        fields (tenant_id, document_id, metadata, expires_at, ...)."""
+        at = self.clock()
+        pieces = chunk_document(text, fmt, max_chars, min(MIN_CHUNK_CHARS, max_chars // 2))
+        d = Document(
+            self.tenant, agent_id, unique("doc"), title, "", fmt, text, (), content_hash(fmt, title, text),
+            len(pieces), at, at,
+        )  # fmt: skip
+        d = dataclasses.replace(d, **changes)
+        chunks = [
+            DocumentChunk(d.document_id, c.index, c.text, c.start, c.end, c.heading_path) for c in pieces
+        ]
+        vectors = [[1.0, float(c.index)] for c in pieces] if embedded else None
+        return DocumentWrite(d, chunks, vectors, MODEL)
+
+    async def learn(self, *writes: DocumentWrite) -> list[Document]:
+        """Creates the documents in one call; each must be new."""
+        created = (await self.knowledge.create(list(writes), NO_CHANGES)).result
+        assert all(made for _, made in created)
+        return [d for d, _ in created]
+
 
 def _fake_world(clock: FixedClock) -> World:
     t = Tables()
     digests = FakeDigestStore(t)
+    knowledge = FakeKnowledgeStore(t, MODEL)
     return World(
         "fake",
         clock,
@@ -245,6 +285,8 @@ def _fake_world(clock: FixedClock) -> World:
         sessions=FakeSessionDataStore(t, clock),
         memories=FakeMemoryStore(t, MODEL, clock),
         retention_capped=lambda caps: FakeRetentionStore(t, caps),
+        knowledge=knowledge,
+        knowledge_vectors=knowledge,
     )
 
 
@@ -288,6 +330,9 @@ async def world(implementation: tuple[str, str, bool]) -> AsyncIterator[World]:
             sessions=SqlSessionDataStore(database, writer, clock),
             memories=SqlMemoryStore(database, writer, embedding_model=MODEL, clock=clock),
             retention_capped=lambda caps: SqlRetention(database, writer, caps),
+            knowledge=SqlKnowledgeStore(database, writer),
+            knowledge_vectors=SqlKnowledgeVectors(database, MODEL),
+            database=database,
         )
     finally:
         await writer.stop()

@@ -31,6 +31,7 @@ from episodic.v1.agent_service_pb2_grpc import AgentServiceStub
 from episodic.v1.context_service_pb2_grpc import ContextServiceStub
 from episodic.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
 from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
 from episodic.v1.memory_service_pb2_grpc import MemoryServiceStub
 from tests.conftest import unique
 from tests.server_harness import bearer
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from episodic.v1.context_service_pb2_grpc import ContextServiceAsyncStub
     from episodic.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceAsyncStub
     from episodic.v1.episode_service_pb2_grpc import EpisodeServiceAsyncStub
+    from episodic.v1.knowledge_service_pb2_grpc import KnowledgeServiceAsyncStub
     from episodic.v1.memory_service_pb2_grpc import MemoryServiceAsyncStub
 
 Metadata = tuple[tuple[str, str], ...]
@@ -59,6 +61,7 @@ class Client:
     diagnostics: DiagnosticsServiceAsyncStub
     context: ContextServiceAsyncStub
     memories: MemoryServiceAsyncStub
+    knowledge: KnowledgeServiceAsyncStub
 
     @classmethod
     def of(cls, channel: grpc.aio.Channel, key: str | None) -> Client:
@@ -71,6 +74,7 @@ class Client:
             DiagnosticsServiceStub(channel),
             ContextServiceStub(channel),
             MemoryServiceStub(channel),
+            KnowledgeServiceStub(channel),
         )
 
     async def create_agent(self, agent_id: str | None = None, model: str = "gpt-4") -> str:

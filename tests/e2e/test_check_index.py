@@ -12,7 +12,7 @@ from sqlalchemy import delete, insert, select
 from episodic.keys import config_line
 from episodic.store import schema
 from episodic.store.database import Database, open_database
-from episodic.v1 import diagnostics_service_pb2, episode_pb2, episode_service_pb2
+from episodic.v1 import diagnostics_service_pb2, episode_pb2, episode_service_pb2, knowledge_service_pb2
 from tests.conftest import unique
 from tests.e2e.helpers import Client, expect_code, expect_invalid, user_message
 from tests.server_harness import KEY_A, KEY_B, TENANT_A, RunningServer, running_server, settings_for
@@ -149,3 +149,23 @@ async def delete_vector_row(database: Database, episode_id: str, chunk: int) -> 
 async def insert_vector_row(database: Database, row: dict[str, object]) -> None:
     async with database.engine.begin() as conn:
         await conn.execute(insert(V).values(row))
+
+
+async def test_the_agents_knowledge_is_checked_too_and_its_drift_reported(
+    tenant_a: Client, database: Database
+) -> None:
+    agent_id = await tenant_a.create_agent()
+    doc = knowledge_service_pb2.DocumentInput(document_id="faq", text="Refunds take five working days.")
+    create = knowledge_service_pb2.CreateDocumentsRequest(agent_id=agent_id, documents=[doc])
+    await tenant_a.knowledge.CreateDocuments(create, metadata=tenant_a.auth)
+    consistent = await check_index(tenant_a, agent_id)
+    assert (consistent.knowledge_sql_vectors, consistent.knowledge_index_vectors) == (1, 1)
+    assert (consistent.knowledge_missing, consistent.knowledge_orphaned) == (0, 0)
+
+    chunks = schema.knowledge_chunks
+    gone = delete(chunks).where(chunks.c.tenant_id == TENANT_A, chunks.c.agent_id == agent_id)
+    async with database.engine.begin() as conn:
+        await conn.execute(gone)  # the index still holds the chunk's vector: orphaned
+    report = await check_index(tenant_a, agent_id)
+    assert (report.knowledge_sql_vectors, report.knowledge_orphaned) == (0, 1)
+    assert list(report.knowledge_orphaned_keys) == [f"{agent_id}//faq#0"]

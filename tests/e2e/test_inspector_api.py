@@ -59,7 +59,7 @@ async def test_a_phrase_compacted_away_is_traced_to_the_turn_it_left(database_ur
         }
         assert later["fates"][-1]["fate"] == "verbatim" and later["fates"][-1]["to_seq"] == 302
         assert [s["section"] for s in later["sections"]] == [
-            "system", "known_facts", "past_conversations", "summary", "history", "user_message",
+            "system", "knowledge", "known_facts", "past_conversations", "summary", "history", "user_message",
         ]  # fmt: skip
         diff = await ins.json(f"/api/model-calls/{dropped['model_call_id']}/diff")
         assert diff["previous_model_call_id"] == found["calls"][0]["model_call_id"]

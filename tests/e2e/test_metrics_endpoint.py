@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from episodic.bootstrap import Replacements, open_app, serve_app
-from episodic.v1 import episode_service_pb2
+from episodic.v1 import episode_service_pb2, knowledge_service_pb2
 from tests.e2e.context_helpers import build
 from tests.e2e.helpers import Client, expect_code, user_message
 from tests.server_harness import KEY_A, TENANT_A, settings_for
@@ -78,6 +78,9 @@ async def a_few_rpcs(address: str) -> list[str]:
         episode_id = await client.open_episode(agent_id, user_id=USER_ID)
         add = episode_service_pb2.AddMessageRequest(episode_id=episode_id, message=user_message("hi"))
         await client.episodes.AddMessage(add, metadata=client.auth)
+        doc = knowledge_service_pb2.DocumentInput(document_id="faq", text="What we said is kept here.")
+        create = knowledge_service_pb2.CreateDocumentsRequest(agent_id=agent_id, documents=[doc])
+        await client.knowledge.CreateDocuments(create, metadata=client.auth)
         await build(client, episode_id, user_message="What did we say?", append_user_message=True)
         bad = episode_service_pb2.OpenEpisodeRequest(agent_id="", user_id=USER_ID)
         await expect_code(
@@ -127,7 +130,11 @@ async def test_a_scrape_shows_rpcs_renders_and_state_and_no_tenant_or_user_ids(d
     assert value(text, "episodic_digest_queue_depth", state="pending") == 1
     assert value(text, "episodic_digest_queue_depth", state="failed") == 0
     assert 0 <= value(text, "episodic_digest_queue_oldest_age_seconds", state="pending") < 600
-    for index in ("episodes", "memories"):
+    assert value(text, "episodic_knowledge_search_duration_seconds_count", episodic_search_mode="hybrid") == 1
+    assert value(text, "episodic_knowledge_documents") >= 1  # cluster-wide: other tests may add theirs
+    assert value(text, "episodic_knowledge_chunks") >= 1
+    assert value(text, "episodic_index_vectors", index="knowledge") == 1
+    for index in ("episodes", "memories", "knowledge"):
         assert value(text, "episodic_index_scopes", index=index) >= 0
         assert value(text, "episodic_index_vectors", index=index) >= 0
 

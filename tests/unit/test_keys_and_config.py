@@ -53,14 +53,35 @@ def test_restricted_and_unrestricted_entries_mix_in_one_comma_separated_list() -
     text = f"{config_line('a', 'k1', ['x', 'y'])}, {config_line('a', 'k2')}\n"
     ring = KeyRing.parse(text)
     assert [ring.caller_for(k) for k in ("k1", "k2")] == [
-        Caller("a", frozenset({"x", "y"})),
-        Caller("a", None),
+        Caller("a", frozenset({"x", "y"}), writes_knowledge=False),
+        Caller("a", None, writes_knowledge=False),
     ]
+
+
+def test_only_a_key_whose_entry_says_so_may_write_knowledge() -> None:
+    text = "\n".join(
+        [
+            config_line("a", "reader"),
+            config_line("a", "writer", knowledge_write=True),
+            config_line("a", "agent-writer", ["x"], knowledge_write=True),
+        ]
+    )
+    ring = KeyRing.parse(text)
+    assert [ring.caller_for(k) for k in ("reader", "writer", "agent-writer")] == [
+        Caller("a", None, writes_knowledge=False),
+        Caller("a", None, writes_knowledge=True),
+        Caller("a", frozenset({"x"}), writes_knowledge=True),
+    ]
+    assert config_line("a", "writer", knowledge_write=True).endswith(";knowledge=write")
+    with pytest.raises(KeyConfigError):
+        KeyRing.parse(config_line("a", "k") + ";knowledge=delete")
 
 
 def test_an_agent_list_tolerates_spaces_around_its_separators() -> None:
     entry = f"acme=sha256:{hash_key('k')} ; agents = x | y"
-    assert KeyRing.parse(entry).caller_for("k") == Caller("acme", frozenset({"x", "y"}))
+    assert KeyRing.parse(entry).caller_for("k") == Caller(
+        "acme", frozenset({"x", "y"}), writes_knowledge=False
+    )
 
 
 @pytest.mark.parametrize("agents", ["", "x||y", "bad agent", "x|-leading-dash", "x;agents=y"])

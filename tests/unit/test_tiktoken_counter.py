@@ -217,3 +217,23 @@ def test_warming_builds_every_encoding_once_per_process() -> None:
     first, second = TiktokenCounter(), TiktokenCounter()
     first.warm()
     assert all(second.encoding(name) is first.encoding(name) for name in first.supported_encodings())
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_a_prefix_of_n_tokens_ends_on_a_token_boundary_and_a_whole_character(encoding: str) -> None:
+    counter = TiktokenCounter()
+    texts = [
+        "The quick brown fox jumps over the lazy dog. " * 20,
+        "日本語のテキストは空白なしで続きます。" * 30,
+        "emoji 👩‍👩‍👧‍👦 and accents: café naïve façade " * 15,
+        "x" * 20_000,
+    ]
+    for text in texts:
+        whole = counter.encode(text, encoding)
+        for n in (0, 1, 7, 33, 120, len(whole) + 5):
+            start = counter.prefix(text, n, encoding)
+            assert text.startswith(start)
+            ids = counter.encode(start, encoding)
+            assert len(ids) <= n
+            if n >= len(whole):
+                assert start == text

@@ -23,6 +23,7 @@ from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
+from episodic.service.knowledge import KnowledgeService
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.model_calls import ModelCallService
@@ -49,6 +50,7 @@ from tests.fakes import (
     FakeDraftStore,
     FakeEpisodeStore,
     FakeEraser,
+    FakeKnowledgeStore,
     FakeMemoryStore,
     FakeRetentionStore,
     FakeSessionDataStore,
@@ -226,6 +228,10 @@ class UseCases:
         return self.services.model_calls
 
     @property
+    def knowledge(self) -> KnowledgeService:
+        return self.services.knowledge
+
+    @property
     def erasure(self) -> EraseService:
         return self.services.erasure
 
@@ -322,6 +328,7 @@ def fake_adapters(
         digests=digests, digest_keys=digests, context=FakeContextStore(tables), embedder=embedder,
         summarizer=summarizer, inline_summarizer=summarizer, index=FakeVectorIndex(), memories=memories,
         sessions=FakeSessionDataStore(tables, clock), memory_index=FakeVectorIndex(),
+        knowledge=FakeKnowledgeStore(tables, embedder.model_id), knowledge_index=FakeVectorIndex(),
         extractor=ExtractiveMemoryExtractor(), eraser=FakeEraser(tables),
         retention=FakeRetentionStore(tables, settings.retention_caps()), leadership=SoleReplica(),
         signals=signals or LocalSignals(), feed=feed, change_log=feed, drafts=FakeDraftStore(tables),

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 
 from episodic.api import convert as c
+from episodic.api import knowledge_convert as kc
 from episodic.domain.context import (
     Compaction,
     ContextReport,
@@ -21,6 +22,7 @@ from episodic.v1 import context_pb2, context_service_pb2, memory_pb2
 
 SECTIONS = {
     Section.SYSTEM: context_pb2.CONTEXT_SECTION_SYSTEM,
+    Section.KNOWLEDGE: context_pb2.CONTEXT_SECTION_KNOWLEDGE,
     Section.KNOWN_FACTS: context_pb2.CONTEXT_SECTION_KNOWN_FACTS,
     Section.PAST_CONVERSATIONS: context_pb2.CONTEXT_SECTION_PAST_CONVERSATIONS,
     Section.SUMMARY: context_pb2.CONTEXT_SECTION_SUMMARY,
@@ -48,6 +50,7 @@ def context_request_in(r: context_service_pb2.BuildContextRequest) -> ContextReq
         model=r.model,
         recall_query=r.recall_query,
         request_id=r.request_id,
+        knowledge=tuple(kc.knowledge_item_in(item) for item in r.knowledge),
     )
 
 
@@ -86,6 +89,7 @@ def report_out(r: ContextReport) -> context_pb2.ContextReport:
             user_message=t[Section.USER_MESSAGE],
             reply_priming=r.reply_priming,
             known_facts=t.get(Section.KNOWN_FACTS, 0),  # reports stored before memories lack it
+            knowledge=t.get(Section.KNOWLEDGE, 0),  # and those before knowledge this
         ),
         total_tokens=r.total_tokens,
         budget_tokens=r.budget,
@@ -116,6 +120,7 @@ def report_out(r: ContextReport) -> context_pb2.ContextReport:
             for m in r.memories
         ],
         session_data_keys=r.session_keys,
+        knowledge=[kc.rendered_knowledge_out(k) for k in r.knowledge],
     )
 
 

@@ -358,6 +358,14 @@ def memory_draft_in(m: agent_pb2.MemoryConfig, field: str) -> MemoryDraft:
         session_data_keys=tuple(m.session_data_keys.keys) if has("session_data_keys") else None,
         memory_extraction_prompt=m.memory_extraction_prompt if has("memory_extraction_prompt") else None,
         extract_memories=m.extract_memories if has("extract_memories") else None,
+        knowledge=m.knowledge if has("knowledge") else None,
+        knowledge_top_k=m.knowledge_top_k if has("knowledge_top_k") else None,
+        knowledge_min_score=m.knowledge_min_score if has("knowledge_min_score") else None,
+        knowledge_budget_percent=m.knowledge_budget_percent if has("knowledge_budget_percent") else None,
+        known_facts_budget_percent=m.known_facts_budget_percent
+        if has("known_facts_budget_percent")
+        else None,
+        recall_budget_percent=m.recall_budget_percent if has("recall_budget_percent") else None,
     )
 
 
@@ -399,6 +407,12 @@ def memory_out(m: MemoryConfig) -> agent_pb2.MemoryConfig:
         session_data_keys=agent_pb2.SessionDataKeys(keys=m.session_data_keys),
         memory_extraction_prompt=m.memory_extraction_prompt,
         extract_memories=m.extract_memories,
+        knowledge=m.knowledge,
+        knowledge_top_k=m.knowledge_top_k,
+        knowledge_min_score=m.knowledge_min_score,
+        knowledge_budget_percent=m.knowledge_budget_percent,
+        known_facts_budget_percent=m.known_facts_budget_percent,
+        recall_budget_percent=m.recall_budget_percent,
     )
 
 

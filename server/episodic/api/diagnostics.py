@@ -18,8 +18,9 @@ Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 
 class DiagnosticsServicer(pb_grpc.DiagnosticsServiceServicer):
-    def __init__(self, index_checker: IndexChecker) -> None:
+    def __init__(self, index_checker: IndexChecker, knowledge_checker: IndexChecker) -> None:
         self._index_checker = index_checker
+        self._knowledge_checker = knowledge_checker
 
     async def Echo(self, request: pb.EchoRequest, context: Context) -> pb.EchoResponse:
         if len(request.payload) > MAX_ECHO_BYTES:
@@ -28,6 +29,7 @@ class DiagnosticsServicer(pb_grpc.DiagnosticsServiceServicer):
 
     async def CheckIndex(self, request: pb.CheckIndexRequest, context: Context) -> pb.CheckIndexResponse:
         report = await self._index_checker.check(current_caller(), request.agent_id)
+        knowledge = await self._knowledge_checker.check(current_caller(), request.agent_id)
         return pb.CheckIndexResponse(
             sql_vectors=report.sql_vectors,
             index_vectors=report.index_vectors,
@@ -35,4 +37,10 @@ class DiagnosticsServicer(pb_grpc.DiagnosticsServiceServicer):
             orphaned=report.orphaned,
             missing_keys=report.missing_keys,
             orphaned_keys=report.orphaned_keys,
+            knowledge_sql_vectors=knowledge.sql_vectors,
+            knowledge_index_vectors=knowledge.index_vectors,
+            knowledge_missing=knowledge.missing,
+            knowledge_orphaned=knowledge.orphaned,
+            knowledge_missing_keys=knowledge.missing_keys,
+            knowledge_orphaned_keys=knowledge.orphaned_keys,
         )

@@ -20,6 +20,7 @@ from episodic.api.context import ContextServicer
 from episodic.api.diagnostics import DiagnosticsServicer
 from episodic.api.episodes import EpisodeServicer
 from episodic.api.interceptors import AuthInterceptor, ErrorInterceptor
+from episodic.api.knowledge import KnowledgeServicer
 from episodic.api.memories import MemoryServicer
 from episodic.api.shares import Refused, ShareInterceptor
 from episodic.config import ConfigError, Settings, TlsMaterial
@@ -30,6 +31,7 @@ from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.inspection import InspectionService
+from episodic.service.knowledge import KnowledgeService
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
@@ -47,6 +49,8 @@ from episodic.v1 import (
     diagnostics_service_pb2_grpc,
     episode_service_pb2,
     episode_service_pb2_grpc,
+    knowledge_service_pb2,
+    knowledge_service_pb2_grpc,
     memory_service_pb2,
     memory_service_pb2_grpc,
 )
@@ -57,6 +61,7 @@ SERVICE_NAMES = (
     context_service_pb2.DESCRIPTOR.services_by_name["ContextService"].full_name,
     diagnostics_service_pb2.DESCRIPTOR.services_by_name["DiagnosticsService"].full_name,
     memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+    knowledge_service_pb2.DESCRIPTOR.services_by_name["KnowledgeService"].full_name,
 )
 
 
@@ -67,8 +72,10 @@ class Services:
     recall: RecallService
     context: ContextService
     model_calls: ModelCallService
+    knowledge: KnowledgeService
     erasure: EraseService
     index_checker: IndexChecker
+    knowledge_checker: IndexChecker  # the agents' knowledge index against SQL
     memories: MemoryService
     memory_search: MemorySearch
     sessions: SessionDataService
@@ -193,12 +200,15 @@ async def build_server(
         ContextServicer(services.context, services.model_calls, settings.max_send_message_bytes), server
     )
     diagnostics_service_pb2_grpc.add_DiagnosticsServiceServicer_to_server(
-        DiagnosticsServicer(services.index_checker), server
+        DiagnosticsServicer(services.index_checker, services.knowledge_checker), server
     )
     health_servicer = HealthServicer()
     memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(
         MemoryServicer(services.memories, services.memory_search, services.sessions, services.memory_tools),
         server,
+    )
+    knowledge_service_pb2_grpc.add_KnowledgeServiceServicer_to_server(
+        KnowledgeServicer(services.knowledge, settings.max_send_message_bytes), server
     )
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

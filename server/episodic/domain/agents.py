@@ -40,6 +40,12 @@ class MemoryDraft:
     session_data_keys: tuple[str, ...] | None = None
     memory_extraction_prompt: str | None = None
     extract_memories: bool | None = None
+    knowledge: bool | None = None
+    knowledge_top_k: int | None = None
+    knowledge_min_score: float | None = None
+    knowledge_budget_percent: int | None = None
+    known_facts_budget_percent: int | None = None
+    recall_budget_percent: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +163,15 @@ def check_memory(v: Violations, prefix: str, m: MemoryConfig) -> None:
     if not timedelta(seconds=1) <= m.idle_timeout <= MAX_IDLE_TIMEOUT:
         v.add(f"{prefix}.idle_timeout", "must be between 1 second and 30 days")
     _check_memory_recall(v, prefix, m)
+    _check_knowledge(v, prefix, m)
+
+
+def _check_knowledge(v: Violations, prefix: str, m: MemoryConfig) -> None:
+    _in_range(v, f"{prefix}.knowledge_top_k", m.knowledge_top_k, 0, MAX_TOP_K)
+    if not 0.0 <= m.knowledge_min_score <= 1.0:
+        v.add(f"{prefix}.knowledge_min_score", "must be between 0 and 1")
+    for name in ("knowledge_budget_percent", "known_facts_budget_percent", "recall_budget_percent"):
+        _in_range(v, f"{prefix}.{name}", getattr(m, name), 0, 100)
 
 
 MAX_SESSION_DATA_KEYS = 32

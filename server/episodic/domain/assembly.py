@@ -1,10 +1,13 @@
 """Context assembly: what one model call sees, in order, under the token budget. Pure.
 
-Order: system prompt -> "[Known Facts]" -> "[Past Conversations]" -> summary of compacted history -> history
-tail -> current user message. The system prompt and the user message are mandatory; if
-they alone pass the hard ceiling the call fails rather than truncating anything. The rest
-is fitted into the budget in priority order: recalled episodes (at most RECALL_SHARE of
-the budget), the latest summary, then as many of the newest history turns as fit.
+Order: system prompt -> "[Knowledge]" -> "[Known Facts]" -> "[Past Conversations]" ->
+summary of compacted history -> history tail -> current user message. The system prompt and
+the user message are mandatory; if they alone pass the hard ceiling the call fails rather
+than truncating anything. The rest is fitted into the budget in that order of priority, each
+optional section within its share of the budget (`Shares`, the agent's
+knowledge/known_facts/recall_budget_percent: 25/25/50 by default) and of what is left: the
+knowledge, the known facts, the recalled episodes, the latest summary, then as many of the
+newest history turns as fit.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from dataclasses import dataclass
 from datetime import date
 
 from episodic.domain.context import RecalledEpisode, RecalledMemory, RenderedMessage, Section, Span, Summary
-from episodic.domain.known_facts import FACTS_SHARE, KnownFact, facts_block
+from episodic.domain.knowledge import KnowledgeItem, RenderedKnowledge
+from episodic.domain.knowledge_block import Trim, knowledge_block
+from episodic.domain.known_facts import KnownFact, facts_block
 from episodic.domain.model import JsonValue, Message, Role
 from episodic.domain.recall import Snippet
 from episodic.domain.reducers import (
@@ -33,7 +38,6 @@ from episodic.domain.reducers import (
 from episodic.errors import FailedPrecondition, InvalidArgument
 
 EXCERPTS_HEADER = "Relevant excerpts:"  # verbatim messages of that conversation matching this turn
-RECALL_SHARE = 0.5  # past conversations never take more than half the budget
 KEEP_AFTER_COMPACTION = 0.5  # compaction leaves the tail at half its allowance: not every turn
 RECALL_HEADER = (
     "[Past Conversations]\nThe following are relevant conversations this user has had with you previously:\n"
@@ -51,6 +55,18 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
+class Shares:
+    """The most of the budget (percent) each optional section may take."""
+
+    knowledge: int = 25
+    known_facts: int = 25
+    recall: int = 50
+
+    def of(self, budget: int, percent: int) -> int:
+        return budget * percent // 100
+
+
+@dataclass(frozen=True, slots=True)
 class AssemblyInput:
     system_prompt: str
     user_message: str
@@ -65,6 +81,8 @@ class AssemblyInput:
     held_after: int = 0  # the tail holds the messages after this seq
     facts: Sequence[KnownFact] = ()  # long-term memories found for this turn, best first
     session: Sequence[tuple[str, JsonValue]] = ()  # session data the agent asked to render
+    knowledge: Sequence[KnowledgeItem] = ()  # the caller's items and the stored chunks found
+    shares: Shares = Shares()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +98,7 @@ class Assembly:
     compact_through: int  # > 0: the tail through this seq should be summarized
     memories: tuple[RecalledMemory, ...] = ()
     session_keys: tuple[str, ...] = ()
+    knowledge: tuple[RenderedKnowledge, ...] = ()
 
 
 def mandatory_sections(
@@ -94,20 +113,26 @@ def mandatory_sections(
     return system, user, mandatory
 
 
-def assemble(inp: AssemblyInput, count: CountTokens) -> Assembly:
+def assemble(inp: AssemblyInput, count: CountTokens, trim: Trim | None = None) -> Assembly:
+    """`trim` cuts a knowledge item to a token boundary; None: one that does not fit is dropped."""
     system, user, mandatory = mandatory_sections(inp, count)
-    room = inp.budget.budget - mandatory
+    budget, shares = inp.budget.budget, inp.shares
+    room = budget - mandatory
+    knowledge, known = knowledge_block(
+        inp.knowledge, min(room, shares.of(budget, shares.knowledge)), count, trim
+    )
+    room -= knowledge.tokens if knowledge else 0
     facts, memories, keys = facts_block(
-        inp.facts, inp.session, min(room, int(inp.budget.budget * FACTS_SHARE)), count
+        inp.facts, inp.session, min(room, shares.of(budget, shares.known_facts)), count
     )
     room -= facts.tokens if facts else 0
-    recall, recalled = recall_block(inp.snippets, min(room, int(inp.budget.budget * RECALL_SHARE)), count)
+    recall, recalled = recall_block(inp.snippets, min(room, shares.of(budget, shares.recall)), count)
     room -= recall.tokens if recall else 0
     summary = summary_message(inp.summary) if inp.summary else None
     if summary is not None and summary.tokens > room:
         summary = None
     room -= summary.tokens if summary else 0
-    fixed = _Fixed(system, user, recall, summary, recalled, room < 0, facts, memories, keys)
+    fixed = _Fixed(system, user, recall, summary, recalled, room < 0, facts, memories, keys, knowledge, known)
     return _fit_history(inp, count, max(room, 0), fixed)
 
 
@@ -124,6 +149,8 @@ class _Fixed:
     facts: RenderedMessage | None = None
     memories: tuple[RecalledMemory, ...] = ()
     session_keys: tuple[str, ...] = ()
+    knowledge: RenderedMessage | None = None
+    known: tuple[RenderedKnowledge, ...] = ()
 
 
 def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: _Fixed) -> Assembly:
@@ -131,7 +158,7 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
     turns = group_turns(stubs.messages)
     kept_turns = turns[len(turns) - newest_that_fit(turns, allowance) :]
     history = [m for turn in kept_turns for m in turn.messages]
-    ordered = [fixed.system, fixed.facts, fixed.recall, fixed.summary, *history, fixed.user]
+    ordered = [fixed.system, fixed.knowledge, fixed.facts, fixed.recall, fixed.summary, *history, fixed.user]
     messages = tuple([m for m in ordered if m is not None])
     return Assembly(
         messages=messages,
@@ -144,6 +171,7 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
         recalled=fixed.recalled,
         memories=fixed.memories,
         session_keys=fixed.session_keys,
+        knowledge=fixed.known,
         # with no room for any history this turn, a summary could not be shown either
         compact_through=_compact_through(turns, allowance)
         if inp.can_compact and not fixed.over_budget

@@ -57,6 +57,24 @@ class MemoryVectors:
 
 
 @dataclass(frozen=True, slots=True)
+class KnowledgeVectors:
+    """A document of an agent was (re)written: its chunks' vectors (keyed "<document>#<n>",
+    in the agent's knowledge scope) replace any it had."""
+
+    scope: Scope
+    document_id: str
+    keys: Sequence[str]
+    vectors: Sequence[Sequence[float]]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentsRemoved:
+    """Documents deleted (by the client or expiry): their chunks' vectors go."""
+
+    documents: Sequence[tuple[Scope, str]]
+
+
+@dataclass(frozen=True, slots=True)
 class MemoriesRemoved:
     """Memories deleted (by the client, expiry, retention or erasure): out of the index."""
 
@@ -90,6 +108,8 @@ Change = (
     | AgentChanged
     | MemoryVectors
     | MemoriesRemoved
+    | KnowledgeVectors
+    | DocumentsRemoved
     | UserErased
     | CachesStale
 )

@@ -7,6 +7,7 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from episodic.domain.knowledge import RenderedKnowledge
 from episodic.domain.model import Role, ToolCall
 
 
@@ -14,6 +15,7 @@ class Section(enum.StrEnum):
     """Parts of a rendered context, in rendering order."""
 
     SYSTEM = "system"
+    KNOWLEDGE = "knowledge"
     KNOWN_FACTS = "known_facts"
     PAST_CONVERSATIONS = "past_conversations"
     SUMMARY = "summary"
@@ -104,6 +106,7 @@ class ContextReport:
     user_message_seq: int = 0
     memories: tuple[RecalledMemory, ...] = ()
     session_keys: tuple[str, ...] = ()
+    knowledge: tuple[RenderedKnowledge, ...] = ()
 
     @property
     def total_tokens(self) -> int:

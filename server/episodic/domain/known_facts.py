@@ -12,7 +12,6 @@ from episodic.domain.json_text import json_text
 from episodic.domain.model import JsonValue, Role
 from episodic.domain.reducers import MESSAGE_OVERHEAD, CountTokens, fit_in_order, rendered
 
-FACTS_SHARE = 0.25  # known facts never take more than a quarter of the budget
 FACTS_HEADER = "[Known Facts]\nWhat you know about this user (from earlier conversations and this one):\n"
 SESSION_HEADER = "Session data:\n"
 MAX_VALUE_CHARS = 500  # a session value is rendered cut to this

@@ -68,6 +68,13 @@ class MemoryConfig:
     session_data_keys: tuple[str, ...] = ()  # rendered in "[Known Facts]", in this order
     memory_extraction_prompt: str = ""  # an LLM extractor's instructions; empty: its default
     extract_memories: bool = True  # memories are extracted from episodes when they close
+    knowledge: bool = True  # each turn searches the agent's documents for "[Knowledge]"
+    knowledge_top_k: int = 5  # the seeds' SemanticTopK
+    knowledge_min_score: float = 0.3  # cosine similarity of a chunk to the recall query
+    # the most of the budget each optional section may take (percent); see domain/assembly.py
+    knowledge_budget_percent: int = 25
+    known_facts_budget_percent: int = 25
+    recall_budget_percent: int = 50
 
     @property
     def ceiling_tokens(self) -> int:
@@ -199,3 +206,7 @@ class Caller:
 
     tenant_id: str
     agents: frozenset[str] | None = None
+    # May create, update and delete its agents' documents (KnowledgeService). A caller made
+    # in process (dev mode, tools) may; a configured key only when its entry says
+    # `;knowledge=write` (keys.py).
+    writes_knowledge: bool = True

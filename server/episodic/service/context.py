@@ -17,9 +17,11 @@ from functools import partial
 
 from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
-from episodic.domain.assembly import Assembly, AssemblyInput, Budget, assemble, mandatory_sections
+from episodic.domain.assembly import Assembly, AssemblyInput, Budget, Shares, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, Summary
 from episodic.domain.excerpts import choose_excerpts, terms
+from episodic.domain.knowledge import KnowledgeItem, check_items, stored_item
+from episodic.domain.knowledge_block import Trim
 from episodic.domain.known_facts import KnownFact
 from episodic.domain.log import PreparedMessage, countable_text
 from episodic.domain.memories import Memory
@@ -50,6 +52,7 @@ from episodic.domain.working_set import WorkingSet
 from episodic.errors import CONFIGURATION, FailedPrecondition
 from episodic.service.compaction import SharedCompactions, SummaryMaker
 from episodic.service.episodes import EpisodeService
+from episodic.service.knowledge import KnowledgeService
 from episodic.service.memory_search import MemoryQuery, MemorySearch
 from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard, redact_text
@@ -88,6 +91,7 @@ class ContextRequest:
     model: str = ""
     recall_query: str = ""
     request_id: str = ""
+    knowledge: tuple[KnowledgeItem, ...] = ()  # the caller's, rendered in "[Knowledge]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,7 @@ class Turn:
     request: ContextRequest
     facts: list[KnownFact] = dataclasses.field(default_factory=list)
     session: list[tuple[str, JsonValue]] = dataclasses.field(default_factory=list)
+    found: list[KnowledgeItem] = dataclasses.field(default_factory=list)  # stored chunks for this turn
 
 
 @dataclass(slots=True, kw_only=True)
@@ -139,6 +144,7 @@ class ContextService:
     memory_store: MemoryStore  # this episode's PENDING memories, when the turn does not append
     sessions: SessionDataStore
     queries: QueryVectorSource  # shared with recall and memories: embedded once a turn
+    knowledge: KnowledgeService  # the agent's documents, for "[Knowledge]"
     # told the tokens of each section of every new model call (metrics)
     rendered: Callable[[Iterable[tuple[str, int]]], None]
     counts: CachedCounts = dataclasses.field(init=False)
@@ -172,7 +178,11 @@ class ContextService:
         by_meaning = _RECALL_MODES.get(config.recall_mode) in (SearchMode.SEMANTIC, SearchMode.HYBRID)
         recalls = by_meaning and q.text.strip() != "" and self.recall.may_find_by_meaning(scope)
         memories = self.memories if config.known_facts and q.matchable else None
-        if recalls or (memories is not None and memories.may_find_by_meaning(scope)):
+        if (
+            recalls
+            or self._searches_knowledge(working_set, config, q)
+            or (memories is not None and memories.may_find_by_meaning(scope))
+        ):
             self.queries.prefetch(q.text)
 
     async def _append_user_message(
@@ -222,7 +232,29 @@ class ContextService:
         with self.tracing.span("known_facts", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             facts = await self._known_facts(working_set, config, query, pending)
             session = await self._session(working_set, config)
-        return Turn(working_set, config, model, snippets, pending_digests, user_seq, r, facts, session)
+        with self.tracing.span("knowledge", {GEN_AI_CONVERSATION_ID: r.episode_id}):
+            found = await self._found_knowledge(working_set, config, query)
+        return Turn(working_set, config, model, snippets, pending_digests, user_seq, r, facts, session, found)
+
+    def _searches_knowledge(self, ws: WorkingSet, config: MemoryConfig, q: TurnQuery) -> bool:
+        """Not when the agent is known to hold no documents, or the turn has nothing to match."""
+        if not (config.knowledge and config.knowledge_top_k > 0 and q.matchable):
+            return False
+        return self.knowledge.may_find_by_meaning(ws.episode.tenant_id, ws.episode.agent_id)
+
+    async def _found_knowledge(
+        self, ws: WorkingSet, config: MemoryConfig, q: TurnQuery
+    ) -> list[KnowledgeItem]:
+        """The agent's document chunks that match the turn (hybrid: meaning and words), best
+        first; none when the agent is known to hold no documents."""
+        e = ws.episode
+        if not self._searches_knowledge(ws, config, q):
+            return []
+        min_score = config.knowledge_min_score if config.knowledge_min_score > 0 else None
+        hits = await self.knowledge.for_turn(
+            e.tenant_id, e.agent_id, q.text, config.knowledge_top_k, min_score
+        )
+        return [stored_item(h) for h in hits]
 
     def _current(self, key: Key, allowance: int) -> WorkingSet | None:
         held = self.cache.current(key)
@@ -345,8 +377,9 @@ class ContextService:
         count = partial(self.counts.count, encoding=turn.working_set.episode.token_encoding)
         with self.tracing.span("reduce", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             inputs = _inputs(r, turn.working_set, turn.config, turn.snippets, turn.user_seq)
-            inputs = dataclasses.replace(inputs, facts=turn.facts, session=turn.session)
-            assembly = assemble(inputs, count)
+            knowledge = (*r.knowledge, *turn.found)
+            inputs = dataclasses.replace(inputs, facts=turn.facts, session=turn.session, knowledge=knowledge)
+            assembly = assemble(inputs, count, self._trim(turn))
         assembly, summary, compaction = await self._compact(key, turn, inputs, assembly, count)
         call = self._model_call(caller, r, turn, assembly, compaction)
         with self.tracing.span("persist", {GEN_AI_CONVERSATION_ID: r.episode_id}):
@@ -379,7 +412,10 @@ class ContextService:
             span.set_attribute("episodic.summary.to_seq", through)
         rest = [m for m in inputs.tail if m.seq > through]
         again = dataclasses.replace(inputs, summary=summary, tail=rest, can_compact=False, rendered_tail=None)
-        return assemble(again, count), summary, Compaction.SUMMARIZED
+        return assemble(again, count, self._trim(turn)), summary, Compaction.SUMMARIZED
+
+    def _trim(self, turn: Turn) -> Trim:
+        return partial(self.tokens.prefix, encoding=turn.working_set.episode.token_encoding)
 
     def _model_call(
         self, caller: Caller, r: ContextRequest, turn: Turn, assembly: Assembly, compaction: Compaction
@@ -413,6 +449,7 @@ def _check(r: ContextRequest, limits: Limits) -> None:
         v.add("user_message", "is required when append_user_message is set")
     if r.client_message_id and not r.append_user_message:
         v.add("client_message_id", "applies only with append_user_message")
+    check_items(v, r.knowledge)
     v.raise_if_any()
 
 
@@ -448,6 +485,10 @@ def _inputs(
         system_prompt_overridden=r.system_prompt is not None,
         rendered_tail=rendered,
         held_after=ws.held_after,
+        knowledge=r.knowledge,
+        shares=Shares(
+            config.knowledge_budget_percent, config.known_facts_budget_percent, config.recall_budget_percent
+        ),
     )
 
 
@@ -475,6 +516,7 @@ def _report(
         recalled=assembly.recalled,
         memories=assembly.memories,
         session_keys=assembly.session_keys,
+        knowledge=assembly.knowledge,
         pending_digests=turn.pending_digests,
         model=turn.model,
         token_encoding=turn.working_set.episode.token_encoding,

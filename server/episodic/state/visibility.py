@@ -29,8 +29,10 @@ from episodic.domain.changes import (
     Change,
     Committed,
     Declared,
+    DocumentsRemoved,
     EpisodesRemoved,
     EpisodeVectors,
+    KnowledgeVectors,
     MemoriesRemoved,
     MemoryVectors,
     Recorded,
@@ -68,12 +70,14 @@ class Visibility:
         *,
         index: CachedIndex,
         memory_index: CachedIndex | None = None,
+        knowledge_index: CachedIndex | None = None,
         feed: ChangeFeed | None = None,
         lock: asyncio.Lock | None = None,
         watchers: Sequence[Watcher] = (),
     ) -> None:
         self._index = index
         self._memory_index = memory_index  # promoted memories, keyed by memory id
+        self._knowledge_index = knowledge_index  # agents' documents, keyed "<document>#<n>"
         self._feed: ChangeFeed = feed if feed is not None else NoFeed()
         self._watchers = list(watchers)
         self._lock = lock if lock is not None else asyncio.Lock()
@@ -127,10 +131,18 @@ class Visibility:
             watcher.changed(change)
 
     def _indexes(self) -> list[CachedIndex]:
-        return [self._index] if self._memory_index is None else [self._index, self._memory_index]
+        others = (self._memory_index, self._knowledge_index)
+        return [self._index, *[index for index in others if index is not None]]
 
     def _apply_to_index(self, change: Change) -> int:
-        memories = self._memory_index
+        memories, knowledge = self._memory_index, self._knowledge_index
+        if isinstance(change, KnowledgeVectors) and knowledge is not None and knowledge.touched(change.scope):
+            unindex_episodes(knowledge.index, [(change.scope, change.document_id)])  # the old chunks
+            knowledge.index.add(change.scope, change.keys, change.vectors)
+            knowledge.resized(change.scope)
+            return 0
+        if isinstance(change, DocumentsRemoved) and knowledge is not None:
+            return _remove(knowledge, change.documents, unindex_episodes)  # keys are "<document>#<n>" too
         if isinstance(change, MemoryVectors) and memories is not None and memories.touched(change.scope):
             memories.index.remove(change.scope, change.keys)  # a re-embedding's old ones
             memories.index.add(change.scope, change.keys, change.vectors)
@@ -146,8 +158,11 @@ class Visibility:
         return 0
 
     async def _refresh(self, change: Change) -> None:
-        memories = self._memory_index
-        if isinstance(change, EpisodeVectors):
+        memories, knowledge = self._memory_index, self._knowledge_index
+        if isinstance(change, KnowledgeVectors) and knowledge is not None:
+            pair = [(change.scope, change.document_id)]
+            await knowledge.refresh(change.scope, [change.document_id], lambda i: unindex_episodes(i, pair))
+        elif isinstance(change, EpisodeVectors):
             pair = [(change.scope, change.episode_id)]
             await self._index.refresh(change.scope, [change.episode_id], lambda i: unindex_episodes(i, pair))
         elif isinstance(change, MemoryVectors) and memories is not None:

@@ -20,6 +20,7 @@ from episodic.domain.context import (
     Span,
     Summary,
 )
+from episodic.domain.knowledge import KnowledgeFate, KnowledgeOrigin, RenderedKnowledge
 from episodic.domain.model import Role, ToolCall
 
 
@@ -137,6 +138,7 @@ def _report_json(r: ContextReport) -> dict[str, Any]:
         "user_message_seq": r.user_message_seq,
         "memories": [[m.memory_id, m.score, m.rendered, m.pending] for m in r.memories],
         "session_keys": list(r.session_keys),
+        "knowledge": [_knowledge_json(k) for k in r.knowledge],
     }
 
 
@@ -162,7 +164,29 @@ def _report_from_json(d: dict[str, Any]) -> ContextReport:
         user_message_seq=d["user_message_seq"],
         memories=tuple(RecalledMemory(*m) for m in d.get("memories", ())),
         session_keys=tuple(d.get("session_keys", ())),
+        knowledge=tuple(_knowledge_from_json(k) for k in d.get("knowledge", ())),
     )
+
+
+def _knowledge_json(k: RenderedKnowledge) -> dict[str, Any]:
+    return {
+        "source_id": k.source_id,
+        "origin": k.origin.value,
+        "fate": k.fate.value,
+        "score": k.score,
+        "tokens": k.tokens,
+        "span": [k.start, k.end],
+        "document_id": k.document_id,
+        "chunk_index": k.chunk_index,
+    }
+
+
+def _knowledge_from_json(d: dict[str, Any]) -> RenderedKnowledge:
+    start, end = d["span"]
+    return RenderedKnowledge(
+        d["source_id"], KnowledgeOrigin(d["origin"]), KnowledgeFate(d["fate"]), d["score"], d["tokens"],
+        start, end, d["document_id"], d["chunk_index"],
+    )  # fmt: skip
 
 
 def _recalled_json(e: RecalledEpisode) -> dict[str, Any]:

@@ -146,7 +146,7 @@ def _count(conn: Connection, table: Table, tenant_id: str, chosen: Any) -> int:
 
 
 def _merge_fts(conn: Connection) -> None:
-    for name in s.FTS_TABLES:
+    for name in (s.DIGEST_FTS,):  # knowledge is an agent's, never a user's: nothing to merge there
         conn.exec_driver_sql(f"INSERT INTO {name}({name}) VALUES('optimize')")
 
 

@@ -29,8 +29,10 @@ from episodic.domain.changes import (
     AgentChanged,
     Change,
     Declared,
+    DocumentsRemoved,
     EpisodesRemoved,
     EpisodeVectors,
+    KnowledgeVectors,
     MemoriesRemoved,
     MemoryVectors,
     Recorded,
@@ -174,6 +176,10 @@ def _rows_of(change: Change) -> list[dict[str, Any]]:
         return [_scoped("memories_removed", sc, memories=ids) for sc, ids in _by_scope(change.memories)]
     if isinstance(change, AgentChanged):
         return [_row_values("agent_changed", change.tenant_id, "", {"agent": change.agent_id})]
+    if isinstance(change, KnowledgeVectors):
+        return [_scoped("knowledge_vectors", change.scope, document=change.document_id)]
+    if isinstance(change, DocumentsRemoved):
+        return [_scoped("documents_removed", sc, documents=ids) for sc, ids in _by_scope(change.documents)]
     return []  # CachesStale is this process's own conclusion, never written
 
 
@@ -208,6 +214,8 @@ _READERS: dict[str, Callable[[str, dict[str, Any]], Change]] = {
     "episodes_removed": lambda t, b: EpisodesRemoved([(_scope(t, b), e) for e in b["episodes"]]),
     "memories_removed": lambda t, b: MemoriesRemoved([(_scope(t, b), m) for m in b["memories"]]),
     "agent_changed": lambda t, b: AgentChanged(t, b["agent"]),
+    "knowledge_vectors": lambda t, b: KnowledgeVectors(_scope(t, b), b["document"], [], []),
+    "documents_removed": lambda t, b: DocumentsRemoved([(_scope(t, b), d) for d in b["documents"]]),
     "user_erased": lambda t, b: UserErased(t, b["user_hash"]),
 }
 

@@ -1,10 +1,13 @@
-"""Full-text search over digest texts, the one part of recall whose SQL differs by
-backend. Both read only the searched scope's texts: SQLite ANDs the scope token into the
-FTS5 query (so the index, not a filter, bounds the work); PostgreSQL filters by the
-scope's btree index and matches the stored tsvector of those rows. Queries are reduced
-to OR-ed word tokens (words and stop words as `domain/text_analysis.py` reads them), so no
-user text is ever parsed as query syntax. On SQLite, words in nearly every text are left out
-(CommonWords)."""
+"""Full-text search over digest texts and agent knowledge's chunks, the one part of recall
+whose SQL differs by backend. Both read only the searched scope's texts: SQLite ANDs the
+scope token into the FTS5 query (so the index, not a filter, bounds the work); PostgreSQL
+filters by the scope's btree index and matches the stored tsvector of those rows. Queries
+are reduced to OR-ed word tokens (words and stop words as `domain/text_analysis.py` reads
+them), so no user text is ever parsed as query syntax. On SQLite, words in nearly every text
+are left out (CommonWords).
+
+Each full-text index is a `FullText`: its FTS5 table and the two statements that rank a
+scope's rows (`:q` the query, `:n` the limit, and the scope's own parameters)."""
 
 from __future__ import annotations
 
@@ -13,9 +16,11 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, TextClause, text
 
 from episodic.domain import text_analysis
 from episodic.domain.recall import Hit, Scope
@@ -25,24 +30,52 @@ MAX_TERMS = 32
 # no query syntax, whatever the text).
 _PIECE = re.compile(r"[^\W_]{2,}")
 
-_SQLITE_SEARCH = text(
-    "SELECT t.episode_id, -bm25(digest_fts, 0.0, 1.0) AS score "
-    "FROM digest_fts JOIN digest_texts AS t ON t.rowid = digest_fts.rowid "
-    "WHERE digest_fts MATCH :q AND t.tenant_id = :t AND t.agent_id = :a AND t.user_id = :u "
-    "ORDER BY bm25(digest_fts, 0.0, 1.0) LIMIT :n"
-)
-_POSTGRES_SEARCH = text(
-    "SELECT episode_id, ts_rank_cd(body_tsv, q) AS score "
-    "FROM digest_texts, to_tsquery('english', :q) AS q "
-    "WHERE tenant_id = :t AND agent_id = :a AND user_id = :u AND body_tsv @@ q "
-    "ORDER BY score DESC, episode_id LIMIT :n"
+
+@dataclass(frozen=True, slots=True)
+class FullText:
+    """One full-text index: the SQLite FTS5 table (external content over rows carrying a
+    `scope` token) and each backend's ranking statement, best first."""
+
+    table: str
+    sqlite: TextClause
+    postgres: TextClause
+
+
+DIGESTS = FullText(
+    "digest_fts",
+    sqlite=text(
+        "SELECT t.episode_id, -bm25(digest_fts, 0.0, 1.0) AS score "
+        "FROM digest_fts JOIN digest_texts AS t ON t.rowid = digest_fts.rowid "
+        "WHERE digest_fts MATCH :q AND t.tenant_id = :t AND t.agent_id = :a AND t.user_id = :u "
+        "ORDER BY bm25(digest_fts, 0.0, 1.0) LIMIT :n"
+    ),
+    postgres=text(
+        "SELECT episode_id, ts_rank_cd(body_tsv, q) AS score "
+        "FROM digest_texts, to_tsquery('english', :q) AS q "
+        "WHERE tenant_id = :t AND agent_id = :a AND user_id = :u AND body_tsv @@ q "
+        "ORDER BY score DESC, episode_id LIMIT :n"
+    ),
 )
 
+# Agent knowledge's chunks (migration 0011): one scope per agent, `knowledge_scope`.
+KNOWLEDGE = FullText(
+    "knowledge_fts",
+    sqlite=text(
+        "SELECT c.document_id, c.chunk_index, -bm25(knowledge_fts, 0.0, 1.0) AS score "
+        "FROM knowledge_fts JOIN knowledge_chunks AS c ON c.rowid = knowledge_fts.rowid "
+        "WHERE knowledge_fts MATCH :q AND c.tenant_id = :t AND c.agent_id = :a "
+        "ORDER BY bm25(knowledge_fts, 0.0, 1.0), c.document_id, c.chunk_index LIMIT :n"
+    ),
+    postgres=text(
+        "SELECT document_id, chunk_index, ts_rank_cd(body_tsv, q) AS score "
+        "FROM knowledge_chunks, to_tsquery('english', :q) AS q "
+        "WHERE tenant_id = :t AND agent_id = :a AND body_tsv @@ q "
+        "ORDER BY score DESC, document_id, chunk_index LIMIT :n"
+    ),
+)
 
 # one word's count (a parameter per word): several are counted in one statement
-_TEXTS_WITH_WORD_OF = (
-    "SELECT count(*) FROM (SELECT rowid FROM digest_fts WHERE digest_fts MATCH :{q} LIMIT :n)"
-)
+_TEXTS_WITH_WORD_OF = "SELECT count(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH :{q} LIMIT :n)"
 COMMON_DOCS = 10_000
 RECHECK_SECONDS = 600.0
 MAX_REMEMBERED_WORDS = 100_000
@@ -71,14 +104,21 @@ def terms(query: str) -> list[str]:
 
 
 class CommonWords:
-    """The words in more than COMMON_DOCS digest texts of a SQLite store, which its queries
-    leave out. FTS5's bm25() weighs each query word by counting every text that holds it, in
-    all scopes: one such word cost a walk of its whole posting list (11 ms at 300k texts with
+    """The words in more than COMMON_DOCS texts of one full-text index of a SQLite store
+    (digest texts unless `table` names another FTS5 table), which its queries leave out.
+    FTS5's bm25() weighs each query word by counting every text that holds it, in all
+    scopes: one such word cost a walk of its whole posting list (11 ms at 300k texts with
     it, growing linearly; 55 ms p99 at 1M episodes), against 0.3 ms for rare words, while
     BM25 gives it little weight. Whether a word is common is found by a walk capped at
     COMMON_DOCS + 1 texts (under 1 ms) and remembered for RECHECK_SECONDS."""
 
-    def __init__(self, common_docs: int = COMMON_DOCS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        common_docs: int = COMMON_DOCS,
+        clock: Callable[[], float] = time.monotonic,
+        table: str = DIGESTS.table,
+    ) -> None:
+        self.table = table
         self._common_docs = common_docs
         self._clock = clock
         self._known: OrderedDict[str, tuple[bool, float]] = OrderedDict()
@@ -101,7 +141,7 @@ class CommonWords:
         parts = []
         for i, word in enumerate(words):
             params[f"q{i}"] = f'"{word}"'
-            parts.append(f"({_TEXTS_WITH_WORD_OF.format(q=f'q{i}')})")
+            parts.append(f"({_TEXTS_WITH_WORD_OF.format(fts=self.table, q=f'q{i}')})")
         counts = conn.execute(text(f"SELECT {', '.join(parts)}"), params).one()
         found = {w: bool(n > self._common_docs) for w, n in zip(words, counts, strict=True)}
         with self._lock:
@@ -114,18 +154,36 @@ class CommonWords:
 
 
 def search(conn: Connection, scope: Scope, query: str, limit: int, common: CommonWords) -> list[Hit]:
+    """Digest texts of one recall scope, best first."""
+    params = {"t": scope.tenant_id, "a": scope.agent_id, "u": scope.user_id}
+    rows = ranked(conn, DIGESTS, scope, params, query, limit, common)
+    return [Hit(str(r[0]), float(r[1])) for r in rows]
+
+
+def ranked(
+    conn: Connection,
+    index: FullText,
+    scope: Scope,
+    params: Mapping[str, Any],
+    query: str,
+    limit: int,
+    common: CommonWords,
+) -> list[tuple[Any, ...]]:
+    """The rows of `index`'s statement for the query's words in `scope` (whose rows
+    `params` name), at most `limit`, best first; none when the query has no words to match.
+    `common` must count words of `index`'s own FTS5 table."""
     words = terms(query)
     if not words:
         return []
-    params = {"t": scope.tenant_id, "a": scope.agent_id, "u": scope.user_id, "n": limit}
+    params = {**params, "n": limit}
     if conn.dialect.name == "sqlite":
+        assert common.table == index.table, "CommonWords of another full-text index"
         words = common.rare(conn, words)
         if not words:  # only words nearly every text holds: nothing to rank by
             return []
         any_word = " OR ".join(f'"{w}"' for w in words)
-        rows = conn.execute(
-            _SQLITE_SEARCH, {**params, "q": f'scope : "{scope_token(scope)}" AND ({any_word})'}
-        )
+        q = f'scope : "{scope_token(scope)}" AND ({any_word})'
+        rows = conn.execute(index.sqlite, {**params, "q": q})
     else:
-        rows = conn.execute(_POSTGRES_SEARCH, {**params, "q": " | ".join(words)})
-    return [Hit(str(r[0]), float(r[1])) for r in rows]
+        rows = conn.execute(index.postgres, {**params, "q": " | ".join(words)})
+    return [tuple(r) for r in rows]

@@ -51,6 +51,12 @@ def agent_values(agent: Agent) -> dict[str, Any]:
         "session_data_keys": list(m.session_data_keys),
         "memory_extraction_prompt": m.memory_extraction_prompt,
         "extract_memories": m.extract_memories,
+        "knowledge": m.knowledge,
+        "knowledge_top_k": m.knowledge_top_k,
+        "knowledge_min_score": m.knowledge_min_score,
+        "knowledge_budget_percent": m.knowledge_budget_percent,
+        "known_facts_budget_percent": m.known_facts_budget_percent,
+        "recall_budget_percent": m.recall_budget_percent,
         "created_at": agent.created_at,
         "updated_at": agent.updated_at,
     }
@@ -77,6 +83,12 @@ def agent_from_row(row: RowMapping, prefix: str = "") -> Agent:
         session_data_keys=tuple(col("session_data_keys") or ()),
         memory_extraction_prompt=col("memory_extraction_prompt"),
         extract_memories=col("extract_memories"),
+        knowledge=col("knowledge"),
+        knowledge_top_k=col("knowledge_top_k"),
+        knowledge_min_score=col("knowledge_min_score"),
+        knowledge_budget_percent=col("knowledge_budget_percent"),
+        known_facts_budget_percent=col("known_facts_budget_percent"),
+        recall_budget_percent=col("recall_budget_percent"),
     )
     return Agent(
         tenant_id=col("tenant_id"),

@@ -97,6 +97,13 @@ agents = Table(
     Column("session_data_keys", Json),
     Column("memory_extraction_prompt", Text, nullable=False, server_default=""),
     Column("extract_memories", Boolean, nullable=False, server_default=sa_true()),
+    # knowledge and the sections' shares of the budget (migration 0012)
+    Column("knowledge", Boolean, nullable=False, server_default=sa_true()),
+    Column("knowledge_top_k", Integer, nullable=False, server_default="5"),
+    Column("knowledge_min_score", Float, nullable=False, server_default="0.3"),
+    Column("knowledge_budget_percent", Integer, nullable=False, server_default="25"),
+    Column("known_facts_budget_percent", Integer, nullable=False, server_default="25"),
+    Column("recall_budget_percent", Integer, nullable=False, server_default="50"),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
 )
@@ -223,7 +230,8 @@ digest_texts = Table(
     _owned_by("digests"),
     Index(None, "tenant_id", "agent_id", "user_id"),
 )
-FTS_TABLES = ("digest_fts",)
+DIGEST_FTS = "digest_fts"
+FTS_TABLES = (DIGEST_FTS, "knowledge_fts")  # SQLite's FTS5 tables: digest texts', knowledge's (0011)
 
 # --- context assembly (migration 0004) --------------------------------------------------
 
@@ -392,6 +400,60 @@ draft_pieces = Table(
     ForeignKeyConstraint(
         ["tenant_id", "episode_id", "draft_id"],
         ["drafts.tenant_id", "drafts.episode_id", "drafts.draft_id"],
+        ondelete="CASCADE",
+    ),
+)
+
+# --- agent knowledge (migration 0011) ---------------------------------------------------
+
+# An agent's documents, shared by all of its users. No foreign key to agents (as memories):
+# agents are never deleted. `metadata` is a JSON object of string -> string.
+knowledge_documents = Table(
+    "knowledge_documents",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("agent_id", ID, primary_key=True),
+    Column("document_id", ID, primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("uri", Text, nullable=False),
+    Column("format", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("chunk_count", Integer, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime),
+    Index(None, "tenant_id", "agent_id", "updated_at"),
+    Index(None, "expires_at"),  # the expiry sweep
+)
+
+# A document's chunks, in order: text == document.text[start_char:end_char]. The vector
+# (little-endian float32, of `model`; both NULL when not embedded) is the truth the agent's
+# knowledge index caches. Full text as digest_texts': `scope` is the agent's knowledge scope
+# token; SQLite indexes (scope, text) with the external-content FTS5 table `knowledge_fts`
+# (kept in step by triggers), PostgreSQL adds a stored tsvector column `body_tsv`.
+knowledge_chunks = Table(
+    "knowledge_chunks",
+    metadata,
+    Column("tenant_id", ID, primary_key=True),
+    Column("agent_id", ID, primary_key=True),
+    Column("document_id", ID, primary_key=True),
+    Column("chunk_index", Integer, primary_key=True, autoincrement=False),
+    Column("text", Text, nullable=False),
+    Column("start_char", Integer, nullable=False),
+    Column("end_char", Integer, nullable=False),
+    Column("heading_path", Json, nullable=False),
+    Column("scope", String(64), nullable=False),
+    Column("model", String(200)),
+    Column("vector", LargeBinary),
+    ForeignKeyConstraint(
+        ["tenant_id", "agent_id", "document_id"],
+        [
+            "knowledge_documents.tenant_id",
+            "knowledge_documents.agent_id",
+            "knowledge_documents.document_id",
+        ],
         ondelete="CASCADE",
     ),
 )

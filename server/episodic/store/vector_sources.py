@@ -1,6 +1,7 @@
-"""The `ScopeVectorSource` port: one scope's stored vectors of the current embedding model,
-read when a replica's index cache loads or refreshes that scope (state/index_cache.py).
-Both reads go by the scope's index (migration 0008)."""
+"""The `ScopeVectorSource` port: one scope's stored vectors of the current embedding model
+(digests', memories', agent knowledge's), read when a replica's index cache loads or
+refreshes that scope (state/index_cache.py). Both reads go by the scope's index (migration
+0008; knowledge's by its primary key, migration 0011)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from typing import Any, cast
 import numpy as np
 from sqlalchemy import Connection, select
 
+from episodic.domain.knowledge import chunk_key
 from episodic.domain.memories import MemoryState
 from episodic.domain.recall import Scope, Vector, vector_key
 from episodic.store import schema as s
 from episodic.store.database import Database
 
-V, M = s.digest_vectors, s.memories
+V, M, K = s.digest_vectors, s.memories, s.knowledge_chunks
 Read = tuple[list[str], list[Vector]]
 
 
@@ -68,6 +70,27 @@ class SqlMemoryVectors(_ScopeReads):
             stmt = stmt.where(M.c.memory_id.in_(items))
         rows = conn.execute(stmt).all()
         return [m for m, _ in rows], [_vector(v) for _, v in rows]
+
+
+class SqlKnowledgeVectors(_ScopeReads):
+    """An agent's knowledge chunks' vectors, keyed by chunk key ("<document>#<index>"); the
+    scope is `knowledge_scope(tenant, agent)` (no user), its items document ids (every chunk
+    of each). Expired documents' chunks stay until the expiry sweep deletes them (reads
+    filter them out)."""
+
+    def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
+        if scope.user_id:  # not a knowledge scope (those have no user): it holds no knowledge
+            return [], []
+        stmt = select(K.c.document_id, K.c.chunk_index, K.c.vector).where(
+            K.c.tenant_id == scope.tenant_id,
+            K.c.agent_id == scope.agent_id,
+            K.c.model == self._model,
+            K.c.vector.is_not(None),
+        )
+        if items is not None:
+            stmt = stmt.where(K.c.document_id.in_(items))
+        rows = conn.execute(stmt.order_by(K.c.document_id, K.c.chunk_index)).all()
+        return [chunk_key(d, i) for d, i, _ in rows], [_vector(v) for *_, v in rows]
 
 
 def _vector(data: Any) -> Vector:

@@ -79,6 +79,7 @@ class Watched:
     pools: Callable[[], Mapping[str, tuple[int, int]]]
     digest_queue: Callable[[], Awaitable[Sequence[QueueRow]]]
     clock: Callable[[], datetime]
+    knowledge_counts: Callable[[], Awaitable[tuple[int, int]]] | None = None  # (documents, chunks)
 
 
 class Metrics:
@@ -96,6 +97,7 @@ class Metrics:
         self._meter = meter = provider.get_meter(METER_NAME)
         self._watched: Watched | None = None
         self._queue: dict[str, tuple[int, float]] | None = None  # state -> (depth, oldest age)
+        self._knowledge: tuple[int, int] | None = None  # (documents, chunks) of every tenant
         self._rpc = meter.create_histogram(
             "episodic.rpc.server.duration",
             unit="s",
@@ -112,6 +114,12 @@ class Metrics:
             "episodic.recall.duration",
             unit="s",
             description="Recalls of past episodes (SearchEpisodes, BuildContext), by search mode.",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+        self._knowledge_search = meter.create_histogram(
+            "episodic.knowledge.search.duration",
+            unit="s",
+            description="Searches of agents' documents (SearchKnowledge, BuildContext), by search mode.",
             explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
         self._digest_failures = meter.create_counter(
@@ -149,6 +157,9 @@ class Metrics:
     def recall_finished(self, mode: str, seconds: float) -> None:
         self._recall.record(seconds, {"episodic.search.mode": mode})
 
+    def knowledge_searched(self, mode: str, seconds: float) -> None:
+        self._knowledge_search.record(seconds, {"episodic.search.mode": mode})
+
     def digest_failed(self, error_type: str) -> None:
         self._digest_failures.add(1, {"error.type": error_type})
 
@@ -169,7 +180,7 @@ class Metrics:
         if not self.enabled:
             return
         self._watched = watched
-        _WatchedInstruments(self._meter, watched, lambda: self._queue)
+        _WatchedInstruments(self._meter, watched, lambda: self._queue, lambda: self._knowledge)
 
     async def refresh(self) -> None:
         """Reads the digest queue from SQL for the scrape about to be made. A database that
@@ -179,9 +190,11 @@ class Metrics:
             return
         try:
             rows = await asyncio.wait_for(watched.digest_queue(), QUEUE_READ_SECONDS)
+            counts = watched.knowledge_counts
+            self._knowledge = await asyncio.wait_for(counts(), QUEUE_READ_SECONDS) if counts else None
         except Exception as exc:  # an outage is the database health's to report
             log.debug("digest queue not read for metrics", extra={"error": type(exc).__name__})
-            self._queue = None
+            self._queue = self._knowledge = None
             return
         self._queue = queue_by_state(rows, watched.clock())
 
@@ -240,9 +253,11 @@ class _WatchedInstruments:
         meter: Meter,
         watched: Watched,
         queue: Callable[[], dict[str, tuple[int, float]] | None],
+        knowledge: Callable[[], tuple[int, int] | None],
     ) -> None:
         self._watched = watched
         self._queue = queue
+        self._knowledge = knowledge
         meter.create_observable_gauge(
             "episodic.working_set.usage",
             [self._working_set_bytes],
@@ -286,6 +301,18 @@ class _WatchedInstruments:
             description="Closed episodes waiting for their digest (cluster-wide, read from SQL), by state.",
         )
         meter.create_observable_gauge(
+            "episodic.knowledge.documents",
+            [self._documents],
+            unit="{document}",
+            description="Agents' documents held (cluster-wide, read from SQL).",
+        )
+        meter.create_observable_gauge(
+            "episodic.knowledge.chunks",
+            [self._chunks],
+            unit="{chunk}",
+            description="Chunks of agents' documents held (cluster-wide, read from SQL).",
+        )
+        meter.create_observable_gauge(
             "episodic.digest.queue.oldest_age",
             [self._queue_age],
             unit="s",
@@ -318,6 +345,14 @@ class _WatchedInstruments:
     def _queue_depth(self, _: CallbackOptions) -> Iterable[Observation]:
         queue = self._queue() or {}
         return [Observation(depth, {"state": state}) for state, (depth, _) in queue.items()]
+
+    def _documents(self, _: CallbackOptions) -> Iterable[Observation]:
+        counts = self._knowledge()
+        return [Observation(counts[0])] if counts is not None else []
+
+    def _chunks(self, _: CallbackOptions) -> Iterable[Observation]:
+        counts = self._knowledge()
+        return [Observation(counts[1])] if counts is not None else []
 
     def _queue_age(self, _: CallbackOptions) -> Iterable[Observation]:
         queue = self._queue() or {}

@@ -169,6 +169,15 @@ class TiktokenCounter:
     def count(self, text: str, encoding: str) -> int:
         return len(self.encode(text, encoding))
 
+    def prefix(self, text: str, tokens: int, encoding: str) -> str:
+        if tokens <= 0:
+            return ""
+        ids = self.encode(text, encoding)
+        if len(ids) <= tokens:
+            return text
+        # Tokens are bytes: the first `tokens` may end inside a character; it is left out.
+        return self.encoding(encoding).decode_bytes(ids[:tokens]).decode("utf-8", "ignore")
+
     def encode(self, text: str, encoding: str) -> list[int]:
         # disallowed_special=() makes "<|endoftext|>" in user text plain text, not an error.
         bpe = self.encoding(encoding)

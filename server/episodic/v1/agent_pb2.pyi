@@ -159,6 +159,12 @@ class MemoryConfig(_message.Message):
     SESSION_DATA_KEYS_FIELD_NUMBER: _builtins.int
     MEMORY_EXTRACTION_PROMPT_FIELD_NUMBER: _builtins.int
     EXTRACT_MEMORIES_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_TOP_K_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_MIN_SCORE_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_BUDGET_PERCENT_FIELD_NUMBER: _builtins.int
+    KNOWN_FACTS_BUDGET_PERCENT_FIELD_NUMBER: _builtins.int
+    RECALL_BUDGET_PERCENT_FIELD_NUMBER: _builtins.int
     max_working_memory_tokens: _builtins.int
     """Token budget of the whole rendered context (all sections). Default 8000."""
     context_window_tokens: _builtins.int
@@ -203,6 +209,28 @@ class MemoryConfig(_message.Message):
     """
     extract_memories: _builtins.bool
     """Whether memories are extracted from this agent's episodes when they close. Default true."""
+    knowledge: _builtins.bool
+    """Whether each turn searches the agent's documents (KnowledgeService) with the recall
+    query and renders what it finds in the "[Knowledge]" section. Default true.
+    """
+    knowledge_top_k: _builtins.int
+    """How many chunks of the agent's documents a turn renders at most (0-100; the seeds'
+    SemanticTopK). Default 5.
+    """
+    knowledge_min_score: _builtins.float
+    """Minimum similarity of a chunk to the recall query (0-1). Default 0.3."""
+    knowledge_budget_percent: _builtins.int
+    """The share of max_working_memory_tokens the "[Knowledge]" section may take at most
+    (0-100). Default 25.
+    """
+    known_facts_budget_percent: _builtins.int
+    """The share of max_working_memory_tokens the "[Known Facts]" section may take at most
+    (0-100). Default 25.
+    """
+    recall_budget_percent: _builtins.int
+    """The share of max_working_memory_tokens the "[Past Conversations]" section may take at
+    most (0-100). Default 50.
+    """
     @_builtins.property
     def idle_timeout(self) -> _duration_pb2.Duration:
         """Episodes idle for longer than this are closed by the server. Default 30 minutes."""
@@ -230,10 +258,16 @@ class MemoryConfig(_message.Message):
         session_data_keys: Global___SessionDataKeys | None = ...,
         memory_extraction_prompt: _builtins.str | None = ...,
         extract_memories: _builtins.bool | None = ...,
+        knowledge: _builtins.bool | None = ...,
+        knowledge_top_k: _builtins.int | None = ...,
+        knowledge_min_score: _builtins.float | None = ...,
+        knowledge_budget_percent: _builtins.int | None = ...,
+        known_facts_budget_percent: _builtins.int | None = ...,
+        recall_budget_percent: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_extract_memories", b"_extract_memories", "_known_facts", b"_known_facts", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_memory_extraction_prompt", b"_memory_extraction_prompt", "_memory_min_score", b"_memory_min_score", "_memory_top_k", b"_memory_top_k", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "extract_memories", b"extract_memories", "idle_timeout", b"idle_timeout", "known_facts", b"known_facts", "max_working_memory_tokens", b"max_working_memory_tokens", "memory_extraction_prompt", b"memory_extraction_prompt", "memory_min_score", b"memory_min_score", "memory_top_k", b"memory_top_k", "recall_min_score", b"recall_min_score", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "session_data_keys", b"session_data_keys", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_extract_memories", b"_extract_memories", "_knowledge", b"_knowledge", "_knowledge_budget_percent", b"_knowledge_budget_percent", "_knowledge_min_score", b"_knowledge_min_score", "_knowledge_top_k", b"_knowledge_top_k", "_known_facts", b"_known_facts", "_known_facts_budget_percent", b"_known_facts_budget_percent", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_memory_extraction_prompt", b"_memory_extraction_prompt", "_memory_min_score", b"_memory_min_score", "_memory_top_k", b"_memory_top_k", "_recall_budget_percent", b"_recall_budget_percent", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "extract_memories", b"extract_memories", "idle_timeout", b"idle_timeout", "knowledge", b"knowledge", "knowledge_budget_percent", b"knowledge_budget_percent", "knowledge_min_score", b"knowledge_min_score", "knowledge_top_k", b"knowledge_top_k", "known_facts", b"known_facts", "known_facts_budget_percent", b"known_facts_budget_percent", "max_working_memory_tokens", b"max_working_memory_tokens", "memory_extraction_prompt", b"memory_extraction_prompt", "memory_min_score", b"memory_min_score", "memory_top_k", b"memory_top_k", "recall_budget_percent", b"recall_budget_percent", "recall_min_score", b"recall_min_score", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "session_data_keys", b"session_data_keys", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_extract_memories", b"_extract_memories", "_known_facts", b"_known_facts", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_memory_extraction_prompt", b"_memory_extraction_prompt", "_memory_min_score", b"_memory_min_score", "_memory_top_k", b"_memory_top_k", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "extract_memories", b"extract_memories", "idle_timeout", b"idle_timeout", "known_facts", b"known_facts", "max_working_memory_tokens", b"max_working_memory_tokens", "memory_extraction_prompt", b"memory_extraction_prompt", "memory_min_score", b"memory_min_score", "memory_top_k", b"memory_top_k", "pii_policy", b"pii_policy", "recall_min_score", b"recall_min_score", "recall_mode", b"recall_mode", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "session_data_keys", b"session_data_keys", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent", "_context_window_tokens", b"_context_window_tokens", "_extract_memories", b"_extract_memories", "_knowledge", b"_knowledge", "_knowledge_budget_percent", b"_knowledge_budget_percent", "_knowledge_min_score", b"_knowledge_min_score", "_knowledge_top_k", b"_knowledge_top_k", "_known_facts", b"_known_facts", "_known_facts_budget_percent", b"_known_facts_budget_percent", "_max_working_memory_tokens", b"_max_working_memory_tokens", "_memory_extraction_prompt", b"_memory_extraction_prompt", "_memory_min_score", b"_memory_min_score", "_memory_top_k", b"_memory_top_k", "_recall_budget_percent", b"_recall_budget_percent", "_recall_min_score", b"_recall_min_score", "_recall_top_k", b"_recall_top_k", "_retention_days", b"_retention_days", "_tool_results_kept_verbatim", b"_tool_results_kept_verbatim", "context_ceiling_percent", b"context_ceiling_percent", "context_window_tokens", b"context_window_tokens", "extract_memories", b"extract_memories", "idle_timeout", b"idle_timeout", "knowledge", b"knowledge", "knowledge_budget_percent", b"knowledge_budget_percent", "knowledge_min_score", b"knowledge_min_score", "knowledge_top_k", b"knowledge_top_k", "known_facts", b"known_facts", "known_facts_budget_percent", b"known_facts_budget_percent", "max_working_memory_tokens", b"max_working_memory_tokens", "memory_extraction_prompt", b"memory_extraction_prompt", "memory_min_score", b"memory_min_score", "memory_top_k", b"memory_top_k", "pii_policy", b"pii_policy", "recall_budget_percent", b"recall_budget_percent", "recall_min_score", b"recall_min_score", "recall_mode", b"recall_mode", "recall_top_k", b"recall_top_k", "retention_days", b"retention_days", "session_data_keys", b"session_data_keys", "tool_results_kept_verbatim", b"tool_results_kept_verbatim"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_ceiling_percent: _TypeAlias = _typing.Literal["context_ceiling_percent"]  # noqa: Y015
     _WhichOneofArgType__context_ceiling_percent: _TypeAlias = _typing.Literal["_context_ceiling_percent", b"_context_ceiling_percent"]  # noqa: Y015
@@ -241,8 +275,18 @@ class MemoryConfig(_message.Message):
     _WhichOneofArgType__context_window_tokens: _TypeAlias = _typing.Literal["_context_window_tokens", b"_context_window_tokens"]  # noqa: Y015
     _WhichOneofReturnType__extract_memories: _TypeAlias = _typing.Literal["extract_memories"]  # noqa: Y015
     _WhichOneofArgType__extract_memories: _TypeAlias = _typing.Literal["_extract_memories", b"_extract_memories"]  # noqa: Y015
+    _WhichOneofReturnType__knowledge: _TypeAlias = _typing.Literal["knowledge"]  # noqa: Y015
+    _WhichOneofArgType__knowledge: _TypeAlias = _typing.Literal["_knowledge", b"_knowledge"]  # noqa: Y015
+    _WhichOneofReturnType__knowledge_budget_percent: _TypeAlias = _typing.Literal["knowledge_budget_percent"]  # noqa: Y015
+    _WhichOneofArgType__knowledge_budget_percent: _TypeAlias = _typing.Literal["_knowledge_budget_percent", b"_knowledge_budget_percent"]  # noqa: Y015
+    _WhichOneofReturnType__knowledge_min_score: _TypeAlias = _typing.Literal["knowledge_min_score"]  # noqa: Y015
+    _WhichOneofArgType__knowledge_min_score: _TypeAlias = _typing.Literal["_knowledge_min_score", b"_knowledge_min_score"]  # noqa: Y015
+    _WhichOneofReturnType__knowledge_top_k: _TypeAlias = _typing.Literal["knowledge_top_k"]  # noqa: Y015
+    _WhichOneofArgType__knowledge_top_k: _TypeAlias = _typing.Literal["_knowledge_top_k", b"_knowledge_top_k"]  # noqa: Y015
     _WhichOneofReturnType__known_facts: _TypeAlias = _typing.Literal["known_facts"]  # noqa: Y015
     _WhichOneofArgType__known_facts: _TypeAlias = _typing.Literal["_known_facts", b"_known_facts"]  # noqa: Y015
+    _WhichOneofReturnType__known_facts_budget_percent: _TypeAlias = _typing.Literal["known_facts_budget_percent"]  # noqa: Y015
+    _WhichOneofArgType__known_facts_budget_percent: _TypeAlias = _typing.Literal["_known_facts_budget_percent", b"_known_facts_budget_percent"]  # noqa: Y015
     _WhichOneofReturnType__max_working_memory_tokens: _TypeAlias = _typing.Literal["max_working_memory_tokens"]  # noqa: Y015
     _WhichOneofArgType__max_working_memory_tokens: _TypeAlias = _typing.Literal["_max_working_memory_tokens", b"_max_working_memory_tokens"]  # noqa: Y015
     _WhichOneofReturnType__memory_extraction_prompt: _TypeAlias = _typing.Literal["memory_extraction_prompt"]  # noqa: Y015
@@ -251,6 +295,8 @@ class MemoryConfig(_message.Message):
     _WhichOneofArgType__memory_min_score: _TypeAlias = _typing.Literal["_memory_min_score", b"_memory_min_score"]  # noqa: Y015
     _WhichOneofReturnType__memory_top_k: _TypeAlias = _typing.Literal["memory_top_k"]  # noqa: Y015
     _WhichOneofArgType__memory_top_k: _TypeAlias = _typing.Literal["_memory_top_k", b"_memory_top_k"]  # noqa: Y015
+    _WhichOneofReturnType__recall_budget_percent: _TypeAlias = _typing.Literal["recall_budget_percent"]  # noqa: Y015
+    _WhichOneofArgType__recall_budget_percent: _TypeAlias = _typing.Literal["_recall_budget_percent", b"_recall_budget_percent"]  # noqa: Y015
     _WhichOneofReturnType__recall_min_score: _TypeAlias = _typing.Literal["recall_min_score"]  # noqa: Y015
     _WhichOneofArgType__recall_min_score: _TypeAlias = _typing.Literal["_recall_min_score", b"_recall_min_score"]  # noqa: Y015
     _WhichOneofReturnType__recall_top_k: _TypeAlias = _typing.Literal["recall_top_k"]  # noqa: Y015
@@ -266,7 +312,17 @@ class MemoryConfig(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__extract_memories) -> _WhichOneofReturnType__extract_memories | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__knowledge) -> _WhichOneofReturnType__knowledge | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__knowledge_budget_percent) -> _WhichOneofReturnType__knowledge_budget_percent | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__knowledge_min_score) -> _WhichOneofReturnType__knowledge_min_score | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__knowledge_top_k) -> _WhichOneofReturnType__knowledge_top_k | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__known_facts) -> _WhichOneofReturnType__known_facts | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__known_facts_budget_percent) -> _WhichOneofReturnType__known_facts_budget_percent | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_working_memory_tokens) -> _WhichOneofReturnType__max_working_memory_tokens | None: ...
     @_typing.overload
@@ -275,6 +331,8 @@ class MemoryConfig(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_min_score) -> _WhichOneofReturnType__memory_min_score | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_top_k) -> _WhichOneofReturnType__memory_top_k | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__recall_budget_percent) -> _WhichOneofReturnType__recall_budget_percent | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__recall_min_score) -> _WhichOneofReturnType__recall_min_score | None: ...
     @_typing.overload

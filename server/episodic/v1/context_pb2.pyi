@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from episodic.v1 import episode_pb2 as _episode_pb2
+from episodic.v1 import knowledge_pb2 as _knowledge_pb2
 from episodic.v1 import memory_pb2 as _memory_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
@@ -43,7 +44,12 @@ class _ContextSectionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Contex
     """The current user message."""
     CONTEXT_SECTION_KNOWN_FACTS: _ContextSection.ValueType  # 6
     """The one `context` message headed "[Known Facts]" with the user's long-term memories
-    (and chosen session data), rendered right after the system prompt.
+    (and chosen session data), rendered after the knowledge section.
+    """
+    CONTEXT_SECTION_KNOWLEDGE: _ContextSection.ValueType  # 7
+    """The one `context` message headed "[Knowledge]": the caller's knowledge items and the
+    chunks of the agent's documents found for this turn, rendered right after the system
+    prompt.
     """
 
 class ContextSection(_ContextSection, metaclass=_ContextSectionEnumTypeWrapper):
@@ -63,7 +69,12 @@ CONTEXT_SECTION_USER_MESSAGE: ContextSection.ValueType  # 5
 """The current user message."""
 CONTEXT_SECTION_KNOWN_FACTS: ContextSection.ValueType  # 6
 """The one `context` message headed "[Known Facts]" with the user's long-term memories
-(and chosen session data), rendered right after the system prompt.
+(and chosen session data), rendered after the knowledge section.
+"""
+CONTEXT_SECTION_KNOWLEDGE: ContextSection.ValueType  # 7
+"""The one `context` message headed "[Knowledge]": the caller's knowledge items and the
+chunks of the agent's documents found for this turn, rendered right after the system
+prompt.
 """
 Global___ContextSection: _TypeAlias = ContextSection  # noqa: Y015
 
@@ -182,6 +193,7 @@ class SectionTokens(_message.Message):
     USER_MESSAGE_FIELD_NUMBER: _builtins.int
     REPLY_PRIMING_FIELD_NUMBER: _builtins.int
     KNOWN_FACTS_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_FIELD_NUMBER: _builtins.int
     system: _builtins.int
     """The system prompt."""
     past_conversations: _builtins.int
@@ -196,6 +208,8 @@ class SectionTokens(_message.Message):
     """Tokens the chat format adds once per call (the reply priming)."""
     known_facts: _builtins.int
     """The "[Known Facts]" message."""
+    knowledge: _builtins.int
+    """The "[Knowledge]" message."""
     def __init__(
         self,
         *,
@@ -206,10 +220,11 @@ class SectionTokens(_message.Message):
         user_message: _builtins.int = ...,
         reply_priming: _builtins.int = ...,
         known_facts: _builtins.int = ...,
+        knowledge: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "known_facts", b"known_facts", "past_conversations", b"past_conversations", "reply_priming", b"reply_priming", "summary", b"summary", "system", b"system", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "knowledge", b"knowledge", "known_facts", b"known_facts", "past_conversations", b"past_conversations", "reply_priming", b"reply_priming", "summary", b"summary", "system", b"system", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -313,6 +328,7 @@ class ContextReport(_message.Message):
     OVER_BUDGET_FIELD_NUMBER: _builtins.int
     RECALLED_MEMORIES_FIELD_NUMBER: _builtins.int
     SESSION_DATA_KEYS_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_FIELD_NUMBER: _builtins.int
     total_tokens: _builtins.int
     """Tokens of the whole rendered context (the sum of the sections)."""
     budget_tokens: _builtins.int
@@ -367,6 +383,12 @@ class ContextReport(_message.Message):
     def session_data_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Session data keys rendered in the "[Known Facts]" section."""
 
+    @_builtins.property
+    def knowledge(self) -> _containers.RepeatedCompositeFieldContainer[_knowledge_pb2.RenderedKnowledge]:
+        """Every knowledge item considered (the caller's and the stored chunks found), in the
+        order they were ranked, with what became of each.
+        """
+
     def __init__(
         self,
         *,
@@ -392,10 +414,11 @@ class ContextReport(_message.Message):
         over_budget: _builtins.bool = ...,
         recalled_memories: _abc.Iterable[Global___RecalledMemory] | None = ...,
         session_data_keys: _abc.Iterable[_builtins.str] | None = ...,
+        knowledge: _abc.Iterable[_knowledge_pb2.RenderedKnowledge] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["section_tokens", b"section_tokens"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "ceiling_tokens", b"ceiling_tokens", "compaction", b"compaction", "history_from_seq", b"history_from_seq", "history_to_seq", b"history_to_seq", "messages_pruned", b"messages_pruned", "messages_summarized", b"messages_summarized", "model", b"model", "model_call_id", b"model_call_id", "over_budget", b"over_budget", "pending_digests", b"pending_digests", "recalled_episodes", b"recalled_episodes", "recalled_memories", b"recalled_memories", "section_tokens", b"section_tokens", "session_data_keys", b"session_data_keys", "summary_from_seq", b"summary_from_seq", "summary_to_seq", b"summary_to_seq", "token_encoding", b"token_encoding", "tool_results_stubbed", b"tool_results_stubbed", "total_tokens", b"total_tokens", "trace_id", b"trace_id", "user_message_seq", b"user_message_seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "ceiling_tokens", b"ceiling_tokens", "compaction", b"compaction", "history_from_seq", b"history_from_seq", "history_to_seq", b"history_to_seq", "knowledge", b"knowledge", "messages_pruned", b"messages_pruned", "messages_summarized", b"messages_summarized", "model", b"model", "model_call_id", b"model_call_id", "over_budget", b"over_budget", "pending_digests", b"pending_digests", "recalled_episodes", b"recalled_episodes", "recalled_memories", b"recalled_memories", "section_tokens", b"section_tokens", "session_data_keys", b"session_data_keys", "summary_from_seq", b"summary_from_seq", "summary_to_seq", b"summary_to_seq", "token_encoding", b"token_encoding", "tool_results_stubbed", b"tool_results_stubbed", "total_tokens", b"total_tokens", "trace_id", b"trace_id", "user_message_seq", b"user_message_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,5 +1,6 @@
 """Retention: closed episodes past their agent's TTL are soft-deleted (invisible to every
-read and search, their vectors taken out of the index), then purged after a grace period.
+read and search, their vectors taken out of the index), then purged after a grace period;
+memories and agents' documents past their expiry are deleted.
 Each sweep works in batches until nothing is due, logging what it did; state lives in SQL,
 so a restarted server resumes where it stopped. Once per cluster: only the replica leading
 "retention" sweeps."""
@@ -38,6 +39,7 @@ class RetentionJob:
     interval_seconds: float = 3600.0
     batch: int = 500
     expire_memories: Callable[[int], Awaitable[int]] | None = None  # memories past expiry or retention
+    expire_documents: Callable[[int], Awaitable[int]] | None = None  # agents' documents past expiry
     leadership: Leadership = field(default_factory=SoleReplica)
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -55,6 +57,8 @@ class RetentionJob:
         while count := await self.store.purge_due(self.clock() - self.grace, self.batch):
             purged += count
         while self.expire_memories is not None and (count := await self.expire_memories(self.batch)):
+            removed += count
+        while self.expire_documents is not None and (count := await self.expire_documents(self.batch)):
             removed += count
         counts = SweepCounts(deleted, removed, purged)
         if deleted or purged:

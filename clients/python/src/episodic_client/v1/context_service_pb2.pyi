@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from episodic_client.v1 import agent_pb2 as _agent_pb2
 from episodic_client.v1 import context_pb2 as _context_pb2
+from episodic_client.v1 import knowledge_pb2 as _knowledge_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
@@ -36,6 +37,7 @@ class BuildContextRequest(_message.Message):
     MODEL_FIELD_NUMBER: _builtins.int
     RECALL_QUERY_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_FIELD_NUMBER: _builtins.int
     episode_id: _builtins.str
     """Required. The episode to build the context for. A closed episode is rendered
     read-only: no append, no compaction.
@@ -68,6 +70,13 @@ class BuildContextRequest(_message.Message):
         agent's values (idle_timeout is ignored here).
         """
 
+    @_builtins.property
+    def knowledge(self) -> _containers.RepeatedCompositeFieldContainer[_knowledge_pb2.KnowledgeItem]:
+        """Knowledge the caller retrieved elsewhere (at most 64 items): rendered in the
+        "[Knowledge]" section with the agent's own documents found for this turn, under the
+        same budget, and recorded in the model call.
+        """
+
     def __init__(
         self,
         *,
@@ -80,10 +89,11 @@ class BuildContextRequest(_message.Message):
         model: _builtins.str = ...,
         recall_query: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        knowledge: _abc.Iterable[_knowledge_pb2.KnowledgeItem] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_system_prompt", b"_system_prompt", "memory_config", b"memory_config", "system_prompt", b"system_prompt"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_system_prompt", b"_system_prompt", "append_user_message", b"append_user_message", "client_message_id", b"client_message_id", "episode_id", b"episode_id", "memory_config", b"memory_config", "model", b"model", "recall_query", b"recall_query", "request_id", b"request_id", "system_prompt", b"system_prompt", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_system_prompt", b"_system_prompt", "append_user_message", b"append_user_message", "client_message_id", b"client_message_id", "episode_id", b"episode_id", "knowledge", b"knowledge", "memory_config", b"memory_config", "model", b"model", "recall_query", b"recall_query", "request_id", b"request_id", "system_prompt", b"system_prompt", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__system_prompt: _TypeAlias = _typing.Literal["system_prompt"]  # noqa: Y015
     _WhichOneofArgType__system_prompt: _TypeAlias = _typing.Literal["_system_prompt", b"_system_prompt"]  # noqa: Y015

@@ -96,6 +96,12 @@ class CheckIndexResponse(_message.Message):
     ORPHANED_FIELD_NUMBER: _builtins.int
     MISSING_KEYS_FIELD_NUMBER: _builtins.int
     ORPHANED_KEYS_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_SQL_VECTORS_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_INDEX_VECTORS_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_MISSING_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_ORPHANED_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_MISSING_KEYS_FIELD_NUMBER: _builtins.int
+    KNOWLEDGE_ORPHANED_KEYS_FIELD_NUMBER: _builtins.int
     sql_vectors: _builtins.int
     """Vectors stored in SQL for the current embedding model (those the index is built from)."""
     index_vectors: _builtins.int
@@ -104,6 +110,16 @@ class CheckIndexResponse(_message.Message):
     """Vectors in SQL but not in the index."""
     orphaned: _builtins.int
     """Vectors in the index but not in SQL."""
+    knowledge_sql_vectors: _builtins.int
+    """The same comparison for the agents' knowledge (the chunks of their documents); keys are
+    written "agent_id//document_id#chunk".
+    """
+    knowledge_index_vectors: _builtins.int
+    """Knowledge vectors held by the in-memory index."""
+    knowledge_missing: _builtins.int
+    """Knowledge vectors in SQL but not in the index."""
+    knowledge_orphaned: _builtins.int
+    """Knowledge vectors in the index but not in SQL."""
     @_builtins.property
     def missing_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Up to 20 keys of missing vectors, in key order."""
@@ -111,6 +127,14 @@ class CheckIndexResponse(_message.Message):
     @_builtins.property
     def orphaned_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Up to 20 keys of orphaned vectors, in key order."""
+
+    @_builtins.property
+    def knowledge_missing_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Up to 20 keys of missing knowledge vectors, in key order."""
+
+    @_builtins.property
+    def knowledge_orphaned_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Up to 20 keys of orphaned knowledge vectors, in key order."""
 
     def __init__(
         self,
@@ -121,10 +145,16 @@ class CheckIndexResponse(_message.Message):
         orphaned: _builtins.int = ...,
         missing_keys: _abc.Iterable[_builtins.str] | None = ...,
         orphaned_keys: _abc.Iterable[_builtins.str] | None = ...,
+        knowledge_sql_vectors: _builtins.int = ...,
+        knowledge_index_vectors: _builtins.int = ...,
+        knowledge_missing: _builtins.int = ...,
+        knowledge_orphaned: _builtins.int = ...,
+        knowledge_missing_keys: _abc.Iterable[_builtins.str] | None = ...,
+        knowledge_orphaned_keys: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_vectors", b"index_vectors", "missing", b"missing", "missing_keys", b"missing_keys", "orphaned", b"orphaned", "orphaned_keys", b"orphaned_keys", "sql_vectors", b"sql_vectors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_vectors", b"index_vectors", "knowledge_index_vectors", b"knowledge_index_vectors", "knowledge_missing", b"knowledge_missing", "knowledge_missing_keys", b"knowledge_missing_keys", "knowledge_orphaned", b"knowledge_orphaned", "knowledge_orphaned_keys", b"knowledge_orphaned_keys", "knowledge_sql_vectors", b"knowledge_sql_vectors", "missing", b"missing", "missing_keys", b"missing_keys", "orphaned", b"orphaned", "orphaned_keys", b"orphaned_keys", "sql_vectors", b"sql_vectors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

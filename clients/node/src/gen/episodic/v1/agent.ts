@@ -225,7 +225,46 @@ export interface MemoryConfig {
     | string
     | undefined;
   /** Whether memories are extracted from this agent's episodes when they close. Default true. */
-  extractMemories?: boolean | undefined;
+  extractMemories?:
+    | boolean
+    | undefined;
+  /**
+   * Whether each turn searches the agent's documents (KnowledgeService) with the recall
+   * query and renders what it finds in the "[Knowledge]" section. Default true.
+   */
+  knowledge?:
+    | boolean
+    | undefined;
+  /**
+   * How many chunks of the agent's documents a turn renders at most (0-100; the seeds'
+   * SemanticTopK). Default 5.
+   */
+  knowledgeTopK?:
+    | number
+    | undefined;
+  /** Minimum similarity of a chunk to the recall query (0-1). Default 0.3. */
+  knowledgeMinScore?:
+    | number
+    | undefined;
+  /**
+   * The share of max_working_memory_tokens the "[Knowledge]" section may take at most
+   * (0-100). Default 25.
+   */
+  knowledgeBudgetPercent?:
+    | number
+    | undefined;
+  /**
+   * The share of max_working_memory_tokens the "[Known Facts]" section may take at most
+   * (0-100). Default 25.
+   */
+  knownFactsBudgetPercent?:
+    | number
+    | undefined;
+  /**
+   * The share of max_working_memory_tokens the "[Past Conversations]" section may take at
+   * most (0-100). Default 50.
+   */
+  recallBudgetPercent?: number | undefined;
 }
 
 /** Session data keys to render. */
@@ -472,6 +511,12 @@ function createBaseMemoryConfig(): MemoryConfig {
     sessionDataKeys: undefined,
     memoryExtractionPrompt: undefined,
     extractMemories: undefined,
+    knowledge: undefined,
+    knowledgeTopK: undefined,
+    knowledgeMinScore: undefined,
+    knowledgeBudgetPercent: undefined,
+    knownFactsBudgetPercent: undefined,
+    recallBudgetPercent: undefined,
   };
 }
 
@@ -524,6 +569,24 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
     }
     if (message.extractMemories !== undefined) {
       writer.uint32(128).bool(message.extractMemories);
+    }
+    if (message.knowledge !== undefined) {
+      writer.uint32(136).bool(message.knowledge);
+    }
+    if (message.knowledgeTopK !== undefined) {
+      writer.uint32(144).int32(message.knowledgeTopK);
+    }
+    if (message.knowledgeMinScore !== undefined) {
+      writer.uint32(157).float(message.knowledgeMinScore);
+    }
+    if (message.knowledgeBudgetPercent !== undefined) {
+      writer.uint32(160).int32(message.knowledgeBudgetPercent);
+    }
+    if (message.knownFactsBudgetPercent !== undefined) {
+      writer.uint32(168).int32(message.knownFactsBudgetPercent);
+    }
+    if (message.recallBudgetPercent !== undefined) {
+      writer.uint32(176).int32(message.recallBudgetPercent);
     }
     return writer;
   },
@@ -669,6 +732,54 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
             message.extractMemories = reader.bool();
             continue;
           }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.knowledge = reader.bool();
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.knowledgeTopK = reader.int32();
+            continue;
+          }
+          case 19: {
+            if (tag !== 157) {
+              break;
+            }
+
+            message.knowledgeMinScore = reader.float();
+            continue;
+          }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.knowledgeBudgetPercent = reader.int32();
+            continue;
+          }
+          case 21: {
+            if (tag !== 168) {
+              break;
+            }
+
+            message.knownFactsBudgetPercent = reader.int32();
+            continue;
+          }
+          case 22: {
+            if (tag !== 176) {
+              break;
+            }
+
+            message.recallBudgetPercent = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -763,6 +874,32 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
         : isSet(object.extract_memories)
         ? globalThis.Boolean(object.extract_memories)
         : undefined,
+      knowledge: isSet(object.knowledge) ? globalThis.Boolean(object.knowledge) : undefined,
+      knowledgeTopK: isSet(object.knowledgeTopK)
+        ? globalThis.Number(object.knowledgeTopK)
+        : isSet(object.knowledge_top_k)
+        ? globalThis.Number(object.knowledge_top_k)
+        : undefined,
+      knowledgeMinScore: isSet(object.knowledgeMinScore)
+        ? globalThis.Number(object.knowledgeMinScore)
+        : isSet(object.knowledge_min_score)
+        ? globalThis.Number(object.knowledge_min_score)
+        : undefined,
+      knowledgeBudgetPercent: isSet(object.knowledgeBudgetPercent)
+        ? globalThis.Number(object.knowledgeBudgetPercent)
+        : isSet(object.knowledge_budget_percent)
+        ? globalThis.Number(object.knowledge_budget_percent)
+        : undefined,
+      knownFactsBudgetPercent: isSet(object.knownFactsBudgetPercent)
+        ? globalThis.Number(object.knownFactsBudgetPercent)
+        : isSet(object.known_facts_budget_percent)
+        ? globalThis.Number(object.known_facts_budget_percent)
+        : undefined,
+      recallBudgetPercent: isSet(object.recallBudgetPercent)
+        ? globalThis.Number(object.recallBudgetPercent)
+        : isSet(object.recall_budget_percent)
+        ? globalThis.Number(object.recall_budget_percent)
+        : undefined,
     };
   },
 
@@ -816,6 +953,24 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
     if (message.extractMemories !== undefined) {
       obj.extractMemories = message.extractMemories;
     }
+    if (message.knowledge !== undefined) {
+      obj.knowledge = message.knowledge;
+    }
+    if (message.knowledgeTopK !== undefined) {
+      obj.knowledgeTopK = Math.round(message.knowledgeTopK);
+    }
+    if (message.knowledgeMinScore !== undefined) {
+      obj.knowledgeMinScore = floatToJson(message.knowledgeMinScore);
+    }
+    if (message.knowledgeBudgetPercent !== undefined) {
+      obj.knowledgeBudgetPercent = Math.round(message.knowledgeBudgetPercent);
+    }
+    if (message.knownFactsBudgetPercent !== undefined) {
+      obj.knownFactsBudgetPercent = Math.round(message.knownFactsBudgetPercent);
+    }
+    if (message.recallBudgetPercent !== undefined) {
+      obj.recallBudgetPercent = Math.round(message.recallBudgetPercent);
+    }
     return obj;
   },
 
@@ -844,6 +999,12 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
       : undefined;
     message.memoryExtractionPrompt = object.memoryExtractionPrompt ?? undefined;
     message.extractMemories = object.extractMemories ?? undefined;
+    message.knowledge = object.knowledge ?? undefined;
+    message.knowledgeTopK = object.knowledgeTopK ?? undefined;
+    message.knowledgeMinScore = object.knowledgeMinScore ?? undefined;
+    message.knowledgeBudgetPercent = object.knowledgeBudgetPercent ?? undefined;
+    message.knownFactsBudgetPercent = object.knownFactsBudgetPercent ?? undefined;
+    message.recallBudgetPercent = object.recallBudgetPercent ?? undefined;
     return message;
   },
 };

@@ -9,6 +9,7 @@ import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import { Duration } from "../../google/protobuf/duration.js";
 import { Timestamp } from "../../google/protobuf/timestamp.js";
 import { Role, roleFromJSON, roleToJSON, ToolCall } from "./episode.js";
+import { RenderedKnowledge } from "./knowledge.js";
 import { MemoryState, memoryStateFromJSON, memoryStateToJSON } from "./memory.js";
 
 export const protobufPackage = "episodic.v1";
@@ -31,9 +32,15 @@ export enum ContextSection {
   CONTEXT_SECTION_USER_MESSAGE = 5,
   /**
    * CONTEXT_SECTION_KNOWN_FACTS - The one `context` message headed "[Known Facts]" with the user's long-term memories
-   * (and chosen session data), rendered right after the system prompt.
+   * (and chosen session data), rendered after the knowledge section.
    */
   CONTEXT_SECTION_KNOWN_FACTS = 6,
+  /**
+   * CONTEXT_SECTION_KNOWLEDGE - The one `context` message headed "[Knowledge]": the caller's knowledge items and the
+   * chunks of the agent's documents found for this turn, rendered right after the system
+   * prompt.
+   */
+  CONTEXT_SECTION_KNOWLEDGE = 7,
   UNRECOGNIZED = -1,
 }
 
@@ -60,6 +67,9 @@ export function contextSectionFromJSON(object: any): ContextSection {
     case 6:
     case "CONTEXT_SECTION_KNOWN_FACTS":
       return ContextSection.CONTEXT_SECTION_KNOWN_FACTS;
+    case 7:
+    case "CONTEXT_SECTION_KNOWLEDGE":
+      return ContextSection.CONTEXT_SECTION_KNOWLEDGE;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -83,6 +93,8 @@ export function contextSectionToJSON(object: ContextSection): string {
       return "CONTEXT_SECTION_USER_MESSAGE";
     case ContextSection.CONTEXT_SECTION_KNOWN_FACTS:
       return "CONTEXT_SECTION_KNOWN_FACTS";
+    case ContextSection.CONTEXT_SECTION_KNOWLEDGE:
+      return "CONTEXT_SECTION_KNOWLEDGE";
     case ContextSection.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -195,6 +207,8 @@ export interface SectionTokens {
   replyPriming: number;
   /** The "[Known Facts]" message. */
   knownFacts: number;
+  /** The "[Knowledge]" message. */
+  knowledge: number;
 }
 
 /** A memory found for this turn. */
@@ -274,6 +288,11 @@ export interface ContextReport {
   recalledMemories: RecalledMemory[];
   /** Session data keys rendered in the "[Known Facts]" section. */
   sessionDataKeys: string[];
+  /**
+   * Every knowledge item considered (the caller's and the stored chunks found), in the
+   * order they were ranked, with what became of each.
+   */
+  knowledge: RenderedKnowledge[];
 }
 
 /** What the model answered to a model call, attached by the caller afterwards. */
@@ -559,7 +578,16 @@ export const ContextMessage: MessageFns<ContextMessage> = {
 };
 
 function createBaseSectionTokens(): SectionTokens {
-  return { system: 0, pastConversations: 0, summary: 0, history: 0, userMessage: 0, replyPriming: 0, knownFacts: 0 };
+  return {
+    system: 0,
+    pastConversations: 0,
+    summary: 0,
+    history: 0,
+    userMessage: 0,
+    replyPriming: 0,
+    knownFacts: 0,
+    knowledge: 0,
+  };
 }
 
 export const SectionTokens: MessageFns<SectionTokens> = {
@@ -584,6 +612,9 @@ export const SectionTokens: MessageFns<SectionTokens> = {
     }
     if (message.knownFacts !== 0) {
       writer.uint32(56).int32(message.knownFacts);
+    }
+    if (message.knowledge !== 0) {
+      writer.uint32(64).int32(message.knowledge);
     }
     return writer;
   },
@@ -657,6 +688,14 @@ export const SectionTokens: MessageFns<SectionTokens> = {
             message.knownFacts = reader.int32();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.knowledge = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -694,6 +733,7 @@ export const SectionTokens: MessageFns<SectionTokens> = {
         : isSet(object.known_facts)
         ? globalThis.Number(object.known_facts)
         : 0,
+      knowledge: isSet(object.knowledge) ? globalThis.Number(object.knowledge) : 0,
     };
   },
 
@@ -720,6 +760,9 @@ export const SectionTokens: MessageFns<SectionTokens> = {
     if (message.knownFacts !== 0) {
       obj.knownFacts = Math.round(message.knownFacts);
     }
+    if (message.knowledge !== 0) {
+      obj.knowledge = Math.round(message.knowledge);
+    }
     return obj;
   },
 
@@ -735,6 +778,7 @@ export const SectionTokens: MessageFns<SectionTokens> = {
     message.userMessage = object.userMessage ?? 0;
     message.replyPriming = object.replyPriming ?? 0;
     message.knownFacts = object.knownFacts ?? 0;
+    message.knowledge = object.knowledge ?? 0;
     return message;
   },
 };
@@ -1009,6 +1053,7 @@ function createBaseContextReport(): ContextReport {
     overBudget: false,
     recalledMemories: [],
     sessionDataKeys: [],
+    knowledge: [],
   };
 }
 
@@ -1079,6 +1124,9 @@ export const ContextReport: MessageFns<ContextReport> = {
     }
     for (const v of message.sessionDataKeys) {
       writer.uint32(178).string(v!);
+    }
+    for (const v of message.knowledge) {
+      RenderedKnowledge.encode(v!, writer.uint32(186).fork()).join();
     }
     return writer;
   },
@@ -1272,6 +1320,14 @@ export const ContextReport: MessageFns<ContextReport> = {
             message.sessionDataKeys.push(reader.string());
             continue;
           }
+          case 23: {
+            if (tag !== 186) {
+              break;
+            }
+
+            message.knowledge.push(RenderedKnowledge.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1388,6 +1444,9 @@ export const ContextReport: MessageFns<ContextReport> = {
         : globalThis.Array.isArray(object?.session_data_keys)
         ? object.session_data_keys.map((e: any) => globalThis.String(e))
         : [],
+      knowledge: globalThis.Array.isArray(object?.knowledge)
+        ? object.knowledge.map((e: any) => RenderedKnowledge.fromJSON(e))
+        : [],
     };
   },
 
@@ -1459,6 +1518,9 @@ export const ContextReport: MessageFns<ContextReport> = {
     if (message.sessionDataKeys?.length) {
       obj.sessionDataKeys = message.sessionDataKeys;
     }
+    if (message.knowledge?.length) {
+      obj.knowledge = message.knowledge.map((e) => RenderedKnowledge.toJSON(e));
+    }
     return obj;
   },
 
@@ -1491,6 +1553,7 @@ export const ContextReport: MessageFns<ContextReport> = {
     message.overBudget = object.overBudget ?? false;
     message.recalledMemories = object.recalledMemories?.map((e) => RecalledMemory.fromPartial(e)) || [];
     message.sessionDataKeys = object.sessionDataKeys?.map((e) => e) || [];
+    message.knowledge = object.knowledge?.map((e) => RenderedKnowledge.fromPartial(e)) || [];
     return message;
   },
 };

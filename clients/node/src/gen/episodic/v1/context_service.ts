@@ -23,6 +23,7 @@ import {
 import { Duration } from "../../google/protobuf/duration.js";
 import { MemoryConfig } from "./agent.js";
 import { ContextMessage, ContextReport, ModelCall } from "./context.js";
+import { KnowledgeItem } from "./knowledge.js";
 
 export const protobufPackage = "episodic.v1";
 
@@ -70,6 +71,12 @@ export interface BuildContextRequest {
    * returns the stored model call instead of building a new one.
    */
   requestId: string;
+  /**
+   * Knowledge the caller retrieved elsewhere (at most 64 items): rendered in the
+   * "[Knowledge]" section with the agent's own documents found for this turn, under the
+   * same budget, and recorded in the model call.
+   */
+  knowledge: KnowledgeItem[];
 }
 
 /**
@@ -152,6 +159,7 @@ function createBaseBuildContextRequest(): BuildContextRequest {
     model: "",
     recallQuery: "",
     requestId: "",
+    knowledge: [],
   };
 }
 
@@ -183,6 +191,9 @@ export const BuildContextRequest: MessageFns<BuildContextRequest> = {
     }
     if (message.requestId !== "") {
       writer.uint32(74).string(message.requestId);
+    }
+    for (const v of message.knowledge) {
+      KnowledgeItem.encode(v!, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -272,6 +283,14 @@ export const BuildContextRequest: MessageFns<BuildContextRequest> = {
             message.requestId = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.knowledge.push(KnowledgeItem.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -327,6 +346,9 @@ export const BuildContextRequest: MessageFns<BuildContextRequest> = {
         : isSet(object.request_id)
         ? globalThis.String(object.request_id)
         : "",
+      knowledge: globalThis.Array.isArray(object?.knowledge)
+        ? object.knowledge.map((e: any) => KnowledgeItem.fromJSON(e))
+        : [],
     };
   },
 
@@ -359,6 +381,9 @@ export const BuildContextRequest: MessageFns<BuildContextRequest> = {
     if (message.requestId !== "") {
       obj.requestId = message.requestId;
     }
+    if (message.knowledge?.length) {
+      obj.knowledge = message.knowledge.map((e) => KnowledgeItem.toJSON(e));
+    }
     return obj;
   },
 
@@ -378,6 +403,7 @@ export const BuildContextRequest: MessageFns<BuildContextRequest> = {
     message.model = object.model ?? "";
     message.recallQuery = object.recallQuery ?? "";
     message.requestId = object.requestId ?? "";
+    message.knowledge = object.knowledge?.map((e) => KnowledgeItem.fromPartial(e)) || [];
     return message;
   },
 };

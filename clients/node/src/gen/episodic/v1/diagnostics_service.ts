@@ -55,6 +55,21 @@ export interface CheckIndexResponse {
   missingKeys: string[];
   /** Up to 20 keys of orphaned vectors, in key order. */
   orphanedKeys: string[];
+  /**
+   * The same comparison for the agents' knowledge (the chunks of their documents); keys are
+   * written "agent_id//document_id#chunk".
+   */
+  knowledgeSqlVectors: number;
+  /** Knowledge vectors held by the in-memory index. */
+  knowledgeIndexVectors: number;
+  /** Knowledge vectors in SQL but not in the index. */
+  knowledgeMissing: number;
+  /** Knowledge vectors in the index but not in SQL. */
+  knowledgeOrphaned: number;
+  /** Up to 20 keys of missing knowledge vectors, in key order. */
+  knowledgeMissingKeys: string[];
+  /** Up to 20 keys of orphaned knowledge vectors, in key order. */
+  knowledgeOrphanedKeys: string[];
 }
 
 function createBaseEchoRequest(): EchoRequest {
@@ -265,7 +280,20 @@ export const CheckIndexRequest: MessageFns<CheckIndexRequest> = {
 };
 
 function createBaseCheckIndexResponse(): CheckIndexResponse {
-  return { sqlVectors: 0, indexVectors: 0, missing: 0, orphaned: 0, missingKeys: [], orphanedKeys: [] };
+  return {
+    sqlVectors: 0,
+    indexVectors: 0,
+    missing: 0,
+    orphaned: 0,
+    missingKeys: [],
+    orphanedKeys: [],
+    knowledgeSqlVectors: 0,
+    knowledgeIndexVectors: 0,
+    knowledgeMissing: 0,
+    knowledgeOrphaned: 0,
+    knowledgeMissingKeys: [],
+    knowledgeOrphanedKeys: [],
+  };
 }
 
 export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
@@ -287,6 +315,24 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
     }
     for (const v of message.orphanedKeys) {
       writer.uint32(50).string(v!);
+    }
+    if (message.knowledgeSqlVectors !== 0) {
+      writer.uint32(56).int64(message.knowledgeSqlVectors);
+    }
+    if (message.knowledgeIndexVectors !== 0) {
+      writer.uint32(64).int64(message.knowledgeIndexVectors);
+    }
+    if (message.knowledgeMissing !== 0) {
+      writer.uint32(72).int64(message.knowledgeMissing);
+    }
+    if (message.knowledgeOrphaned !== 0) {
+      writer.uint32(80).int64(message.knowledgeOrphaned);
+    }
+    for (const v of message.knowledgeMissingKeys) {
+      writer.uint32(90).string(v!);
+    }
+    for (const v of message.knowledgeOrphanedKeys) {
+      writer.uint32(98).string(v!);
     }
     return writer;
   },
@@ -352,6 +398,54 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
             message.orphanedKeys.push(reader.string());
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.knowledgeSqlVectors = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.knowledgeIndexVectors = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.knowledgeMissing = longToNumber(reader.int64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.knowledgeOrphaned = longToNumber(reader.int64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.knowledgeMissingKeys.push(reader.string());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.knowledgeOrphanedKeys.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -388,6 +482,36 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
         : globalThis.Array.isArray(object?.orphaned_keys)
         ? object.orphaned_keys.map((e: any) => globalThis.String(e))
         : [],
+      knowledgeSqlVectors: isSet(object.knowledgeSqlVectors)
+        ? globalThis.Number(object.knowledgeSqlVectors)
+        : isSet(object.knowledge_sql_vectors)
+        ? globalThis.Number(object.knowledge_sql_vectors)
+        : 0,
+      knowledgeIndexVectors: isSet(object.knowledgeIndexVectors)
+        ? globalThis.Number(object.knowledgeIndexVectors)
+        : isSet(object.knowledge_index_vectors)
+        ? globalThis.Number(object.knowledge_index_vectors)
+        : 0,
+      knowledgeMissing: isSet(object.knowledgeMissing)
+        ? globalThis.Number(object.knowledgeMissing)
+        : isSet(object.knowledge_missing)
+        ? globalThis.Number(object.knowledge_missing)
+        : 0,
+      knowledgeOrphaned: isSet(object.knowledgeOrphaned)
+        ? globalThis.Number(object.knowledgeOrphaned)
+        : isSet(object.knowledge_orphaned)
+        ? globalThis.Number(object.knowledge_orphaned)
+        : 0,
+      knowledgeMissingKeys: globalThis.Array.isArray(object?.knowledgeMissingKeys)
+        ? object.knowledgeMissingKeys.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.knowledge_missing_keys)
+        ? object.knowledge_missing_keys.map((e: any) => globalThis.String(e))
+        : [],
+      knowledgeOrphanedKeys: globalThis.Array.isArray(object?.knowledgeOrphanedKeys)
+        ? object.knowledgeOrphanedKeys.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.knowledge_orphaned_keys)
+        ? object.knowledge_orphaned_keys.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -411,6 +535,24 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
     if (message.orphanedKeys?.length) {
       obj.orphanedKeys = message.orphanedKeys;
     }
+    if (message.knowledgeSqlVectors !== 0) {
+      obj.knowledgeSqlVectors = Math.round(message.knowledgeSqlVectors);
+    }
+    if (message.knowledgeIndexVectors !== 0) {
+      obj.knowledgeIndexVectors = Math.round(message.knowledgeIndexVectors);
+    }
+    if (message.knowledgeMissing !== 0) {
+      obj.knowledgeMissing = Math.round(message.knowledgeMissing);
+    }
+    if (message.knowledgeOrphaned !== 0) {
+      obj.knowledgeOrphaned = Math.round(message.knowledgeOrphaned);
+    }
+    if (message.knowledgeMissingKeys?.length) {
+      obj.knowledgeMissingKeys = message.knowledgeMissingKeys;
+    }
+    if (message.knowledgeOrphanedKeys?.length) {
+      obj.knowledgeOrphanedKeys = message.knowledgeOrphanedKeys;
+    }
     return obj;
   },
 
@@ -425,6 +567,12 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
     message.orphaned = object.orphaned ?? 0;
     message.missingKeys = object.missingKeys?.map((e) => e) || [];
     message.orphanedKeys = object.orphanedKeys?.map((e) => e) || [];
+    message.knowledgeSqlVectors = object.knowledgeSqlVectors ?? 0;
+    message.knowledgeIndexVectors = object.knowledgeIndexVectors ?? 0;
+    message.knowledgeMissing = object.knowledgeMissing ?? 0;
+    message.knowledgeOrphaned = object.knowledgeOrphaned ?? 0;
+    message.knowledgeMissingKeys = object.knowledgeMissingKeys?.map((e) => e) || [];
+    message.knowledgeOrphanedKeys = object.knowledgeOrphanedKeys?.map((e) => e) || [];
     return message;
   },
 };

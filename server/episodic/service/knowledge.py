@@ -1,0 +1,357 @@
+"""KnowledgeService: an agent's documents, cut into chunks (domain/chunking.py), embedded
+with the server's embedder, indexed per agent through the change owner (so every replica
+sees them through the change feed) and searched by meaning and by words. BuildContext finds
+the chunks of a turn through `ranked`."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from episodic.domain.access import require_agent
+from episodic.domain.changes import DocumentsRemoved, KnowledgeVectors
+from episodic.domain.chunking import chunk_document
+from episodic.domain.knowledge import (
+    MAX_CHUNK_CHARS,
+    MIN_CHUNK_CHARS,
+    Document,
+    DocumentChunk,
+    DocumentDraft,
+    KnowledgeFilter,
+    KnowledgeHit,
+    check_draft,
+    check_drafts,
+    check_mask,
+    check_metadata,
+    embedded_text,
+    expired,
+    knowledge_scope,
+    new_document,
+    updated,
+)
+from episodic.domain.memory_search import word_matches
+from episodic.domain.model import Caller, Page
+from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id
+from episodic.domain.ports import (
+    AgentStore,
+    ChangeOwner,
+    Clock,
+    DocumentWrite,
+    Embedder,
+    KnowledgeStore,
+    ScopeIndex,
+)
+from episodic.domain.recall import Hit, SearchMode, Signal, Vector, reciprocal_rank_fusion
+from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
+from episodic.errors import NotFound, PermissionDenied
+from episodic.service.known_agents import require_existing_agent
+from episodic.service.recall import QueryVectorSource, embed_query
+from episodic.state.chunk_cache import ChunkCache
+
+DEFAULT_TOP_K = 5
+MAX_TOP_K = 100
+POOL = 50  # candidates each signal brings to the fusion
+EMBED_BATCH = 64  # chunks embedded per call: a cancelled request stops between batches
+DEFAULT_CHUNK_CACHE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeQuery:
+    agent_id: str
+    mode: SearchMode | None
+    query: str = ""
+    top_k: int = 0
+    min_score: float | None = None
+    where: KnowledgeFilter = KnowledgeFilter()
+
+
+@dataclass(kw_only=True)
+class KnowledgeService:
+    store: KnowledgeStore
+    agents: AgentStore
+    embedder: Embedder
+    index: ScopeIndex  # each agent's chunks (read here; written by the owner)
+    changes: ChangeOwner
+    limits: Limits
+    clock: Clock
+    embed_pool: Executor | None = None  # the server's one thread for bulk embeddings
+    queries: QueryVectorSource | None = None  # shared with recall: a turn embeds its query once
+    known_agents: set[tuple[str, str]] = field(default_factory=set)
+    timed: Callable[[str, float], None] | None = None  # told each search's mode and seconds (metrics)
+    monotonic: Callable[[], float] = time.monotonic
+    chunks: ChunkCache = field(default_factory=lambda: ChunkCache(DEFAULT_CHUNK_CACHE_BYTES))  # turns' rows
+
+    # --- writes --------------------------------------------------------------------------
+
+    async def create(
+        self, caller: Caller, agent_id: str, drafts: Sequence[DocumentDraft]
+    ) -> list[tuple[Document, bool]]:
+        """(document, created) in the order given; created False: a retry of the same content."""
+        now = self.clock()
+        v = Violations()
+        check_id(v, "agent_id", agent_id)
+        check_drafts(v, drafts, now)
+        v.raise_if_any()
+        await self._require_writer(caller, agent_id)
+        writes = [await self._write(new_document(caller.tenant_id, agent_id, d, 0, now)) for d in drafts]
+        committed = await self.changes.commit(
+            lambda declared: self.store.create(writes, declared),
+            lambda results: [_vectors(w) for (_, created), w in zip(results, writes, strict=True) if created],
+        )
+        return committed.result
+
+    async def update(
+        self, caller: Caller, agent_id: str, draft: DocumentDraft, mask: Sequence[str]
+    ) -> Document:
+        now = self.clock()
+        v = Violations()
+        check_id(v, "document.agent_id", agent_id)
+        check_id(v, "document.document_id", draft.document_id)
+        check_mask(v, mask)
+        v.raise_if_any()
+        await self._require_writer(caller, agent_id)
+        current = await self.store.get(caller.tenant_id, agent_id, draft.document_id, now)
+        changed = updated(current, draft, mask, now)
+        probe = _as_draft(changed)
+        if "expire_time" not in mask:  # an expiry set before is not checked again
+            probe = dataclasses.replace(probe, expires_at=None)
+        v = Violations()
+        check_draft(v, "document", probe, now)
+        v.raise_if_any()
+        write = await self._write(changed)
+        committed = await self.changes.commit(
+            lambda declared: self.store.replace(write, declared), lambda _: [_vectors(write)]
+        )
+        return committed.result
+
+    async def delete(self, caller: Caller, agent_id: str, document_id: str) -> Document:
+        v = Violations()
+        check_id(v, "agent_id", agent_id)
+        check_id(v, "document_id", document_id)
+        v.raise_if_any()
+        await self._require_writer(caller, agent_id)
+        return await self._delete(caller.tenant_id, agent_id, document_id)
+
+    async def remove_expired(self, limit: int) -> int:
+        """Deletes up to `limit` documents of any tenant past their expiry (retention's
+        sweep), each with its chunks and vectors; returns how many."""
+        gone = 0
+        for d in await self.store.expired(self.clock(), limit):
+            try:
+                await self._delete(d.tenant_id, d.agent_id, d.document_id)
+            except NotFound:  # deleted meanwhile by its owner
+                continue
+            gone += 1
+        return gone
+
+    async def _delete(self, tenant_id: str, agent_id: str, document_id: str) -> Document:
+        committed = await self.changes.commit(
+            lambda declared: self.store.delete(tenant_id, agent_id, document_id, declared),
+            lambda gone: [DocumentsRemoved([(gone.scope, gone.document_id)])],
+        )
+        return committed.result
+
+    async def _require_writer(self, caller: Caller, agent_id: str) -> None:
+        require_agent(caller, agent_id)
+        await require_existing_agent(self.agents, self.known_agents, caller.tenant_id, agent_id)
+        if not caller.writes_knowledge:
+            raise PermissionDenied(
+                "this API key may read and search knowledge but not write it; "
+                "make a key with `episodic keygen --knowledge-write`",
+                reason="KNOWLEDGE_READ_ONLY",
+            )
+
+    async def _write(self, document: Document) -> DocumentWrite:
+        pieces = chunk_document(document.text, document.format, MAX_CHUNK_CHARS, MIN_CHUNK_CHARS)
+        chunks = [
+            DocumentChunk(document.document_id, i, c.text, c.start, c.end, c.heading_path)
+            for i, c in enumerate(pieces)
+        ]
+        vectors = await self._embed([embedded_text(document, c) for c in chunks])
+        whole = dataclasses.replace(document, chunk_count=len(chunks))
+        return DocumentWrite(whole, chunks, vectors, self.embedder.model_id)
+
+    async def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        loop = asyncio.get_running_loop()
+        vectors: list[Vector] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            batch = list(texts[start : start + EMBED_BATCH])
+            vectors.extend(await loop.run_in_executor(self.embed_pool, self.embedder.embed, batch))
+        return vectors
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def get(
+        self, caller: Caller, agent_id: str, document_id: str, with_chunks: bool
+    ) -> tuple[Document, list[DocumentChunk]]:
+        v = Violations()
+        check_id(v, "agent_id", agent_id)
+        check_id(v, "document_id", document_id)
+        v.raise_if_any()
+        require_agent(caller, agent_id)
+        now = self.clock()
+        document = await self.store.get(caller.tenant_id, agent_id, document_id, now)
+        if not with_chunks:
+            return document, []
+        keys = [f"{document_id}#{i}" for i in range(document.chunk_count)]
+        found = await self.store.chunks(caller.tenant_id, agent_id, keys, KnowledgeFilter(), now)
+        return document, [found[k][1] for k in keys if k in found]
+
+    async def list_documents(
+        self, caller: Caller, agent_id: str, where: KnowledgeFilter, page_size: int, page_token: str
+    ) -> Page[Document]:
+        v = Violations()
+        check_id(v, "agent_id", agent_id)
+        check_metadata(v, "metadata", where.metadata)
+        limit = resolve_page_size(v, "page_size", page_size, self.limits)
+        v.raise_if_any()
+        require_agent(caller, agent_id)
+        query: dict[str, JsonScalar] = {"agent_id": agent_id, "metadata": repr(where.metadata)}
+        position = decode_token(page_token, query)
+        after = read_id(position, "document_id") if position else None
+        found = await self.store.page(caller.tenant_id, agent_id, where, self.clock(), after, limit + 1)
+        return page_of(found, limit, _position, query)
+
+    async def search(self, caller: Caller, q: KnowledgeQuery) -> list[KnowledgeHit]:
+        mode, top_k = self._check(q)
+        require_agent(caller, q.agent_id)
+        await require_existing_agent(self.agents, self.known_agents, caller.tenant_id, q.agent_id)
+        return await self.ranked(caller.tenant_id, q, mode, top_k)
+
+    async def for_turn(
+        self, tenant_id: str, agent_id: str, query: str, top_k: int, min_score: float | None
+    ) -> list[KnowledgeHit]:
+        """BuildContext's search: the agent's nearest chunks by meaning, re-ranked with their
+        word matches (fused), rows from the chunk cache; SQL only for rows it does not hold.
+        Lexical matches outside the semantic pool are SearchKnowledge's (full text)."""
+        started = self.monotonic()
+        try:
+            return await self._for_turn(tenant_id, agent_id, query, top_k, min_score)
+        finally:
+            if self.timed is not None:
+                self.timed(SearchMode.HYBRID.value, self.monotonic() - started)
+
+    async def _for_turn(
+        self, tenant_id: str, agent_id: str, query: str, top_k: int, min_score: float | None
+    ) -> list[KnowledgeHit]:
+        pool = await self._semantic(tenant_id, KnowledgeQuery(agent_id, SearchMode.HYBRID, query))
+        rows = await self._cached_rows(tenant_id, agent_id, [h.episode_id for h in pool])
+        pool = [h for h in pool if h.episode_id in rows]
+        texts = {h.episode_id: embedded_text(*rows[h.episode_id]) for h in pool}
+        semantic = [h for h in pool if min_score is None or h.score >= min_score]
+        fused = reciprocal_rank_fusion(
+            {Signal.SEMANTIC: semantic, Signal.LEXICAL: word_matches(query, texts)}
+        )
+        return [
+            KnowledgeHit(*rows[h.episode_id], h.score, tuple(x.value for x in signals))
+            for h, signals in fused[:top_k]
+        ]
+
+    async def _cached_rows(
+        self, tenant_id: str, agent_id: str, keys: Sequence[str]
+    ) -> dict[str, tuple[Document, DocumentChunk]]:
+        """Rows of unexpired documents: held ones from the cache, the rest read and kept."""
+        now = self.clock()
+        held, missing = self.chunks.get(tenant_id, agent_id, keys)
+        if missing:
+            generation = self.chunks.generation(tenant_id, agent_id)
+            read = await self.store.chunks(tenant_id, agent_id, missing, KnowledgeFilter(), now)
+            self.chunks.put(tenant_id, agent_id, read, generation)
+            held |= read
+        return {k: row for k, row in held.items() if not expired(row[0], now)}
+
+    def may_find_by_meaning(self, tenant_id: str, agent_id: str) -> bool:
+        """False when the agent is known to hold no chunks: its query need not be embedded."""
+        return not self.index.holds_nothing(knowledge_scope(tenant_id, agent_id))
+
+    async def ranked(
+        self, tenant_id: str, q: KnowledgeQuery, mode: SearchMode, top_k: int
+    ) -> list[KnowledgeHit]:
+        started = self.monotonic()
+        try:
+            return await self._ranked(tenant_id, q, mode, top_k)
+        finally:
+            if self.timed is not None:
+                self.timed(mode.value, self.monotonic() - started)
+
+    async def _ranked(
+        self, tenant_id: str, q: KnowledgeQuery, mode: SearchMode, top_k: int
+    ) -> list[KnowledgeHit]:
+        now = self.clock()
+        if mode is SearchMode.RECENCY:
+            newest = await self.store.newest(tenant_id, q.agent_id, q.where, now, top_k)
+            return [
+                KnowledgeHit(d, c, 1.0 / rank, (Signal.RECENCY.value,))
+                for rank, (d, c) in enumerate(newest, 1)
+            ]
+        semantic = await self._semantic(tenant_id, q)
+        if mode is SearchMode.SEMANTIC:
+            return await self._hits(tenant_id, q, [(h, (Signal.SEMANTIC,)) for h in semantic], top_k, now)
+        words = await self.store.lexical(tenant_id, q.agent_id, q.query, POOL)
+        fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: words})
+        return await self._hits(tenant_id, q, fused[: max(POOL, top_k * 4)], top_k, now)
+
+    async def _hits(
+        self,
+        tenant_id: str,
+        q: KnowledgeQuery,
+        ranked: Sequence[tuple[Hit, tuple[Signal, ...]]],
+        top_k: int,
+        now: datetime,
+    ) -> list[KnowledgeHit]:
+        """The ranked chunks whose document passes the filter, best first, with their rows."""
+        keys = [h.episode_id for h, _ in ranked]
+        rows = await self.store.chunks(tenant_id, q.agent_id, keys, q.where, now)
+        kept = [(h, s) for h, s in ranked if h.episode_id in rows][:top_k]
+        return [
+            KnowledgeHit(rows[h.episode_id][0], rows[h.episode_id][1], h.score, tuple(x.value for x in s))
+            for h, s in kept
+        ]
+
+    async def _semantic(self, tenant_id: str, q: KnowledgeQuery) -> list[Hit]:
+        scope = knowledge_scope(tenant_id, q.agent_id)
+        await self.index.ensure(scope)
+        if self.index.holds_nothing(scope):
+            return []
+        vector = await embed_query(self.embedder, self.queries, q.query)
+        nearest = await self.index.nearest(scope, vector, POOL)
+        return [h for h in nearest if q.min_score is None or h.score >= q.min_score]
+
+    def _check(self, q: KnowledgeQuery) -> tuple[SearchMode, int]:
+        v = Violations()
+        check_id(v, "agent_id", q.agent_id)
+        check_text(v, "query", q.query, self.limits.max_content_bytes)
+        check_metadata(v, "metadata", q.where.metadata)
+        top_k = q.top_k or DEFAULT_TOP_K
+        if not 1 <= top_k <= MAX_TOP_K:
+            v.add("top_k", f"must be between 1 and {MAX_TOP_K}, got {q.top_k}")
+        if q.mode is None:
+            v.add("mode", "is required: SEARCH_MODE_RECENCY, SEARCH_MODE_SEMANTIC or SEARCH_MODE_HYBRID")
+        elif q.mode is not SearchMode.RECENCY and not q.query.strip():
+            v.add("query", f"is required in {q.mode.value} mode")
+        if q.min_score is not None and not 0.0 <= q.min_score <= 1.0:
+            v.add("min_score", "must be between 0 and 1")
+        where = q.where
+        if where.updated_after and where.updated_before and where.updated_after >= where.updated_before:
+            v.add("updated_before", "must be later than updated_after")
+        v.raise_if_any()
+        assert q.mode is not None
+        return q.mode, top_k
+
+
+def _vectors(w: DocumentWrite) -> KnowledgeVectors:
+    d = w.document
+    return KnowledgeVectors(d.scope, d.document_id, [c.key for c in w.chunks], list(w.vectors or ()))
+
+
+def _as_draft(d: Document) -> DocumentDraft:
+    return DocumentDraft(d.document_id, d.text, d.format, d.title, d.uri, d.metadata, d.expires_at)
+
+
+def _position(last: Document) -> dict[str, JsonScalar]:
+    return {"document_id": last.document_id}
