@@ -1,8 +1,9 @@
 """`episodic mcp` over stdio, driven by the official MCP SDK's client as a host application
 would: the real command in a subprocess, its API key from the environment, a whole
-conversation's life (recorded, rendered, closed, found again) and the long-term memory
-tools; the refusals to start without a usable key; and a SIGTERM that stops it even while
-the host keeps stdin open."""
+conversation's life (recorded, rendered, closed, found again), the long-term memory tools
+and the knowledge tools (the key may write knowledge, so all of them are offered); the
+refusals to start without a usable key; and a SIGTERM that stops it even while the host
+keeps stdin open."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ TOOLS = {
     "remember",
     "forget",
     "create_agent",
+    "search_knowledge",
+    "add_document",
+    "delete_document",
 }
 USER_SAYS = "We are planning a trip to Lisbon in May with my sister Ana."
 
@@ -48,7 +52,8 @@ def _server(database_url: str, env: dict[str, str]) -> StdioServerParameters:
 
 @asynccontextmanager
 async def mcp_session(database_url: str, stderr: Path) -> AsyncIterator[ClientSession]:
-    env = {"EPISODIC_API_KEYS": config_line(TENANT_A, KEY_A), "EPISODIC_MCP_API_KEY": KEY_A}
+    keys = config_line(TENANT_A, KEY_A, knowledge_write=True)
+    env = {"EPISODIC_API_KEYS": keys, "EPISODIC_MCP_API_KEY": KEY_A}
     with stderr.open("w") as log:
         async with (
             stdio_client(_server(database_url, env), errlog=log) as (read, write),
@@ -78,6 +83,7 @@ async def test_a_host_drives_conversations_and_memories_over_stdio(sqlite_url: s
         await call(session, "create_agent", agent_id="travel", system_prompt="You plan trips.")
         await _record_render_close_and_find(session)
         await _remember_find_and_forget(session)
+        await _add_find_and_delete_a_document(session)
     assert "Lisbon" not in stderr.read_text()  # logs carry no user content
 
 
@@ -118,6 +124,23 @@ async def _remember_find_and_forget(session: ClientSession) -> None:
     assert made["memory_id"] not in [m["memory_id"] for m in after["memories"]]
     again = await session.call_tool("forget", {"memory_id": made["memory_id"]})
     assert again.is_error and (again.structured_content or {})["error"]["code"] == "NOT_FOUND"
+
+
+async def _add_find_and_delete_a_document(session: ClientSession) -> None:
+    text = "# Visas\n\nTravellers to Lisbon from the EU need no visa; an identity card is enough."
+    made = await call(
+        session, "add_document", agent_id="travel", document_id="visas", text=text, title="Visas"
+    )
+    assert made["created"] and made["chunk_count"] == 1
+
+    found = await call(session, "search_knowledge", agent_id="travel", query="visa identity card")
+    best = found["chunks"][0]
+    assert (best["document_id"], best["title"], best["chunk_index"]) == ("visas", "Visas", 0)
+    assert text[best["start_char"] : best["end_char"]] == best["text"]
+
+    await call(session, "delete_document", agent_id="travel", document_id="visas")
+    after = await call(session, "search_knowledge", agent_id="travel", query="visa identity card")
+    assert after["chunks"] == []
 
 
 async def test_stdio_without_a_key_refuses_to_start(sqlite_url: str) -> None:

@@ -94,6 +94,15 @@ def test_every_tool_lists_an_object_schema_with_described_arguments() -> None:
         assert not undescribed, (tool.name, undescribed)
 
 
+def test_the_knowledge_writing_tools_are_offered_only_to_keys_that_may_write_knowledge() -> None:
+    writer, reader = Caller("a"), Caller("a", writes_knowledge=False)
+    offered = {t.name for t in TOOLS if t.offered_to(writer)}
+    read_only = {t.name for t in TOOLS if t.offered_to(reader)}
+    assert offered - read_only == {"add_document", "delete_document"}
+    assert "search_knowledge" in read_only
+    assert read_only == {t.name for t in TOOLS if t.offered_to(None)}
+
+
 async def test_a_tool_call_over_its_tenants_share_is_a_retryable_tool_error() -> None:
     ran: list[str] = []
 

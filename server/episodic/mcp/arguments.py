@@ -10,9 +10,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from episodic.domain.knowledge import MAX_METADATA_ENTRIES
+
 MAX_ID_CHARS = 128
 MAX_EPISODE_RESULTS = 20
 MAX_MEMORY_RESULTS = 50
+MAX_KNOWLEDGE_RESULTS = 20
 MAX_LABELS = 20  # topics or entities of one memory
 
 
@@ -139,4 +142,60 @@ class ForgetArguments(Arguments):
         min_length=1,
         max_length=MAX_ID_CHARS,
         description="The memory's id, from search_memories or remember.",
+    )
+
+
+DocumentId = Annotated[
+    str,
+    _id(
+        "The document's id within the agent (same syntax as agent_id), chosen by you, e.g. "
+        "'handbook' or 'faq-billing'."
+    ),
+]
+Metadata = dict[str, str]
+
+
+class SearchKnowledgeArguments(Arguments):
+    agent_id: AgentId
+    query: str = Field("", description="What to look for, in plain words. Required unless mode is recency.")
+    mode: SearchMode = Field(
+        "hybrid",
+        description="hybrid (default): meaning and words together; semantic: meaning only; "
+        "recency: chunks of the most recently updated documents, no query needed.",
+    )
+    limit: int = Field(5, ge=1, le=MAX_KNOWLEDGE_RESULTS, strict=True, description="Most passages to return.")
+    metadata: Metadata = Field(
+        default_factory=dict,
+        max_length=MAX_METADATA_ENTRIES,
+        description="Optional filter: only documents carrying every one of these key/value pairs "
+        '(exact match), e.g. {"team": "hr"}.',
+    )
+
+
+class AddDocumentArguments(Arguments):
+    agent_id: AgentId
+    document_id: DocumentId
+    text: str = Field(
+        min_length=1,
+        description="The document's full text (at most 2 MiB). It is cut into passages, each "
+        "searchable on its own and quoted by its character span in this text.",
+    )
+    title: str = Field("", description="Optional title; it helps each passage be found.")
+    uri: str = Field("", description="Optional link to where the document lives, returned with its passages.")
+    format: Literal["text", "markdown"] = Field(
+        "markdown", description="markdown (default): cut at headings and paragraphs; text: plain text."
+    )
+    metadata: Metadata = Field(
+        default_factory=dict,
+        max_length=MAX_METADATA_ENTRIES,
+        description='Optional string labels (e.g. {"team": "hr"}) that search_knowledge can filter on.',
+    )
+
+
+class DeleteDocumentArguments(Arguments):
+    agent_id: AgentId
+    document_id: str = Field(
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="The document's id, as given to add_document (search_knowledge returns it).",
     )

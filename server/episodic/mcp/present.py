@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 
 from episodic.domain.context import ModelCall, RenderedMessage
+from episodic.domain.knowledge import Document, KnowledgeHit
 from episodic.domain.memories import Memory, MemoryHit
 from episodic.domain.model import Agent, Episode, Message
 from episodic.domain.recall import Snippet
@@ -77,6 +78,40 @@ def memory_hits(hits: list[MemoryHit]) -> Json:
 
 def created(made: Created) -> Json:
     return {**memory(made.memory), "outcome": made.outcome.value, "superseded": list(made.superseded)}
+
+
+def document(d: Document, created: bool) -> Json:
+    """created False: the same content was there already (a retry), nothing changed."""
+    return {
+        "agent_id": d.agent_id,
+        "document_id": d.document_id,
+        "title": d.title,
+        "uri": d.uri,
+        "format": d.format.value,
+        "metadata": dict(d.metadata),
+        "chunk_count": d.chunk_count,
+        "updated_at": _time(d.updated_at),
+        "created": created,
+    }
+
+
+def knowledge_hits(hits: list[KnowledgeHit]) -> Json:
+    return {"chunks": [_chunk(h) for h in hits]}
+
+
+def _chunk(h: KnowledgeHit) -> Json:
+    d, c = h.document, h.chunk
+    return {
+        "document_id": d.document_id,
+        "title": d.title,
+        "uri": d.uri,
+        "chunk_index": c.index,
+        "start_char": c.start,  # the passage is the document's text[start_char:end_char]
+        "end_char": c.end,
+        "heading_path": list(c.heading_path),
+        "score": round(h.score, 4),
+        "text": c.text,
+    }
 
 
 def model_call(call: ModelCall) -> Json:

@@ -39,17 +39,21 @@ INSTRUCTIONS = (
     "Episodic is the memory of an agent's conversations with its users. Record each "
     "conversation (start_episode, add_message, close_episode), call get_context before "
     "answering to see what the model should know, search_episodes for earlier conversations, "
-    "and search_memories / remember / forget for durable facts about the user."
+    "and search_memories / remember / forget for durable facts about the user. "
+    "search_knowledge finds passages in the agent's own documents (add_document and "
+    "delete_document maintain them, with a key allowed to write knowledge)."
 )
 
 
 def build_server(services: Services, caller_of: CallerOf, shares: TenantShares | None = None) -> Server[Any]:
     """`caller_of` names who is calling from the request's context (None: nobody); each
-    call is held to its tenant's `shares`, as over gRPC."""
-    listing = [tool.listing() for tool in TOOLS]
+    call is held to its tenant's `shares`, as over gRPC. The tools listed are the caller's:
+    a key that may not write knowledge is not offered the tools that write it."""
+    listings = {tool.name: tool.listing() for tool in TOOLS}
 
     async def list_tools(ctx: Context, params: PaginatedRequestParams | None) -> ListToolsResult:
-        return ListToolsResult(tools=listing)
+        caller = caller_of(ctx)
+        return ListToolsResult(tools=[listings[t.name] for t in TOOLS if t.offered_to(caller)])
 
     async def call_tool(ctx: Context, params: CallToolRequestParams) -> CallToolResult:
         spec = TOOLS_BY_NAME.get(params.name)

@@ -1,7 +1,8 @@
 """The MCP tools: each one's name, description (written for the model that picks it),
 argument model and the use case it calls. They translate and nothing more: the service
-layer validates, authorizes (the caller's tenant and agents) and decides, exactly as for
-gRPC."""
+layer validates, authorizes (the caller's tenant, agents and knowledge permission) and
+decides, exactly as for gRPC. A tool that writes knowledge is only listed to a caller whose
+key may write it (`ToolSpec.offered_to`); called anyway, the service refuses it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from mcp.types import Tool, ToolAnnotations
 
 from episodic.api.server import Services
 from episodic.domain.agents import AgentDraft
+from episodic.domain.chunking import DocumentFormat
+from episodic.domain.knowledge import DocumentDraft, KnowledgeFilter, metadata_of
 from episodic.domain.memories import MemoryKind, Placement
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.model import Caller, CloseReason, NewMessage, Role
@@ -22,6 +25,7 @@ from episodic.domain.recall import SearchMode
 from episodic.mcp import arguments as args
 from episodic.mcp import present
 from episodic.service.context import ContextRequest
+from episodic.service.knowledge import KnowledgeQuery
 from episodic.service.memory_search import MemoryQuery
 from episodic.service.recall import SearchRequest
 
@@ -46,6 +50,10 @@ class ToolSpec(Generic[A]):
     hints: ToolAnnotations
     # The service's field names (proto paths) -> this tool's argument names, by prefix.
     renames: Mapping[str, str] = field(default_factory=dict)
+    writes_knowledge: bool = False  # listed only to callers whose key may write knowledge
+
+    def offered_to(self, caller: Caller | None) -> bool:
+        return not self.writes_knowledge or (caller is not None and caller.writes_knowledge)
 
     def listing(self) -> Tool:
         return Tool(
@@ -129,6 +137,30 @@ async def remember(s: Services, caller: Caller, a: args.RememberArguments) -> Re
 async def forget(s: Services, caller: Caller, a: args.ForgetArguments) -> Reply:
     gone = await s.memories.delete(caller, a.memory_id)
     return Reply({"memory_id": gone.memory_id, "forgotten": True})
+
+
+async def search_knowledge(s: Services, caller: Caller, a: args.SearchKnowledgeArguments) -> Reply:
+    where = KnowledgeFilter(metadata=metadata_of(a.metadata))
+    query = KnowledgeQuery(a.agent_id, SearchMode(a.mode), a.query, top_k=a.limit, where=where)
+    return Reply(present.knowledge_hits(await s.knowledge.search(caller, query)))
+
+
+async def add_document(s: Services, caller: Caller, a: args.AddDocumentArguments) -> Reply:
+    draft = DocumentDraft(
+        document_id=a.document_id,
+        text=a.text,
+        format=DocumentFormat(a.format),
+        title=a.title,
+        uri=a.uri,
+        metadata=metadata_of(a.metadata),
+    )
+    ((made, created),) = await s.knowledge.create(caller, a.agent_id, [draft])
+    return Reply(present.document(made, created))
+
+
+async def delete_document(s: Services, caller: Caller, a: args.DeleteDocumentArguments) -> Reply:
+    gone = await s.knowledge.delete(caller, a.agent_id, a.document_id)
+    return Reply({"agent_id": gone.agent_id, "document_id": gone.document_id, "deleted": True})
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -219,6 +251,41 @@ TOOLS: tuple[ToolSpec[Any], ...] = (
         args.ForgetArguments,
         forget,
         DELETES,
+    ),
+    ToolSpec(
+        "search_knowledge",
+        "Search the agent's knowledge",
+        "Search an agent's documents (its knowledge base: handbooks, FAQs, product docs, shared by "
+        "all of its users) for the passages that answer a question, best match first. Each passage "
+        "comes with its document's id, title and uri, and its place in the document (chunk_index, "
+        "start_char..end_char). Use it to ground an answer in the agent's documents and cite them.",
+        args.SearchKnowledgeArguments,
+        search_knowledge,
+        READS,
+        {"top_k": "limit"},
+    ),
+    ToolSpec(
+        "add_document",
+        "Add a document to the agent's knowledge",
+        "Store one document in an agent's knowledge base, where search_knowledge (and get_context) "
+        "find its passages. Adding the same document_id again with the same title and text changes "
+        "nothing (created: false); other content under an existing id fails with ALREADY_EXISTS: "
+        "delete_document it first to replace it.",
+        args.AddDocumentArguments,
+        add_document,
+        ADDS,
+        {"documents[0]": ""},
+        writes_knowledge=True,
+    ),
+    ToolSpec(
+        "delete_document",
+        "Delete a document from the agent's knowledge",
+        "Delete one document and all of its passages from an agent's knowledge base for good, by "
+        "its document_id. Use it when a document is outdated or wrong.",
+        args.DeleteDocumentArguments,
+        delete_document,
+        DELETES,
+        writes_knowledge=True,
     ),
     ToolSpec(
         "create_agent",
