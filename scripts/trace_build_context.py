@@ -212,7 +212,11 @@ GUIDE = "\n\n".join(
     f"## {place}\n\n{place} is worth a visit in spring; tickets cost {n * 500} yen and the quiet hours "
     f"are before ten. Trains from Kyoto station take {n} minutes; bring cash for the small shops."
     for n, place in enumerate(
-        [f"{site} {part}" for site in ("Gion", "Arashiyama", "Fushimi", "Nara", "Uji") for part in "ABCDEFGH"],
+        [
+            f"{site} {part}"
+            for site in ("Gion", "Arashiyama", "Fushimi", "Nara", "Uji")
+            for part in "ABCDEFGH"
+        ],
         start=1,
     )
 )
@@ -222,7 +226,9 @@ async def give_knowledge(app: App) -> None:
     from episodic.domain.knowledge import DocumentDraft
 
     caller = Caller(app.settings.dev_tenant)
-    await app.services.knowledge.create(caller, "tracer", [DocumentDraft("guide", GUIDE, title="Kyoto guide")])
+    await app.services.knowledge.create(
+        caller, "tracer", [DocumentDraft("guide", GUIDE, title="Kyoto guide")]
+    )
 
 
 async def measure(turn_count: int, echo_count: int, knowledge: bool = False) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from episodic_client.v1 import (
     context_service_pb2,
     diagnostics_service_pb2,
     episode_service_pb2,
+    knowledge_service_pb2,
     memory_service_pb2,
 )
 
@@ -21,6 +22,7 @@ MODULES = (
     context_service_pb2,
     diagnostics_service_pb2,
     episode_service_pb2,
+    knowledge_service_pb2,
     memory_service_pb2,
     health_pb2,
 )
@@ -37,6 +39,9 @@ NEVER_RETRIED = {
     "DeleteMemory",
     "UpdateSessionData",
     "CallMemoryTool",
+    "CreateDocuments",  # a replay of one that landed answers created: false
+    "UpdateDocument",
+    "DeleteDocument",
 }
 
 

@@ -49,6 +49,21 @@ import {
   type SearchEpisodesResponse,
   SearchMode,
 } from "./gen/episodic/v1/episode_service.js";
+import { DocumentFormat, type KnowledgeItem } from "./gen/episodic/v1/knowledge.js";
+import {
+  CreateDocumentsRequest,
+  type CreateDocumentsResponse,
+  type DeleteDocumentResponse,
+  type DocumentInput,
+  type GetDocumentResponse,
+  KnowledgeServiceClient,
+  ListDocumentsRequest,
+  type ListDocumentsResponse,
+  SearchKnowledgeRequest,
+  type SearchKnowledgeResponse,
+  UpdateDocumentRequest,
+  type UpdateDocumentResponse,
+} from "./gen/episodic/v1/knowledge_service.js";
 import type { MemoryKind } from "./gen/episodic/v1/memory.js";
 import {
   CreateMemoriesRequest,
@@ -110,7 +125,17 @@ export interface SearchEpisodesOptions extends CallSettings {
   endedBefore?: Date;
 }
 
-export type BuildContextOptions = Omit<DeepPartial<BuildContextRequest>, "episodeId"> & CallSettings;
+/** A piece of knowledge retrieved elsewhere, for `buildContext(id, { knowledge: [...] })`. */
+export type KnowledgeItemLike = DeepPartial<KnowledgeItem>;
+
+/**
+ * BuildContext's fields besides the episode: `userMessage`, `memoryConfig` overrides, and
+ * `knowledge` (items rendered in the "[Knowledge]" section; `report.knowledge` says what
+ * became of each), among others.
+ */
+export type BuildContextOptions = Omit<DeepPartial<BuildContextRequest>, "episodeId" | "knowledge"> & {
+  knowledge?: KnowledgeItemLike[];
+} & CallSettings;
 
 export interface CreateMemoriesOptions extends CallSettings {
   episodeId?: string;
@@ -133,6 +158,42 @@ export interface PageOptions extends CallSettings {
   pageToken?: string;
 }
 
+export type DocumentFormatLike = DocumentFormat | "text" | "markdown";
+
+/** A document to create: `documentId` and `text` are required; format defaults to markdown. */
+export type DocumentInputLike = Omit<DeepPartial<DocumentInput>, "format"> & { format?: DocumentFormatLike };
+
+export interface GetDocumentOptions extends CallSettings {
+  /** Also return its chunks, in order. */
+  includeChunks?: boolean;
+}
+
+export interface ListDocumentsOptions extends PageOptions {
+  /** Only documents with every one of these metadata entries. */
+  metadata?: Record<string, string>;
+}
+
+/** The fields to set: each one given (not undefined) is named in the update mask. */
+export interface DocumentUpdate extends CallSettings {
+  text?: string;
+  format?: DocumentFormatLike;
+  title?: string;
+  uri?: string;
+  /** Replaces the whole map. */
+  metadata?: Record<string, string>;
+  /** A new expiry; null removes it (the document never expires). */
+  expireTime?: Date | null;
+}
+
+export interface SearchKnowledgeOptions extends CallSettings {
+  mode?: SearchModeLike;
+  topK?: number;
+  minScore?: number;
+  metadata?: Record<string, string>;
+  updatedAfter?: Date;
+  updatedBefore?: Date;
+}
+
 type UnaryCallback<Res> = (error: ServiceError | null, response: Res) => void;
 type UnaryInvoker<Res> = (
   metadata: Metadata,
@@ -148,6 +209,7 @@ export class EpisodicClient {
   private readonly episodes: EpisodeServiceClient;
   private readonly context: ContextServiceClient;
   private readonly memories: MemoryServiceClient;
+  private readonly knowledge: KnowledgeServiceClient;
   private closed = false;
 
   /** `address` is host:port, or any grpc-js target (`dns:///name:50051`, `ipv4:a:p,b:p`). */
@@ -161,6 +223,7 @@ export class EpisodicClient {
     this.episodes = new EpisodeServiceClient(address, creds, shared);
     this.context = new ContextServiceClient(address, creds, shared);
     this.memories = new MemoryServiceClient(address, creds, shared);
+    this.knowledge = new KnowledgeServiceClient(address, creds, shared);
   }
 
   /** Closes the channel; later calls reject with ClientClosedError. Safe to call twice. */
@@ -327,6 +390,73 @@ export class EpisodicClient {
     return this.unary((md, opts, cb) => this.memories.searchMemories(request, md, opts, cb), deadlineMs);
   }
 
+  // --- knowledge ------------------------------------------------------------------------
+
+  /** Creates 1-100 documents of the agent, all or none; a key that may write knowledge is needed. */
+  createDocuments(
+    agentId: string,
+    documents: DocumentInputLike[],
+    settings: CallSettings = {},
+  ): Promise<CreateDocumentsResponse> {
+    const request = CreateDocumentsRequest.fromPartial({
+      agentId,
+      documents: documents.map((d) => ({ ...d, format: toDocumentFormat(d.format) })),
+    });
+    return this.unary((md, opts, cb) => this.knowledge.createDocuments(request, md, opts, cb), settings.deadlineMs);
+  }
+
+  /** One document with its text (and its chunks with `includeChunks`). */
+  getDocument(agentId: string, documentId: string, options: GetDocumentOptions = {}): Promise<GetDocumentResponse> {
+    const request = { agentId, documentId, includeChunks: options.includeChunks ?? false };
+    return this.unary((md, opts, cb) => this.knowledge.getDocument(request, md, opts, cb), options.deadlineMs);
+  }
+
+  /** One page of the agent's documents, by document id, without their text. */
+  listDocuments(agentId: string, options: ListDocumentsOptions = {}): Promise<ListDocumentsResponse> {
+    const { deadlineMs, ...rest } = options;
+    const request = ListDocumentsRequest.fromPartial({ ...rest, agentId });
+    return this.unary((md, opts, cb) => this.knowledge.listDocuments(request, md, opts, cb), deadlineMs);
+  }
+
+  /** Sets the fields given; a new text or format is cut into chunks and embedded again. */
+  updateDocument(agentId: string, documentId: string, update: DocumentUpdate): Promise<UpdateDocumentResponse> {
+    const { deadlineMs, ...fields } = update;
+    const updateMask = DOCUMENT_FIELDS.filter(([name]) => fields[name] !== undefined).map(([, path]) => path);
+    const request = UpdateDocumentRequest.fromPartial({
+      document: {
+        ...fields,
+        agentId,
+        documentId,
+        format: toDocumentFormat(fields.format),
+        expireTime: fields.expireTime ?? undefined,
+      },
+      updateMask,
+    });
+    return this.unary((md, opts, cb) => this.knowledge.updateDocument(request, md, opts, cb), deadlineMs);
+  }
+
+  /** Deletes the document with every chunk of it. */
+  deleteDocument(agentId: string, documentId: string, settings: CallSettings = {}): Promise<DeleteDocumentResponse> {
+    const request = { agentId, documentId };
+    return this.unary((md, opts, cb) => this.knowledge.deleteDocument(request, md, opts, cb), settings.deadlineMs);
+  }
+
+  /** Chunks of the agent's documents, best first. */
+  searchKnowledge(
+    agentId: string,
+    query: string,
+    options: SearchKnowledgeOptions = {},
+  ): Promise<SearchKnowledgeResponse> {
+    const { deadlineMs, mode, ...rest } = options;
+    const request = SearchKnowledgeRequest.fromPartial({
+      ...rest,
+      agentId,
+      query,
+      mode: toSearchMode(mode ?? SearchMode.SEARCH_MODE_HYBRID),
+    });
+    return this.unary((md, opts, cb) => this.knowledge.searchKnowledge(request, md, opts, cb), deadlineMs);
+  }
+
   // --- plumbing -------------------------------------------------------------------------
 
   private unary<Res>(invoke: UnaryInvoker<Res>, deadlineMs: number | undefined): Promise<Res> {
@@ -385,6 +515,21 @@ const CLOSE_REASONS: Record<Exclude<CloseReasonLike, CloseReason>, CloseReason> 
   idle_timeout: CloseReason.CLOSE_REASON_IDLE_TIMEOUT,
 };
 
+const DOCUMENT_FORMATS: Record<Exclude<DocumentFormatLike, DocumentFormat>, DocumentFormat> = {
+  text: DocumentFormat.DOCUMENT_FORMAT_TEXT,
+  markdown: DocumentFormat.DOCUMENT_FORMAT_MARKDOWN,
+};
+
+// The update mask's paths of DocumentUpdate's fields, in the order of the proto.
+const DOCUMENT_FIELDS: ReadonlyArray<readonly [keyof Omit<DocumentUpdate, "deadlineMs">, string]> = [
+  ["text", "text"],
+  ["format", "format"],
+  ["title", "title"],
+  ["uri", "uri"],
+  ["metadata", "metadata"],
+  ["expireTime", "expire_time"],
+];
+
 // An unknown name becomes UNSPECIFIED (0), which the server refuses naming the field.
 function toRole(role: RoleLike): Role {
   return typeof role === "number" ? role : (ROLES[role] ?? Role.ROLE_UNSPECIFIED);
@@ -392,6 +537,17 @@ function toRole(role: RoleLike): Role {
 
 function toSearchMode(mode: SearchModeLike): SearchMode {
   return typeof mode === "number" ? mode : (SEARCH_MODES[mode] ?? SearchMode.SEARCH_MODE_UNSPECIFIED);
+}
+
+/**
+ * Undefined stays unset (the server reads it as markdown). Unset is valid for a format, so an
+ * unknown name is sent as -1, which the server refuses naming the field.
+ */
+function toDocumentFormat(format: DocumentFormatLike | undefined): DocumentFormat | undefined {
+  if (format === undefined || typeof format === "number") {
+    return format;
+  }
+  return DOCUMENT_FORMATS[format] ?? (-1 as DocumentFormat);
 }
 
 function toCloseReason(reason: CloseReasonLike): CloseReason {

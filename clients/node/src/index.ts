@@ -25,6 +25,16 @@ export {
   type ToolResult,
 } from "./gen/episodic/v1/episode.js";
 export { MatchSignal, SearchMode, type EpisodeSnippet } from "./gen/episodic/v1/episode_service.js";
+export {
+  DocumentFormat,
+  KnowledgeFate,
+  KnowledgeOrigin,
+  type Document,
+  type DocumentChunk,
+  type KnowledgeItem,
+  type RenderedKnowledge,
+} from "./gen/episodic/v1/knowledge.js";
+export type { DocumentInput, KnowledgeHit } from "./gen/episodic/v1/knowledge_service.js";
 export { MemoryKind, MemoryState, type Memory } from "./gen/episodic/v1/memory.js";
 export { MemoryPlacement, MemoryOutcome, type MemoryHit } from "./gen/episodic/v1/memory_service.js";
 export { status as GrpcStatus } from "@grpc/grpc-js";

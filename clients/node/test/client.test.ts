@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 
 import {
@@ -16,6 +15,7 @@ import {
   UnauthenticatedError,
   UnavailableError,
 } from "../src/index.js";
+import { rejectionOf, uniqueId } from "./helpers.js";
 import { type RunningServer, startServer } from "./server.js";
 
 describe("EpisodicClient against a live server", () => {
@@ -180,16 +180,3 @@ describe("EpisodicClient against a live server", () => {
     }
   });
 });
-
-function uniqueId(prefix: string): string {
-  return `${prefix}-${randomUUID().slice(0, 8)}`;
-}
-
-async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail("expected the call to fail");
-}

@@ -1,6 +1,7 @@
 /**
  * A real Episodic server for the tests: `episodic serve` on 127.0.0.1:0 with a throwaway
- * SQLite file, the hashing embedder and one API key, stopped with SIGTERM at the end.
+ * SQLite file, the hashing embedder and two API keys of one tenant (`apiKey` may also write
+ * knowledge, `readerApiKey` may only read it), stopped with SIGTERM at the end.
  * EPISODIC_BIN overrides the command (default: the repository's .venv/bin/episodic).
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -21,18 +22,20 @@ export const TENANT = "tenant-node";
 export interface RunningServer {
   address: string;
   apiKey: string;
+  readerApiKey: string;
   stop(): Promise<void>;
 }
 
 export async function startServer(): Promise<RunningServer> {
   const apiKey = `epk_node_test_${randomBytes(16).toString("hex")}`;
+  const readerApiKey = `epk_node_test_${randomBytes(16).toString("hex")}`;
   const dir = mkdtempSync(join(tmpdir(), "episodic-node-"));
   const args = [
     "serve",
     "--address=127.0.0.1:0",
     `--database-url=sqlite:///${join(dir, "t.db")}`,
     "--embedder=hashing",
-    `--api-keys=${TENANT}=sha256:${createHash("sha256").update(apiKey).digest("hex")}`,
+    `--api-keys=${keyEntry(apiKey)};knowledge=write,${keyEntry(readerApiKey)}`,
     "--shutdown-grace-seconds=1",
     "--no-access-log",
   ];
@@ -50,11 +53,15 @@ export async function startServer(): Promise<RunningServer> {
   };
   try {
     const port = await servingPort(child);
-    return { address: `127.0.0.1:${port}`, apiKey, stop };
+    return { address: `127.0.0.1:${port}`, apiKey, readerApiKey, stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+function keyEntry(key: string): string {
+  return `${TENANT}=sha256:${createHash("sha256").update(key).digest("hex")}`;
 }
 
 /** The environment less EPISODIC_* settings, so a developer's shell cannot change the server under test. */

@@ -18,12 +18,15 @@ from episodic_client.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from episodic_client.knowledge_requests import UNCHANGED, document_input, knowledge_item
 from episodic_client.memory_requests import memory_input
 from episodic_client.requests import message_input, tool_call, tool_result
 from episodic_client.sync_client import EpisodicClient
 from episodic_client.v1.agent_pb2 import Agent, MemoryConfig
 from episodic_client.v1.context_pb2 import ContextMessage, ContextReport, ModelCall
 from episodic_client.v1.episode_pb2 import Episode, Message, MessageInput, ToolCall, ToolResult
+from episodic_client.v1.knowledge_pb2 import Document, DocumentChunk, KnowledgeItem, RenderedKnowledge
+from episodic_client.v1.knowledge_service_pb2 import DocumentInput, KnowledgeHit
 
 __version__ = "0.1.0"
 
@@ -34,22 +37,31 @@ __all__ = [
     "BuiltContext",
     "ContextMessage",
     "ContextReport",
+    "Document",
+    "DocumentChunk",
+    "DocumentInput",
     "Episode",
     "EpisodicClient",
     "EpisodicClientError",
     "FailedPreconditionError",
     "InvalidArgumentError",
+    "KnowledgeHit",
+    "KnowledgeItem",
     "MemoryConfig",
     "Message",
     "MessageInput",
     "ModelCall",
     "NotFoundError",
     "PermissionDeniedError",
+    "RenderedKnowledge",
     "ToolCall",
     "ToolResult",
     "UnauthenticatedError",
     "ResourceExhaustedError",
     "UnavailableError",
+    "UNCHANGED",
+    "document_input",
+    "knowledge_item",
     "memory_input",
     "message_input",
     "tool_call",

@@ -19,6 +19,7 @@ from episodic_client.v1 import (
     diagnostics_service_pb2,
     episode_pb2,
     episode_service_pb2,
+    knowledge_pb2,
 )
 from episodic_client.values import (
     CloseReasonLike,
@@ -286,8 +287,11 @@ def build_context(
     model: str = "",
     recall_query: str = "",
     request_id: str = "",
+    knowledge: Sequence[knowledge_pb2.KnowledgeItem] = (),
 ) -> context_service_pb2.BuildContextRequest:
-    """A system_prompt of None keeps the agent's; "" overrides it with an empty prompt."""
+    """A system_prompt of None keeps the agent's; "" overrides it with an empty prompt.
+    knowledge: items retrieved elsewhere (`episodic_client.knowledge_item`), rendered in the
+    "[Knowledge]" section with the agent's own documents found for the turn."""
     return context_service_pb2.BuildContextRequest(
         episode_id=episode_id,
         user_message=user_message,
@@ -298,6 +302,7 @@ def build_context(
         model=model,
         recall_query=recall_query,
         request_id=request_id,
+        knowledge=knowledge,
     )
 
 

@@ -46,6 +46,7 @@ RETRYABLE: Mapping[str, Sequence[str]] = {
         "GetSessionData",
         "GetMemoryTools",
     ),
+    "episodic.v1.KnowledgeService": ("GetDocument", "ListDocuments", "SearchKnowledge"),
     "episodic.v1.DiagnosticsService": ("Echo", "CheckIndex"),
     "grpc.health.v1.Health": ("Check",),
 }

@@ -6,7 +6,7 @@ subclasses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
@@ -15,6 +15,7 @@ from typing import Any, Self, TypeVar
 import grpc
 from google.protobuf.message import Message as ProtoMessage
 
+from episodic_client import knowledge_requests as kq
 from episodic_client import memory_requests as mq
 from episodic_client import requests as rq
 from episodic_client.context import BuiltContext, join_frames
@@ -30,6 +31,8 @@ from episodic_client.v1 import (
     diagnostics_service_pb2,
     episode_pb2,
     episode_service_pb2,
+    knowledge_pb2,
+    knowledge_service_pb2,
     memory_pb2,
     memory_service_pb2,
 )
@@ -37,6 +40,7 @@ from episodic_client.v1.agent_service_pb2_grpc import AgentServiceStub
 from episodic_client.v1.context_service_pb2_grpc import ContextServiceStub
 from episodic_client.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
 from episodic_client.v1.episode_service_pb2_grpc import EpisodeServiceStub
+from episodic_client.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
 from episodic_client.v1.memory_service_pb2_grpc import MemoryServiceStub
 from episodic_client.values import CloseReasonLike, JsonObject, RoleLike, SearchModeLike, StateLike
 
@@ -74,6 +78,7 @@ class EpisodicClient:
         self._context = ContextServiceStub(self._channel)
         self._diagnostics = DiagnosticsServiceStub(self._channel)
         self._memories = MemoryServiceStub(self._channel)
+        self._knowledge = KnowledgeServiceStub(self._channel)
 
     def __enter__(self) -> Self:
         return self
@@ -328,9 +333,12 @@ class EpisodicClient:
         model: str = "",
         recall_query: str = "",
         request_id: str = "",
+        knowledge: Sequence[knowledge_pb2.KnowledgeItem] = (),
         timeout: float | None = None,
     ) -> BuiltContext:
-        """Runs the stream to its end and returns the whole messages and the report."""
+        """Runs the stream to its end and returns the whole messages and the report.
+        `knowledge`: items retrieved elsewhere (`episodic_client.knowledge_item(text, ...)`),
+        rendered in the "[Knowledge]" section; `report.knowledge` says what became of each."""
         request = rq.build_context(
             episode_id,
             user_message=user_message,
@@ -341,6 +349,7 @@ class EpisodicClient:
             model=model,
             recall_query=recall_query,
             request_id=request_id,
+            knowledge=knowledge,
         )
         return join_frames(self._stream(self._context.BuildContext, request, timeout))
 
@@ -443,6 +452,97 @@ class EpisodicClient:
             episode_id=episode_id, name=name, arguments=arguments
         )
         return self._call(self._memories.CallMemoryTool, request).result
+
+    # --- knowledge ----------------------------------------------------------------------
+
+    def create_documents(
+        self, agent_id: str, documents: Sequence[knowledge_service_pb2.DocumentInput]
+    ) -> knowledge_service_pb2.CreateDocumentsResponse:
+        """Build each document with `episodic_client.document_input(document_id, text, ...)`;
+        at most 100, all or none. Needs a key that may write knowledge."""
+        return self._call(self._knowledge.CreateDocuments, kq.create_documents(agent_id, documents))
+
+    def get_document(
+        self, agent_id: str, document_id: str, *, include_chunks: bool = False
+    ) -> knowledge_service_pb2.GetDocumentResponse:
+        request = kq.get_document(agent_id, document_id, include_chunks=include_chunks)
+        return self._call(self._knowledge.GetDocument, request)
+
+    def list_documents(
+        self,
+        agent_id: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> knowledge_service_pb2.ListDocumentsResponse:
+        request = kq.list_documents(agent_id, metadata=metadata, page_size=page_size, page_token=page_token)
+        return self._call(self._knowledge.ListDocuments, request)
+
+    def iter_documents(
+        self, agent_id: str, *, metadata: Mapping[str, str] | None = None, page_size: int = 0
+    ) -> Iterator[knowledge_pb2.Document]:
+        """Every matching document of the agent (without its text), by document_id, fetching
+        pages as needed."""
+        request = kq.list_documents(agent_id, metadata=metadata, page_size=page_size)
+        for page in pages(partial(self._call, self._knowledge.ListDocuments), request):
+            yield from page.documents
+
+    def update_document(
+        self,
+        agent_id: str,
+        document_id: str,
+        *,
+        text: str | None = None,
+        format: kq.FormatLike | None = None,
+        title: str | None = None,
+        uri: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        expire_time: datetime | None | kq.Unchanged = kq.UNCHANGED,
+    ) -> knowledge_service_pb2.UpdateDocumentResponse:
+        """Sets the fields given, leaving the others (None: unchanged; expire_time=None: never
+        expires). A new text or format is cut into chunks and embedded again."""
+        request = kq.update_document(
+            agent_id,
+            document_id,
+            text=text,
+            format=format,
+            title=title,
+            uri=uri,
+            metadata=metadata,
+            expire_time=expire_time,
+        )
+        return self._call(self._knowledge.UpdateDocument, request)
+
+    def delete_document(
+        self, agent_id: str, document_id: str
+    ) -> knowledge_service_pb2.DeleteDocumentResponse:
+        return self._call(self._knowledge.DeleteDocument, kq.delete_document(agent_id, document_id))
+
+    def search_knowledge(
+        self,
+        agent_id: str,
+        query: str = "",
+        *,
+        mode: SearchModeLike = "hybrid",
+        top_k: int = 0,
+        min_score: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+    ) -> knowledge_service_pb2.SearchKnowledgeResponse:
+        """Chunks of the agent's documents, best first."""
+        request = kq.search_knowledge(
+            agent_id,
+            query,
+            mode=mode,
+            top_k=top_k,
+            min_score=min_score,
+            metadata=metadata,
+            updated_after=updated_after,
+            updated_before=updated_before,
+        )
+        return self._call(self._knowledge.SearchKnowledge, request)
 
     # --- diagnostics --------------------------------------------------------------------
 
