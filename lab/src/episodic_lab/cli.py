@@ -14,12 +14,14 @@ from episodic_lab.bench.options import add_flags as add_bench_flags
 from episodic_lab.bench_context.options import add_flags as add_bench_context_flags
 from episodic_lab.bench_fairness.options import add_flags as add_bench_fairness_flags
 from episodic_lab.bench_index import add_flags as add_bench_index_flags
+from episodic_lab.bench_knowledge.options import add_flags as add_bench_knowledge_flags
 from episodic_lab.bench_memories import add_flags as add_bench_memories_flags
 from episodic_lab.bench_recall.options import add_flags as add_bench_recall_flags
 from episodic_lab.bench_replicas import add_flags as add_bench_replicas_flags
 from episodic_lab.evals.extraction import add_flags as add_eval_extraction_flags
 from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
 from episodic_lab.evals.flags import add_pii_flags
+from episodic_lab.evals.knowledge_flags import add_flags as add_eval_knowledge_flags
 from episodic_lab.evals.locomo_data import MissingData
 from episodic_lab.report.options import add_flags as add_report_flags
 from episodic_lab.soak.options import add_flags as add_soak_flags
@@ -44,12 +46,18 @@ TOOLS = (
          add_soak_flags, "episodic_lab.soak.main:run_soak"),
     Tool("eval-recall", "LoCoMo recall@k/MRR through the API, next to BM25", add_eval_recall_flags,
          "episodic_lab.evals.locomo:run_eval"),
+    Tool("eval-knowledge", "LoCoMo observations as documents: SearchKnowledge nDCG@10/R@5 next to BM25, "
+         "and what [Knowledge] renders", add_eval_knowledge_flags,
+         "episodic_lab.evals.knowledge:run_eval_knowledge"),
     Tool("eval-pii", "precision/recall of PII detectors on a labelled set", add_pii_flags,
          "episodic_lab.evals.pii:run_eval_pii"),
     Tool("bench-index", "the FAISS index alone: build and search times, RSS, by size", add_bench_index_flags,
          "episodic_lab.bench_index:run_bench_index"),
     Tool("bench-memories", "measure SearchMemories at 100k memories (spread, one scope) against Echo",
          add_bench_memories_flags, "episodic_lab.bench_memories:run_bench_memories"),
+    Tool("bench-knowledge", "measure SearchKnowledge at 100k chunks in one agent against Echo, and "
+         "BuildContext with knowledge on vs off", add_bench_knowledge_flags,
+         "episodic_lab.bench_knowledge.main:run_bench_knowledge"),
     Tool("bench-replicas", "replicas on one PostgreSQL: visibility latency, start-up and RSS, throughput",
          add_bench_replicas_flags, "episodic_lab.bench_replicas:run_bench_replicas"),
     Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo",

@@ -1,0 +1,232 @@
+"""`episodic-lab bench-knowledge`: SearchKnowledge latency with N chunks in one agent (default
+100k), next to the Echo baseline measured in the same run, on a throwaway `episodic serve`
+subprocess (SQLite, hashing embedder: a query costs it tens of µs, so the figures are the
+search's own).
+
+The documents are synthetic markdown, written through CreateDocuments (100 per call): each has
+a title and `--paragraphs` sections (a "##" heading and a paragraph of ~400 characters), one
+chunk each, of made-up words whose frequencies follow Zipf's law (bench-recall's lexicon), so
+the word search meets posting lists of a realistic shape. Queries are three words drawn the
+same way (HYBRID also with rare words only: the common ones are what cost the word search).
+A few probes first check that HYBRID finds the section a query was cut from.
+
+Then, optionally, a BuildContext turn on an empty episode (the query as user message, 4k
+budget, recall and known facts off) with knowledge on against off: what the turn's knowledge
+search adds. One call in flight; p50/p99 in ms, the ratio to Echo, and the server's CPU per
+call (these machines are noisy: compare ratios). Prints, never asserts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from episodic.progress import Progress
+from episodic_client.v1 import agent_pb2, knowledge_service_pb2
+from episodic_lab.bench.machine import machine_facts
+from episodic_lab.bench.server_process import Server, cpu_seconds, running_server
+from episodic_lab.bench.workloads import ECHO_PAYLOAD
+from episodic_lab.bench_context import progress
+from episodic_lab.bench_recall.latency import AsyncCall, Budget, Figures, timed
+from episodic_lab.bench_recall.words import Lexicon, lexicon
+from episodic_lab.knowledge_calls import (
+    MAX_DOCUMENTS_PER_CALL,
+    KnowledgeLab,
+    knowledge_lab,
+    markdown_document,
+)
+
+AGENT = "bench-knowledge"
+TOP_K = 5
+SECTION_PHRASES = 14  # of 4 words: ~56 words, ~400 characters a section
+HEADING_WORDS = 3
+PROBES = 20
+PROBE_WORDS = 6
+BUDGET_TOKENS = 4000
+
+
+def run_bench_knowledge(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    words: Lexicon
+    documents: int
+    paragraphs: int
+    seed: int
+
+    def document(self, i: int) -> knowledge_service_pb2.DocumentInput:
+        return markdown_document(f"doc-{i}", "\n\n".join(self.sections(i)), title=f"Document {i}")
+
+    def sections(self, i: int) -> list[str]:
+        """Document i's sections, the same on every call (seeded by the document)."""
+        rng = np.random.default_rng((self.seed, i))
+        picks = rng.integers(0, len(self.words.phrases), (self.paragraphs, SECTION_PHRASES)).tolist()
+        headings = self.words.sample(rng, self.paragraphs * HEADING_WORDS)
+        return [
+            f"## {' '.join(headings[j * HEADING_WORDS : (j + 1) * HEADING_WORDS]).capitalize()}\n\n"
+            + " ".join(self.words.phrases[p] for p in picks[j]).capitalize()
+            + "."
+            for j in range(self.paragraphs)
+        ]
+
+    def batches(self) -> Iterator[list[knowledge_service_pb2.DocumentInput]]:
+        for start in range(0, self.documents, MAX_DOCUMENTS_PER_CALL):
+            yield [
+                self.document(i) for i in range(start, min(start + MAX_DOCUMENTS_PER_CALL, self.documents))
+            ]
+
+
+async def _run(args: argparse.Namespace) -> int:
+    paragraphs = max(args.paragraphs, 1)
+    corpus = Corpus(lexicon(args.seed), max(math.ceil(args.chunks / paragraphs), 1), paragraphs, args.seed)
+    machine = machine_facts()
+    print(
+        f"SearchKnowledge at {corpus.documents * paragraphs:,} chunks ({corpus.documents:,} documents x "
+        f"{paragraphs} sections) in one agent, top {TOP_K}, hashing embedder, `episodic serve` subprocess on "
+        f"SQLite, one call in flight ({machine['cores']} cores, "
+        f"load average {machine['load average at start']})"
+    )
+    budget = Budget.of(args.calls, args.seconds)
+    with tempfile.TemporaryDirectory(prefix="episodic-bench-knowledge-") as tmp:
+        async with (
+            running_server(f"sqlite:///{tmp}/bench.db", Path(tmp), ("--embedder", "hashing")) as server,
+            knowledge_lab(server.target) as lab,
+        ):
+            await lab.client.create_agent(AGENT, model="gpt-4o")
+            await _create(lab, corpus, server)
+            await _probe(lab, corpus, args.seed)
+            print(f"{'rpc':<36} {'p50 ms':>8} {'p99 ms':>8} {'x echo p50':>10} {'x echo p99':>10} "
+                  f"{'calls':>6} {'server cpu ms/call':>18}")  # fmt: skip
+            echo = await _measure(server, "Echo", lambda _: lab.client.echo(ECHO_PAYLOAD), budget)
+            _row(echo, echo)
+            queries = _queries(corpus.words, budget, args.seed + 1)
+            for label, mode, rare in (
+                ("SearchKnowledge hybrid", "hybrid", False),
+                ("SearchKnowledge hybrid, rare words", "hybrid", True),
+                ("SearchKnowledge semantic", "semantic", False),
+            ):
+                chosen = queries[rare]
+
+                async def search(n: int, mode: str = mode, chosen: list[str] = chosen) -> object:
+                    return await lab.search(AGENT, chosen[n % len(chosen)], mode, TOP_K)
+
+                _row(await _measure(server, label, search, budget), echo)
+            if not args.no_build_context:
+                for knowledge in (False, True):
+                    _row(await _build_context(lab, server, knowledge, queries[False], budget), echo)
+            print(f"server RSS at the end: {_rss_mib(server.pid):.0f} MiB")
+    return 0
+
+
+async def _create(lab: KnowledgeLab, corpus: Corpus, server: Server) -> None:
+    began, chunks = time.perf_counter(), 0
+    with Progress("documents", corpus.documents, unit="documents") as bar:
+        for batch in corpus.batches():
+            chunks += await lab.create_documents(AGENT, batch)
+            bar.advance(len(batch))
+    seconds = time.perf_counter() - began
+    print(
+        f"created {corpus.documents:,} documents, {chunks:,} chunks, in {seconds:.1f} s "
+        f"({chunks / seconds:,.0f} chunks/s through CreateDocuments); "
+        f"server RSS {_rss_mib(server.pid):.0f} MiB"
+    )
+
+
+async def _probe(lab: KnowledgeLab, corpus: Corpus, seed: int) -> None:
+    """HYBRID finds the section a query was cut from (words from its middle), in its top 5."""
+    rng = np.random.default_rng((seed, 1))
+    found = 0
+    for _ in range(PROBES):
+        i, j = int(rng.integers(corpus.documents)), int(rng.integers(corpus.paragraphs))
+        words = corpus.sections(i)[j].split("\n\n", 1)[1].rstrip(".").split()
+        at = int(rng.integers(max(len(words) - PROBE_WORDS, 1)))
+        reply = await lab.search(AGENT, " ".join(words[at : at + PROBE_WORDS]), "hybrid", TOP_K)
+        found += any(h.chunk.document_id == f"doc-{i}" and h.chunk.chunk_index == j for h in reply.hits)
+    print(f"probes: HYBRID found the section a {PROBE_WORDS}-word query was cut from in {found}/{PROBES}")
+
+
+def _queries(words: Lexicon, budget: Budget, seed: int) -> dict[bool, list[str]]:
+    """Queries by rare-words-only, drawn before timing starts."""
+    rng = np.random.default_rng(seed)
+    count = budget.warmup + budget.calls
+    return {rare: [words.query(rng, rare=rare) for _ in range(count)] for rare in (False, True)}
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    label: str
+    figures: Figures
+    cpu_ms_per_call: float
+    note: str = ""
+
+
+async def _measure(server: Server, label: str, call: AsyncCall, budget: Budget) -> Measured:
+    """Latency of `call` (timed), and the server's CPU over all its calls (warm-up included)."""
+    calls = 0
+
+    async def counted(n: int) -> object:
+        nonlocal calls
+        calls += 1
+        return await call(n)
+
+    before = cpu_seconds(server.pid)
+    figures = await timed(counted, budget)
+    cpu = (cpu_seconds(server.pid) - before) / max(calls, 1) * 1000
+    progress(f"  {label}: p50 {figures.p50_ms:.2f} ms, p99 {figures.p99_ms:.2f} ms")
+    return Measured(label, figures, cpu)
+
+
+async def _build_context(
+    lab: KnowledgeLab, server: Server, knowledge: bool, queries: list[str], budget: Budget
+) -> Measured:
+    """BuildContext on an empty episode, the query as user message (not appended)."""
+    memory = agent_pb2.MemoryConfig(
+        max_working_memory_tokens=BUDGET_TOKENS,
+        knowledge=knowledge,
+        recall_mode=agent_pb2.RECALL_MODE_NONE,
+        known_facts=False,
+    )
+    probe = (await lab.client.open_episode(AGENT, "bench-user")).episode.episode_id
+    rendered: list[int] = []
+
+    async def build(n: int) -> object:
+        built = await lab.client.build_context(
+            probe, user_message=queries[n % len(queries)], memory_config=memory
+        )
+        rendered.append(built.report.section_tokens.knowledge)
+        return built
+
+    label = f"BuildContext, knowledge {'on' if knowledge else 'off'}"
+    measured = await _measure(server, label, build, budget)
+    tokens = sum(rendered) / max(len(rendered), 1)
+    return Measured(
+        measured.label, measured.figures, measured.cpu_ms_per_call, f"[Knowledge] {tokens:.0f} tokens"
+    )
+
+
+def _row(m: Measured, echo: Measured) -> None:
+    f, e = m.figures, echo.figures
+    print(
+        f"{m.label:<36} {f.p50_ms:>8.2f} {f.p99_ms:>8.2f} {f.p50_ms / e.p50_ms:>10.1f} "
+        f"{f.p99_ms / e.p99_ms:>10.1f} {f.calls:>6} {m.cpu_ms_per_call:>18.2f}"
+        + (f"  {m.note}" if m.note else "")
+    )
+
+
+def _rss_mib(pid: int) -> float:
+    """The process's resident memory (Linux); NaN elsewhere."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return math.nan
+    rss = next((line.split()[1] for line in lines if line.startswith("VmRSS:")), None)
+    return int(rss) / 1024 if rss else math.nan
