@@ -663,6 +663,7 @@ def build_services(
             agents=agents,
             episodes=episodes,
             model_calls=model_calls,
+            knowledge=knowledge,
             users=a.users,
             log=a.episodes,
             calls=a.context,

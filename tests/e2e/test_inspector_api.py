@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from episodic.inspector.app import CSP, STATIC
-from episodic.v1 import episode_pb2
+from episodic.v1 import episode_pb2, knowledge_service_pb2
 from tests.e2e.context_helpers import build, create_agent
 from tests.e2e.helpers import Client, user_message
 from tests.e2e.inspector_helpers import inspector
@@ -175,3 +175,23 @@ async def test_every_answer_carries_the_content_security_policy(sqlite_url: str)
             assert again.status_code == 304 and not again.text  # revalidated, not sent again
         assert (await ins.get("/static/..%2Fapp.py", None)).status_code == 404
         assert (await ins.get("/api/agents", method="POST")).status_code == 405
+
+
+async def test_a_rendered_chunk_links_to_its_document_in_the_agents_tenant_only(database_url: str) -> None:
+    async with inspector(database_url) as ins:
+        agent_id = await create_agent(ins.grpc)
+        text = "# Garden rules\n\nWater the tomatoes at the roots every morning before nine."
+        doc = knowledge_service_pb2.DocumentInput(document_id="rules", text=text, title="Garden rules")
+        create = knowledge_service_pb2.CreateDocumentsRequest(agent_id=agent_id, documents=[doc])
+        await ins.grpc.knowledge.CreateDocuments(create, metadata=ins.grpc.auth)
+        episode_id = await ins.grpc.open_episode(agent_id)
+        built = await build(ins.grpc, episode_id, user_message="When do I water the tomatoes?")
+        call = (await ins.json(f"/api/model-calls/{built.report.model_call_id}"))["model_call"]
+        (item,) = call["knowledge"]
+        assert (item["origin"], item["fate"], item["document_id"]) == ("stored", "whole", "rules")
+        assert "knowledge" in [s["section"] for s in call["sections"]]
+        found = (await ins.json(item["document_href"]))["document"]
+        assert found["text"] == text and found["title"] == "Garden rules"
+        chunk = found["chunks"][item["chunk_index"]]
+        assert text[chunk["start_char"] : chunk["end_char"]].startswith("# Garden rules")
+        assert (await ins.get(item["document_href"], key=KEY_B)).status_code == 404

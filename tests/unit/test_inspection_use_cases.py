@@ -54,6 +54,7 @@ def service(log: HeldLog) -> InspectionService:
         agents=nothing,
         episodes=cast(Any, log),
         model_calls=nothing,
+        knowledge=nothing,
         users=nothing,
         log=cast(Any, log),
         calls=cast(Any, log),
@@ -63,8 +64,8 @@ def service(log: HeldLog) -> InspectionService:
 def inspection(app: UseCases, search_bytes: int = SEARCH_BYTES) -> InspectionService:
     """The service as bootstrap wires it, over the fakes."""
     return InspectionService(
-        agents=app.agents, episodes=app.episodes, model_calls=app.model_calls, users=app.episode_store,
-        log=app.episode_store, calls=app.context_store, search_bytes=search_bytes,
+        agents=app.agents, episodes=app.episodes, model_calls=app.model_calls, knowledge=app.knowledge,
+        users=app.episode_store, log=app.episode_store, calls=app.context_store, search_bytes=search_bytes,
     )  # fmt: skip
 
 

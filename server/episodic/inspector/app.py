@@ -154,6 +154,7 @@ class _Routes:
             "/api/episodes/{episode_id}/where": self.where,
             "/api/model-calls/{model_call_id}": self.model_call,
             "/api/model-calls/{model_call_id}/diff": self.diff,
+            "/api/agents/{agent_id}/documents/{document_id}": self.document,
         }
 
     async def session(self, _: Request, caller: Caller) -> views.Json:
@@ -188,6 +189,11 @@ class _Routes:
         offset = _offset(request)
         call = await self._use.get_model_call(caller, _path(request, "model_call_id"))
         return {"model_call": views.model_call(call, offset, self._template)}
+
+    async def document(self, request: Request, caller: Caller) -> views.Json:
+        agent_id, document_id = _path(request, "agent_id"), _path(request, "document_id")
+        found, chunks = await self._use.get_document(caller, agent_id, document_id)
+        return {"document": views.document(found, chunks)}
 
     async def diff(self, request: Request, caller: Caller) -> views.Json:
         return views.diff(await self._use.diff(caller, _path(request, "model_call_id")))

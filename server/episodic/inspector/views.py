@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from episodic.domain.context import ModelCall, RenderedMessage, Section, Span
 from episodic.domain.inspection import FateRun, UserSummary, log_seq, preview
+from episodic.domain.knowledge import Document, DocumentChunk, RenderedKnowledge
 from episodic.domain.model import Agent, Episode, Message, ToolCall, ToolResult
 from episodic.service.inspection import Diffed, InspectedCall, Traced
 
@@ -147,11 +149,51 @@ def model_call(inspected: InspectedCall, offset: int, template: str) -> Json:
             for m in r.memories
         ],
         "session_data_keys": list(r.session_keys),
+        "knowledge": [_knowledge(c, k) for k in r.knowledge],
         "reply": _reply(c),
         "message_count": len(c.messages),
         "offset": offset,
         "messages": [_rendered(c, offset + i, m) for i, m in enumerate(page)],
         "next_offset": following if following < len(c.messages) else None,
+    }
+
+
+def _knowledge(c: ModelCall, k: RenderedKnowledge) -> Json:
+    """A knowledge item of the call; a stored chunk links to its document."""
+    href = f"/api/agents/{quote(c.agent_id)}/documents/{quote(k.document_id)}" if k.document_id else None
+    return {
+        "source_id": k.source_id,
+        "origin": k.origin.value,
+        "fate": k.fate.value,
+        "score": k.score,
+        "tokens": k.tokens,
+        "start_char": k.start,
+        "end_char": k.end,
+        "document_id": k.document_id,
+        "chunk_index": k.chunk_index,
+        "document_href": href,
+    }
+
+
+def document(d: Document, chunks: Sequence[DocumentChunk]) -> Json:
+    return {
+        "agent_id": d.agent_id,
+        "document_id": d.document_id,
+        "title": d.title,
+        "uri": d.uri,
+        "format": d.format.value,
+        "metadata": dict(d.metadata),
+        "update_time": _time(d.updated_at),
+        "text": d.text,
+        "chunks": [
+            {
+                "chunk_index": c.index,
+                "start_char": c.start,
+                "end_char": c.end,
+                "heading_path": list(c.heading_path),
+            }
+            for c in chunks
+        ],
     }
 
 

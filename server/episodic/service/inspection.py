@@ -32,6 +32,7 @@ from episodic.domain.inspection import (
     trace_of,
     utf8_size,
 )
+from episodic.domain.knowledge import Document, DocumentChunk
 from episodic.domain.model import Agent, Caller, Episode, Message, Page
 from episodic.domain.paging import decode_token, page_of, read_id
 from episodic.domain.ports import ContextStore, EpisodeFilter, EpisodeStore, UserDirectory
@@ -40,6 +41,7 @@ from episodic.domain.validation import Violations, check_id
 from episodic.errors import AtCapacity, InvalidArgument
 from episodic.service.agents import AgentService
 from episodic.service.episodes import EpisodeService
+from episodic.service.knowledge import KnowledgeService
 from episodic.service.model_calls import ModelCallService
 
 PAGE_SIZE = 50
@@ -92,6 +94,7 @@ class InspectionService:
     agents: AgentService
     episodes: EpisodeService
     model_calls: ModelCallService
+    knowledge: KnowledgeService
     users: UserDirectory
     log: EpisodeStore
     calls: ContextStore
@@ -99,6 +102,12 @@ class InspectionService:
     timer: Callable[[], float] = time.monotonic
     _searching: Counter[str] = field(default_factory=Counter, init=False)
     _search_time: dict[str, TokenBucket] = field(default_factory=dict, init=False)
+
+    async def get_document(
+        self, caller: Caller, agent_id: str, document_id: str
+    ) -> tuple[Document, list[DocumentChunk]]:
+        """A document a rendered chunk came from, with its chunks (the page links to it)."""
+        return await self.knowledge.get(caller, agent_id, document_id, with_chunks=True)
 
     async def list_agents(self, caller: Caller, page_token: str) -> Page[Agent]:
         return await self.agents.list_agents(caller, PAGE_SIZE, page_token)

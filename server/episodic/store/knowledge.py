@@ -26,7 +26,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
-    tuple_,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -144,8 +144,11 @@ class SqlKnowledgeStore:
 
         def read(conn: Connection) -> dict[str, tuple[Document, DocumentChunk]]:
             passing = _passing(conn, tenant_id, agent_id, where, now)
-            stmt = _with_chunks(passing).where(tuple_(C.c.document_id, C.c.chunk_index).in_(named))
-            found = {p[1].key: p for p in _pairs(conn, passing, stmt)}
+            found: dict[str, tuple[Document, DocumentChunk]] = {}
+            for group in _by_documents(named, _BRANCHES):  # SQLite takes 500 branches at most
+                found |= {
+                    p[1].key: p for p in _pairs(conn, passing, _named_chunks(tenant_id, agent_id, group))
+                }
             return {k: found[k] for k in dict.fromkeys(chunk_key(*n) for n in named) if k in found}
 
         return await self._db.read(read)
@@ -327,9 +330,9 @@ def document_from_row(r: RowMapping) -> Document:
 
 
 def _pairs(
-    conn: Connection, passing: list[ColumnElement[bool]], chunks: Select[Any]
+    conn: Connection, passing: list[ColumnElement[bool]], chunks: Any
 ) -> list[tuple[Document, DocumentChunk]]:
-    """The chunks `chunks` (a `_with_chunks(passing)`) selects, in its order, each with its
+    """The chunks `chunks` (a statement of _CHUNK_COLUMNS) selects, in its order, each with its
     document without its text (which may be megabytes; a search wants its fields), read once
     by the same filter (on PostgreSQL a document changed between the two statements may have
     stopped passing: its chunks are left out)."""
@@ -351,6 +354,36 @@ def _chunk_from_row(r: RowMapping) -> DocumentChunk:
 
 def _key(d: Document) -> Key:
     return d.tenant_id, d.agent_id, d.document_id
+
+
+_BRANCHES = 200
+
+
+def _by_documents(named: Sequence[tuple[str, int]], most: int) -> list[list[tuple[str, int]]]:
+    """`named` in groups of at most `most` documents each."""
+    documents: dict[str, list[tuple[str, int]]] = {}
+    for pair in named:
+        documents.setdefault(pair[0], []).append(pair)
+    pairs = list(documents.values())
+    return [[p for doc in pairs[i : i + most] for p in doc] for i in range(0, len(pairs), most)]
+
+
+def _named_chunks(tenant_id: str, agent_id: str, named: Sequence[tuple[str, int]]) -> Any:
+    """The chunks named, each document's looked up by primary key (one branch of a UNION ALL
+    per document: a row-value IN over the pairs made SQLite scan every chunk of the agent)."""
+    by_document: dict[str, list[int]] = {}
+    for document_id, index in named:
+        by_document.setdefault(document_id, []).append(index)
+    branches = [
+        select(*_CHUNK_COLUMNS).where(
+            C.c.tenant_id == tenant_id,
+            C.c.agent_id == agent_id,
+            C.c.document_id == document_id,
+            C.c.chunk_index.in_(indexes),
+        )
+        for document_id, indexes in by_document.items()
+    ]
+    return branches[0] if len(branches) == 1 else union_all(*branches)
 
 
 def _parsed(keys: Sequence[str]) -> list[tuple[str, int]]:

@@ -145,13 +145,31 @@ function fateCounts(call) {
   );
 }
 
-// The past episodes and memories the call's retrieval found, and whether each made it in.
+// The past episodes, memories and knowledge the call's retrieval found (and the caller's
+// knowledge items), and whether each made it in.
 function recalled(call) {
   const episodes = call.recalled_episodes || [];
   const memories = call.recalled_memories || [];
+  const knowledge = call.knowledge || [];
   return h(
     "div",
     { class: "block recalled" },
+    recalledTable("Knowledge", knowledge, [th("Source"), th("Score", "num"), th("Tokens", "num"), th("")], (k) =>
+      h(
+        "tr",
+        { testid: "rendered-knowledge", dataset: { fate: k.fate } },
+        h(
+          "td",
+          { class: "id" },
+          k.document_href
+            ? link(k.document_href, `${k.document_id} #${k.chunk_index}`, { target: "_blank" })
+            : `${k.source_id || "(no source id)"} (caller)`,
+        ),
+        h("td", { class: "num" }, score(k)),
+        h("td", { class: "num" }, String(k.tokens)),
+        h("td", {}, chip(k.fate, k.fate === "whole" || k.fate === "trimmed" ? "yes" : "no")),
+      ),
+    ),
     recalledTable("Recalled episodes", episodes, [th("Episode"), th("Score", "num"), th("Ended"), th("")], (e) =>
       h(
         "tr",
