@@ -49,7 +49,7 @@ USER_ID = "mary"
 PHRASE = "my cat is called Zanzibar"
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 SECRET_OF_B = "tenant B keeps this to itself"
-SECTIONS = ["system", "known_facts", "past_conversations", "summary", "history", "user_message"]
+SECTIONS = ["system", "knowledge", "known_facts", "past_conversations", "summary", "history", "user_message"]
 BUDGET = 300
 WINDOW = 1000  # ceiling: 70 % of it
 FILLER = [
