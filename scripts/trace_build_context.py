@@ -2,13 +2,15 @@
 known facts) with a new question, appended as the user message, on SQLite, in-process.
 
     .venv/bin/python scripts/trace_build_context.py [--turns 200] [--echoes 2000] [--knowledge]
-    .venv/bin/python scripts/trace_build_context.py --compare /tmp/episodic_before/server
+    git archive REV server clients/python/src | tar -x -C /tmp/episodic_before
+    .venv/bin/python scripts/trace_build_context.py --compare /tmp/episodic_before
 
 --knowledge gives the agent documents (a travel guide of 40 chunks), so each turn also
 searches and renders the agent's knowledge.
 
---compare DIR also measures the `episodic` package found in DIR (a copy of server/ from
-before a change), in a child process, and prints both side by side.
+--compare DIR also measures the tree found in DIR (server/ and clients/python/src/ from before
+a change: the client's stubs must match that server's protos), in a child process, and prints
+both side by side.
 
 Prints, for one warm turn:
 - files and calls: Python function calls on the event loop's thread (sys.setprofile), and
@@ -288,10 +290,10 @@ def show(label: str, m: dict[str, Any], show_sql: bool, show_files: bool) -> Non
     print(f"  ratio BuildContext / Echo: {m['build_ms'] / m['echo_ms']:.1f}x")
 
 
-def measure_elsewhere(package_dir: str, turn_count: int, echo_count: int) -> dict[str, Any]:
+def measure_elsewhere(root: str, turn_count: int, echo_count: int) -> dict[str, Any]:
     import subprocess
 
-    env = {**os.environ, "PYTHONPATH": package_dir}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([f"{root}/server", f"{root}/clients/python/src"])}
     argv = [sys.executable, __file__, "--json", "--turns", str(turn_count), "--echoes", str(echo_count)]
     out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
@@ -304,7 +306,9 @@ def main() -> None:
     parser.add_argument("--echoes", type=int, default=2000)
     parser.add_argument("--sql", action="store_true", help="print each statement")
     parser.add_argument("--files", action="store_true", help="print calls per file")
-    parser.add_argument("--compare", metavar="DIR", help="a directory holding the `episodic` package before")
+    parser.add_argument(
+        "--compare", metavar="DIR", help="a directory holding server/ and clients/python/src/ of before"
+    )
     parser.add_argument("--knowledge", action="store_true", help="the agent holds documents")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
