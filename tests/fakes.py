@@ -12,12 +12,14 @@ write (`Declared`) records its changes without a feed (`recorded`): there is no 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar
@@ -164,6 +166,13 @@ class CountingIds:
     def __call__(self) -> str:
         self.issued += 1
         return f"{self.prefix}{self.issued}"
+
+
+class SeparateReads:
+    """The `ReadsTogether` port of stores without a database: each read is its own."""
+
+    def together(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
 
 class InlineExecutor(Executor):

@@ -41,6 +41,7 @@ from episodic.domain.ports import (
     Leadership,
     MemoryExtractor,
     MemoryStore,
+    ReadsTogether,
     RetentionStore,
     ScopeVectorSource,
     SessionDataStore,
@@ -169,6 +170,7 @@ class Adapters:
     monotonic: Callable[[], float]  # the caches' TTLs and the tenants' shares
     new_episode_id: IdFactory
     new_id: IdFactory  # model calls, memories, erasures
+    reads: ReadsTogether  # the database, as a turn's concurrent searches share a trip to it
     cluster_now: Callable[[], Awaitable[datetime]] | None  # the cluster's time; None: `clock`
 
 
@@ -422,6 +424,7 @@ def build_adapters(
         monotonic=time.monotonic,
         new_episode_id=system.new_episode_id,
         new_id=system.new_call_id,
+        reads=database,
         cluster_now=DatabaseClock(database, system.utc_now).now,
         database=database,
         writer=writer,
@@ -623,7 +626,7 @@ def build_services(
         summarizer=a.inline_summarizer, limits=limits, clock=clock, new_id=a.new_id,
         cache=state.working_sets, memo=RecencyMemo(state.versions, clock=a.monotonic), passages=passages,
         pii=state.pii, summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
-        memory_store=a.memories, sessions=a.sessions, queries=queries, knowledge=knowledge,
+        memory_store=a.memories, sessions=a.sessions, queries=queries, knowledge=knowledge, reads=a.reads,
         rendered=metered.context_rendered if metered else _unmetered,
     )  # fmt: skip
     model_calls = ModelCallService(store=a.context, episodes=episodes, limits=limits, clock=clock)

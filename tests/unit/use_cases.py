@@ -60,6 +60,7 @@ from tests.fakes import (
     FrozenMonotonic,
     InlineExecutor,
     RecordingDigestWaiter,
+    SeparateReads,
     Tables,
     WordEmbedder,
     WordTokenCounter,
@@ -334,6 +335,7 @@ def fake_adapters(
         signals=signals or LocalSignals(), feed=feed, change_log=feed, drafts=FakeDraftStore(tables),
         sources=None,  # whole indexes: the fakes hold every scope
         clock=clock, monotonic=monotonic, new_episode_id=CountingIds("ep_"), new_id=CountingIds(),
+        reads=SeparateReads(),
         cluster_now=None,
     )  # fmt: skip
 

@@ -10,6 +10,7 @@ agents and caps, and never takes a row of one tenant for another's of the same i
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -198,6 +199,15 @@ class TokenCounter(Protocol):
     def prefix(self, text: str, tokens: int, encoding: str) -> str:
         """The longest start of `text` that is the text of its first `tokens` tokens or fewer:
         it ends on a token boundary (and on a whole character), never inside a token."""
+        ...
+
+
+class ReadsTogether(Protocol):
+    """Lets one request's concurrent reads share one trip to the database."""
+
+    def together(self) -> AbstractContextManager[None]:
+        """Reads submitted together inside the block run on one connection (each in its own
+        transaction), never with another request's."""
         ...
 
 

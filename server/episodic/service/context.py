@@ -8,12 +8,14 @@ caller streams what was stored, so stored == streamed by construction.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
+from typing import Any, TypeVar
 
 from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
@@ -41,6 +43,7 @@ from episodic.domain.ports import (
     ContextStore,
     IdFactory,
     MemoryStore,
+    ReadsTogether,
     SessionDataStore,
     Summarizer,
     TokenCounter,
@@ -63,12 +66,13 @@ from episodic.state.working_set import Key, WorkingSetCache
 from episodic.telemetry.tracing import (
     GEN_AI_CONVERSATION_ID,
     GEN_AI_INPUT_MESSAGES,
-    GEN_AI_MEMORY_RECORD_COUNT,
     GEN_AI_REQUEST_MODEL,
     GEN_AI_USAGE_INPUT_TOKENS,
     Tracing,
     no_tracing,
 )
+
+T = TypeVar("T")
 
 # Excerpts of recalled episodes: how many matching messages each (each with its reply), how long.
 EXCERPTS_PER_EPISODE = 3
@@ -145,6 +149,7 @@ class ContextService:
     sessions: SessionDataStore
     queries: QueryVectorSource  # shared with recall and memories: embedded once a turn
     knowledge: KnowledgeService  # the agent's documents, for "[Knowledge]"
+    reads: ReadsTogether  # a turn's searches share one trip to the database
     # told the tokens of each section of every new model call (metrics)
     rendered: Callable[[Iterable[tuple[str, int]]], None]
     counts: CachedCounts = dataclasses.field(init=False)
@@ -226,15 +231,38 @@ class ContextService:
                 key, working_set, r, allowance, config
             )
             span.set_attribute("episodic.working_set.messages", len(working_set.tail))
-        with self.tracing.span("recall", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
-            snippets, pending_digests = await self._recall(caller, working_set, config, query)
-            span.set_attribute(GEN_AI_MEMORY_RECORD_COUNT, len(snippets))
-        with self.tracing.span("known_facts", {GEN_AI_CONVERSATION_ID: r.episode_id}):
-            facts = await self._known_facts(working_set, config, query, pending)
-            session = await self._session(working_set, config)
-        with self.tracing.span("knowledge", {GEN_AI_CONVERSATION_ID: r.episode_id}):
-            found = await self._found_knowledge(working_set, config, query)
-        return Turn(working_set, config, model, snippets, pending_digests, user_seq, r, facts, session, found)
+        searches = self._searches(caller, working_set, config, query, pending)
+        if "knowledge" in searches and len(searches) > 1:
+            # at once, so the knowledge's full-text read shares recall's trip to the database
+            # (without knowledge a turn has one search read at most: tasks would only cost)
+            with self.reads.together():
+                found = dict(zip(searches, await asyncio.gather(*searches.values()), strict=True))
+        else:
+            found = {name: await search for name, search in searches.items()}
+        snippets, pending_digests = found.get("recall", ([], 0))
+        return Turn(
+            working_set, config, model, snippets, pending_digests, user_seq, r,
+            found.get("known_facts", []), found.get("session", []), found.get("knowledge", []),
+        )  # fmt: skip
+
+    def _searches(
+        self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: list[Memory] | None
+    ) -> dict[str, Coroutine[Any, Any, Any]]:
+        """What this turn looks up beside its working set, by name; only what it will use."""
+        found: dict[str, Coroutine[Any, Any, Any]] = {}
+        if _RECALL_MODES.get(config.recall_mode) is not None:
+            found["recall"] = self._spanned("recall", ws, self._recall(caller, ws, config, q))
+        if config.known_facts:
+            found["known_facts"] = self._spanned("known_facts", ws, self._known_facts(ws, config, q, pending))
+        if config.session_data_keys:
+            found["session"] = self._session(ws, config)
+        if self._searches_knowledge(ws, config, q):
+            found["knowledge"] = self._spanned("knowledge", ws, self._found_knowledge(ws, config, q))
+        return found
+
+    async def _spanned(self, name: str, ws: WorkingSet, step: Awaitable[T]) -> T:
+        with self.tracing.span(name, {GEN_AI_CONVERSATION_ID: ws.episode.episode_id}):
+            return await step
 
     def _searches_knowledge(self, ws: WorkingSet, config: MemoryConfig, q: TurnQuery) -> bool:
         """Not when the agent is known to hold no documents, or the turn has nothing to match."""

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, NullPool, QueuePool
 
 from episodic.bounded import within
 from episodic.errors import CONFIGURATION, InvalidArgument
+from episodic.store import read_batch
 from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify
 
 # Durable commits (synchronous=FULL even in WAL), integrity, and no erased text left in
@@ -90,6 +92,10 @@ class SqliteReaders:
         with self.engine.connect() as conn, conn.begin():
             return read(conn)
 
+    def run_each(self, reads: Sequence[read_batch.Read]) -> list[read_batch.Outcome]:
+        with self.engine.connect() as conn:
+            return read_batch.run_each(conn, reads)
+
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
@@ -129,10 +135,12 @@ class Database:
         return self.sqlite_writer is not None
 
     async def read(self, read: Callable[[Connection], T]) -> T:
-        """Runs a read-only function of a connection, in one transaction."""
+        """Runs a read-only function of a connection, in one transaction (inside `together`,
+        on the trip it shares with the request's other reads)."""
         started = time.monotonic()
+        batch = read_batch.current()
         try:
-            result = await self._read(read)
+            result = await (batch.submit(read) if batch is not None else self._read(read))
         except Exception as exc:
             raise self.fault_of(exc, started) from exc
         self.health.succeeded(wrote=False)
@@ -144,6 +152,18 @@ class Database:
             return await asyncio.get_running_loop().run_in_executor(readers.threads, readers.run, read)
         async with self.engine.connect() as conn:
             return await conn.run_sync(read)
+
+    def together(self) -> AbstractContextManager[None]:
+        """The reads this block (and the tasks it starts) submit in one turn of the event loop
+        share one trip to the database (store/read_batch.py)."""
+        return read_batch.together(self._run_many)
+
+    async def _run_many(self, reads: Sequence[read_batch.Read]) -> list[read_batch.Outcome]:
+        readers = self.sqlite_readers
+        if readers is not None:
+            return await asyncio.get_running_loop().run_in_executor(readers.threads, readers.run_each, reads)
+        async with self.engine.connect() as conn:
+            return await conn.run_sync(read_batch.run_each, reads)
 
     async def quick_read(self, read: Callable[[Connection], T]) -> T:
         """A read of a few rows by index. SQLite runs it on the calling thread: a hop to a

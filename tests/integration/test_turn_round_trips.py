@@ -1,0 +1,92 @@
+"""A warm BuildContext turn with a new question makes three trips to the database, with or
+without the agent's knowledge: the append (which also reads what the turn needs of its
+episode), one read shared by the turn's searches, and the model call's insert. Counted, not
+timed (scripts/trace_build_context.py prints the figures)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import pytest
+
+from episodic.bootstrap import App, open_app
+from episodic.domain.agents import AgentDraft, MemoryDraft
+from episodic.domain.knowledge import DocumentDraft
+from episodic.domain.model import Caller, NewMessage, Role
+from episodic.service.context import ContextRequest
+from episodic.store.database import Database
+from episodic.store.writer import GroupCommitWriter
+from tests.conftest import unique
+from tests.server_harness import settings_for
+
+CALLER = Caller("tenant-a")
+GUIDE = "\n\n".join(
+    f"## Stop {n}\n\nStop {n} has a fountain and a bakery open until {n} pm." for n in range(30)
+)
+
+
+COUNTING: ContextVar[bool] = ContextVar("counting_trips", default=False)
+
+
+@contextmanager
+def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The trips of the code run inside the block (and the tasks it starts), not of the
+    server's background loops: a read on its own, a batch of reads shared by a turn's
+    searches, a quick read (on the event loop's thread), a write."""
+    made: list[str] = []
+
+    def counting(name: str, original: Any) -> Any:
+        async def call(self: Any, *args: Any) -> Any:
+            if COUNTING.get():
+                made.append(name)
+            return await original(self, *args)
+
+        return call
+
+    for cls, method, name in [
+        (Database, "_read", "read"),
+        (Database, "_run_many", "read"),
+        (Database, "quick_read", "quick_read"),
+        (GroupCommitWriter, "run", "run"),
+        (GroupCommitWriter, "run_bulk", "run_bulk"),
+    ]:
+        monkeypatch.setattr(cls, method, counting(name, getattr(cls, method)))
+    token = COUNTING.set(True)
+    try:
+        yield made
+    finally:
+        COUNTING.reset(token)
+
+
+async def warm_episode(app: App, knowledge: bool) -> str:
+    s, agent_id = app.services, unique("guide")  # PostgreSQL's database is the run's
+    await s.agents.create_agent(CALLER, AgentDraft(agent_id, system_prompt="Be brief.", memory=MemoryDraft()))
+    if knowledge:
+        await s.knowledge.create(CALLER, agent_id, [DocumentDraft("stops", GUIDE, title="Stops")])
+    episode, _ = await s.episodes.open_episode(CALLER, agent_id=agent_id, user_id="ann")
+    await s.episodes.add_messages(CALLER, episode.episode_id, [NewMessage(Role.USER, "Hello there")])
+    for n in range(3):  # warm: the working set, the scopes, the chunk rows
+        await s.context.build(CALLER, ContextRequest(episode.episode_id, f"fountain at stop {n}?", True))
+    return episode.episode_id
+
+
+@pytest.mark.parametrize("knowledge", [False, True], ids=["without knowledge", "with knowledge"])
+async def test_a_warm_turn_makes_three_trips_to_the_database(
+    sqlite_url: str, knowledge: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite: on the run's shared PostgreSQL database, the other tests' changes reach this
+    app through the change feed and may rightly make a turn read its working set again (the
+    batched reads themselves are tested on both, tests/integration/test_read_batch.py)."""
+    settings = dataclasses.replace(settings_for(sqlite_url), insecure_dev=True)
+    async with open_app(settings) as app:
+        episode_id = await warm_episode(app, knowledge)
+        with trips(monkeypatch) as made:
+            call, _ = await app.services.context.build(
+                CALLER, ContextRequest(episode_id, "Which stop has a bakery open late?", True)
+            )
+    assert made == ["run_bulk", "read", "run"]  # the append, the searches' read, the model call
+    assert bool(call.report.knowledge) == knowledge
