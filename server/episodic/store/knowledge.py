@@ -10,6 +10,7 @@ The filter's rule is `domain/knowledge.passes`; `_passing` says it in the WHERE 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -20,13 +21,15 @@ from sqlalchemy import (
     RowMapping,
     Select,
     and_,
+    bindparam,
     delete,
     exists,
     func,
     literal,
     or_,
     select,
-    union_all,
+    text,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -144,11 +147,8 @@ class SqlKnowledgeStore:
 
         def read(conn: Connection) -> dict[str, tuple[Document, DocumentChunk]]:
             passing = _passing(conn, tenant_id, agent_id, where, now)
-            found: dict[str, tuple[Document, DocumentChunk]] = {}
-            for group in _by_documents(named, _BRANCHES):  # SQLite takes 500 branches at most
-                found |= {
-                    p[1].key: p for p in _pairs(conn, passing, _named_chunks(tenant_id, agent_id, group))
-                }
+            rows = _pairs(conn, passing, _named_rows(conn, tenant_id, agent_id, named).mappings().all())
+            found = {row[1].key: row for row in rows}
             return {k: found[k] for k in dict.fromkeys(chunk_key(*n) for n in named) if k in found}
 
         return await self._db.read(read)
@@ -172,7 +172,7 @@ class SqlKnowledgeStore:
         def read(conn: Connection) -> list[tuple[Document, DocumentChunk]]:
             passing = _passing(conn, tenant_id, agent_id, where, now)
             stmt = _with_chunks(passing).order_by(D.c.updated_at.desc(), D.c.document_id, C.c.chunk_index)
-            return _pairs(conn, passing, stmt.limit(limit))
+            return _pairs(conn, passing, conn.execute(stmt.limit(limit)).mappings().all())
 
         return await self._db.read(read)
 
@@ -330,13 +330,12 @@ def document_from_row(r: RowMapping) -> Document:
 
 
 def _pairs(
-    conn: Connection, passing: list[ColumnElement[bool]], chunks: Any
+    conn: Connection, passing: list[ColumnElement[bool]], rows: Sequence[RowMapping]
 ) -> list[tuple[Document, DocumentChunk]]:
-    """The chunks `chunks` (a statement of _CHUNK_COLUMNS) selects, in its order, each with its
-    document without its text (which may be megabytes; a search wants its fields), read once
-    by the same filter (on PostgreSQL a document changed between the two statements may have
-    stopped passing: its chunks are left out)."""
-    rows = conn.execute(chunks).mappings().all()
+    """Chunk rows (of _CHUNK_COLUMNS), in their order, each with its document without its text
+    (which may be megabytes; a search wants its fields), read once by the same filter (on
+    PostgreSQL a document changed between the two statements may have stopped passing: its
+    chunks are left out)."""
     ids = sorted({r["document_id"] for r in rows})
     if not ids:
         return []
@@ -356,34 +355,29 @@ def _key(d: Document) -> Key:
     return d.tenant_id, d.agent_id, d.document_id
 
 
-_BRANCHES = 200
+# The chunks named by (document, index), each found by primary key, in one statement compiled
+# once: a row-value IN made SQLite scan every chunk of the agent, and a statement built per call
+# (a UNION ALL branch per document) cost ~9 ms of SQLAlchemy compiling for 50 keys. SQLite walks
+# the pairs (a JSON array) and looks each up (CROSS JOIN fixes that order); PostgreSQL's planner
+# uses the primary key for the row-value IN.
+_NAMED_SQLITE = text(
+    "SELECT c.document_id, c.chunk_index, c.text, c.start_char, c.end_char, c.heading_path "
+    "FROM json_each(:pairs) AS k CROSS JOIN knowledge_chunks AS c "
+    "ON c.tenant_id = :t AND c.agent_id = :a "
+    "AND c.document_id = json_extract(k.value, '$[0]') AND c.chunk_index = json_extract(k.value, '$[1]')"
+).columns(*_CHUNK_COLUMNS)
+_NAMED_POSTGRES = select(*_CHUNK_COLUMNS).where(
+    C.c.tenant_id == bindparam("t"),
+    C.c.agent_id == bindparam("a"),
+    tuple_(C.c.document_id, C.c.chunk_index).in_(bindparam("pairs", expanding=True)),
+)
 
 
-def _by_documents(named: Sequence[tuple[str, int]], most: int) -> list[list[tuple[str, int]]]:
-    """`named` in groups of at most `most` documents each."""
-    documents: dict[str, list[tuple[str, int]]] = {}
-    for pair in named:
-        documents.setdefault(pair[0], []).append(pair)
-    pairs = list(documents.values())
-    return [[p for doc in pairs[i : i + most] for p in doc] for i in range(0, len(pairs), most)]
-
-
-def _named_chunks(tenant_id: str, agent_id: str, named: Sequence[tuple[str, int]]) -> Any:
-    """The chunks named, each document's looked up by primary key (one branch of a UNION ALL
-    per document: a row-value IN over the pairs made SQLite scan every chunk of the agent)."""
-    by_document: dict[str, list[int]] = {}
-    for document_id, index in named:
-        by_document.setdefault(document_id, []).append(index)
-    branches = [
-        select(*_CHUNK_COLUMNS).where(
-            C.c.tenant_id == tenant_id,
-            C.c.agent_id == agent_id,
-            C.c.document_id == document_id,
-            C.c.chunk_index.in_(indexes),
-        )
-        for document_id, indexes in by_document.items()
-    ]
-    return branches[0] if len(branches) == 1 else union_all(*branches)
+def _named_rows(conn: Connection, tenant_id: str, agent_id: str, named: Sequence[tuple[str, int]]) -> Any:
+    if conn.dialect.name == "sqlite":
+        pairs = json.dumps([[d, i] for d, i in named])
+        return conn.execute(_NAMED_SQLITE, {"pairs": pairs, "t": tenant_id, "a": agent_id})
+    return conn.execute(_NAMED_POSTGRES, {"pairs": list(named), "t": tenant_id, "a": agent_id})
 
 
 def _parsed(keys: Sequence[str]) -> list[tuple[str, int]]:
