@@ -236,9 +236,10 @@ class ContextService:
             # at once, so the knowledge's full-text read shares recall's trip to the database
             # (without knowledge a turn has one search read at most: tasks would only cost)
             with self.reads.together():
-                found = dict(zip(searches, await asyncio.gather(*searches.values()), strict=True))
-        else:
-            found = {name: await search for name, search in searches.items()}
+                results = await asyncio.gather(*[search() for search in searches.values()])
+                found = dict(zip(searches, results, strict=True))
+        else:  # one at a time; a search not reached (an earlier one raised) is never started
+            found = {name: await search() for name, search in searches.items()}
         snippets, pending_digests = found.get("recall", ([], 0))
         return Turn(
             working_set, config, model, snippets, pending_digests, user_seq, r,
@@ -247,22 +248,29 @@ class ContextService:
 
     def _searches(
         self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: list[Memory] | None
-    ) -> dict[str, Coroutine[Any, Any, Any]]:
-        """What this turn looks up beside its working set, by name; only what it will use."""
-        found: dict[str, Coroutine[Any, Any, Any]] = {}
+    ) -> dict[str, Callable[[], Coroutine[Any, Any, Any]]]:
+        """What this turn looks up beside its working set, by name; only what it will use.
+        Each is started when it is run (a coroutine made and never awaited is a leak)."""
+        found: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {}
         if _RECALL_MODES.get(config.recall_mode) is not None:
-            found["recall"] = self._spanned("recall", ws, self._recall(caller, ws, config, q))
+            found["recall"] = partial(
+                self._spanned, "recall", ws, partial(self._recall, caller, ws, config, q)
+            )
         if config.known_facts:
-            found["known_facts"] = self._spanned("known_facts", ws, self._known_facts(ws, config, q, pending))
+            found["known_facts"] = partial(
+                self._spanned, "known_facts", ws, partial(self._known_facts, ws, config, q, pending)
+            )
         if config.session_data_keys:
-            found["session"] = self._session(ws, config)
+            found["session"] = partial(self._session, ws, config)
         if self._searches_knowledge(ws, config, q):
-            found["knowledge"] = self._spanned("knowledge", ws, self._found_knowledge(ws, config, q))
+            found["knowledge"] = partial(
+                self._spanned, "knowledge", ws, partial(self._found_knowledge, ws, config, q)
+            )
         return found
 
-    async def _spanned(self, name: str, ws: WorkingSet, step: Awaitable[T]) -> T:
+    async def _spanned(self, name: str, ws: WorkingSet, step: Callable[[], Awaitable[T]]) -> T:
         with self.tracing.span(name, {GEN_AI_CONVERSATION_ID: ws.episode.episode_id}):
-            return await step
+            return await step()
 
     def _searches_knowledge(self, ws: WorkingSet, config: MemoryConfig, q: TurnQuery) -> bool:
         """Not when the agent is known to hold no documents, or the turn has nothing to match."""
