@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from episodic.domain.chunking import DocumentFormat
-from episodic.domain.recall import Scope
+from episodic.domain.recall import Scope, episode_of, vector_key
 from episodic.domain.validation import Violations, check_id, check_text, text_problem
 
 # Caller-supplied items of one BuildContext (documented in docs/configuration.md).
@@ -48,13 +48,13 @@ def knowledge_scope(tenant_id: str, agent_id: str) -> Scope:
 
 
 def chunk_key(document_id: str, index: int) -> str:
-    """A chunk's key in its agent's vector index and full-text table."""
-    return f"{document_id}#{index}"
+    """A chunk's key in its agent's vector index: the shape of an episode's vector keys, so
+    the index's removal by episode (state/unindex.py) removes a document's chunks too."""
+    return vector_key(document_id, index)
 
 
 def split_chunk_key(key: str) -> tuple[str, int]:
-    document_id, _, index = key.rpartition("#")
-    return document_id, int(index)
+    return episode_of(key), int(key.rpartition("#")[2])
 
 
 def content_hash(fmt: DocumentFormat, title: str, text: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from episodic.domain.model import JsonValue, NewMessage, Role
+from episodic.domain.recall import SearchMode
 from episodic.errors import FieldViolation, InvalidArgument
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
@@ -180,3 +181,21 @@ def check_batch(v: Violations, field: str, messages: Sequence[NewMessage], limit
         return
     for i, msg in enumerate(messages):
         check_new_message(v, f"{field}[{i}]", msg, limits)
+
+
+SEARCH_DEFAULT_TOP_K = 5
+SEARCH_MAX_TOP_K = 100
+
+
+def check_search(v: Violations, mode: SearchMode | None, query: str, top_k: int) -> int:
+    """What every search request (episodes, memories, knowledge) shares: a mode, a query
+    unless the search is by recency, and top_k (0: the default). Returns top_k."""
+    if mode is None:
+        v.add("mode", "is required: SEARCH_MODE_RECENCY, SEARCH_MODE_SEMANTIC or SEARCH_MODE_HYBRID")
+    elif mode is not SearchMode.RECENCY and not query.strip():
+        v.add("query", f"is required in {mode.value} mode")
+    if top_k == 0:
+        return SEARCH_DEFAULT_TOP_K
+    if not 1 <= top_k <= SEARCH_MAX_TOP_K:
+        v.add("top_k", f"must be between 1 and {SEARCH_MAX_TOP_K}, got {top_k}")
+    return top_k

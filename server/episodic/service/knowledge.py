@@ -46,17 +46,21 @@ from episodic.domain.ports import (
     ScopeIndex,
 )
 from episodic.domain.recall import Hit, SearchMode, Signal, Vector, reciprocal_rank_fusion
-from episodic.domain.validation import Limits, Violations, check_id, check_text, resolve_page_size
+from episodic.domain.validation import (
+    Limits,
+    Violations,
+    check_id,
+    check_search,
+    check_text,
+    resolve_page_size,
+)
 from episodic.errors import NotFound, PermissionDenied
 from episodic.service.known_agents import require_existing_agent
 from episodic.service.recall import QueryVectorSource, embed_query
 from episodic.state.chunk_cache import ChunkCache
 
-DEFAULT_TOP_K = 5
-MAX_TOP_K = 100
 POOL = 50  # candidates each signal brings to the fusion
 EMBED_BATCH = 64  # chunks embedded per call: a cancelled request stops between batches
-DEFAULT_CHUNK_CACHE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +87,7 @@ class KnowledgeService:
     known_agents: set[tuple[str, str]] = field(default_factory=set)
     timed: Callable[[str, float], None] | None = None  # told each search's mode and seconds (metrics)
     monotonic: Callable[[], float] = time.monotonic
-    chunks: ChunkCache = field(default_factory=lambda: ChunkCache(DEFAULT_CHUNK_CACHE_BYTES))  # turns' rows
+    chunks: ChunkCache  # the rows searches render, kept right by the change owner
 
     # --- writes --------------------------------------------------------------------------
 
@@ -225,30 +229,12 @@ class KnowledgeService:
     async def for_turn(
         self, tenant_id: str, agent_id: str, query: str, top_k: int, min_score: float | None
     ) -> list[KnowledgeHit]:
-        """BuildContext's search: hybrid as SearchKnowledge's (meaning, and words through the
-        full-text index, whose stemming an in-memory match over a pool lacked: 0.62 against
-        0.72 of the gold answer words rendered, eval-knowledge), with the rows from the chunk
-        cache, so a warm turn adds the one full-text read."""
-        started = self.monotonic()
-        try:
-            return await self._for_turn(tenant_id, agent_id, query, top_k, min_score)
-        finally:
-            if self.timed is not None:
-                self.timed(SearchMode.HYBRID.value, self.monotonic() - started)
-
-    async def _for_turn(
-        self, tenant_id: str, agent_id: str, query: str, top_k: int, min_score: float | None
-    ) -> list[KnowledgeHit]:
-        semantic = await self._semantic(
-            tenant_id, KnowledgeQuery(agent_id, SearchMode.HYBRID, query, min_score=min_score)
-        )
-        words = await self.store.lexical(tenant_id, agent_id, query, POOL)
-        fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: words})[
-            : max(POOL, top_k * 4)
-        ]
-        rows = await self._cached_rows(tenant_id, agent_id, [h.episode_id for h, _ in fused])
-        kept = [(h, s) for h, s in fused if h.episode_id in rows][:top_k]
-        return [KnowledgeHit(*rows[h.episode_id], h.score, tuple(x.value for x in s)) for h, s in kept]
+        """BuildContext's search: SearchKnowledge's hybrid, unfiltered (so its rows come from
+        the chunk cache). Words go through the full-text index: a match in memory over the
+        semantic pool lacked its stemming (0.62 against 0.72 of the gold answer words
+        rendered, eval-knowledge)."""
+        q = KnowledgeQuery(agent_id, SearchMode.HYBRID, query, top_k, min_score)
+        return await self.ranked(tenant_id, q, SearchMode.HYBRID, top_k)
 
     async def _cached_rows(
         self, tenant_id: str, agent_id: str, keys: Sequence[str]
@@ -302,22 +288,26 @@ class KnowledgeService:
         top_k: int,
         now: datetime,
     ) -> list[KnowledgeHit]:
-        """The ranked chunks whose document passes the filter, best first, with their rows."""
+        """The ranked chunks whose document passes the filter, best first, with their rows
+        (from the chunk cache when nothing is filtered)."""
         keys = [h.episode_id for h, _ in ranked]
-        rows = await self.store.chunks(tenant_id, q.agent_id, keys, q.where, now)
+        if q.where == KnowledgeFilter():
+            rows = await self._cached_rows(tenant_id, q.agent_id, keys)
+        else:
+            rows = await self.store.chunks(tenant_id, q.agent_id, keys, q.where, now)
         kept = [(h, s) for h, s in ranked if h.episode_id in rows][:top_k]
         return [
             KnowledgeHit(rows[h.episode_id][0], rows[h.episode_id][1], h.score, tuple(x.value for x in s))
             for h, s in kept
         ]
 
-    async def _semantic(self, tenant_id: str, q: KnowledgeQuery, pool: int = POOL) -> list[Hit]:
+    async def _semantic(self, tenant_id: str, q: KnowledgeQuery) -> list[Hit]:
         scope = knowledge_scope(tenant_id, q.agent_id)
         await self.index.ensure(scope)
         if self.index.holds_nothing(scope):
             return []
         vector = await embed_query(self.embedder, self.queries, q.query)
-        nearest = await self.index.nearest(scope, vector, pool)
+        nearest = await self.index.nearest(scope, vector, POOL)
         return [h for h in nearest if q.min_score is None or h.score >= q.min_score]
 
     def _check(self, q: KnowledgeQuery) -> tuple[SearchMode, int]:
@@ -325,13 +315,7 @@ class KnowledgeService:
         check_id(v, "agent_id", q.agent_id)
         check_text(v, "query", q.query, self.limits.max_content_bytes)
         check_metadata(v, "metadata", q.where.metadata)
-        top_k = q.top_k or DEFAULT_TOP_K
-        if not 1 <= top_k <= MAX_TOP_K:
-            v.add("top_k", f"must be between 1 and {MAX_TOP_K}, got {q.top_k}")
-        if q.mode is None:
-            v.add("mode", "is required: SEARCH_MODE_RECENCY, SEARCH_MODE_SEMANTIC or SEARCH_MODE_HYBRID")
-        elif q.mode is not SearchMode.RECENCY and not q.query.strip():
-            v.add("query", f"is required in {q.mode.value} mode")
+        top_k = check_search(v, q.mode, q.query, q.top_k)
         if q.min_score is not None and not 0.0 <= q.min_score <= 1.0:
             v.add("min_score", "must be between 0 and 1")
         where = q.where

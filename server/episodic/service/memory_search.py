@@ -19,12 +19,10 @@ from episodic.domain.memory_search import cosine_hits, merged_hits, word_matches
 from episodic.domain.model import Caller
 from episodic.domain.ports import AgentStore, Clock, Embedder, MemoryFilter, MemoryStore, ScopeIndex
 from episodic.domain.recall import Hit, Scope, SearchMode, Signal, Vector, reciprocal_rank_fusion
-from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.domain.validation import Limits, Violations, check_id, check_search, check_text
 from episodic.service.known_agents import require_existing_agent
 from episodic.service.recall import QueryVectorSource, embed_query
 
-MAX_TOP_K = 100
-DEFAULT_TOP_K = 5
 POOL = 50  # HYBRID re-ranks at least this many semantic candidates by their words
 FILTERED_POOL = 2000  # with filters, this many nearest candidates are read before filtering
 
@@ -149,13 +147,7 @@ class MemorySearch:
         check_id(v, "user_id", q.user_id)
         check_id(v, "episode_id", q.where.episode_id, required=False)
         check_text(v, "query", q.query, self.limits.max_content_bytes)
-        top_k = q.top_k or DEFAULT_TOP_K
-        if not 1 <= top_k <= MAX_TOP_K:
-            v.add("top_k", f"must be between 1 and {MAX_TOP_K}, got {q.top_k}")
-        if q.mode is None:
-            v.add("mode", "is required: SEARCH_MODE_RECENCY, SEARCH_MODE_SEMANTIC or SEARCH_MODE_HYBRID")
-        elif q.mode is not SearchMode.RECENCY and not q.query.strip():
-            v.add("query", f"is required in {q.mode.value} mode")
+        top_k = check_search(v, q.mode, q.query, q.top_k)
         if q.min_score is not None and not 0.0 <= q.min_score <= 1.0:
             v.add("min_score", "must be between 0 and 1")
         if q.where.after and q.where.before and q.where.after >= q.where.before:

@@ -26,7 +26,14 @@ from episodic.domain.recall import (
     fuse_with_passages,
     reciprocal_rank_fusion,
 )
-from episodic.domain.validation import Limits, Violations, check_id, check_text
+from episodic.domain.validation import (
+    SEARCH_MAX_TOP_K,
+    Limits,
+    Violations,
+    check_id,
+    check_search,
+    check_text,
+)
 from episodic.domain.when import period_in
 from episodic.service.known_agents import require_existing_agent
 from episodic.service.passages import Passages
@@ -42,8 +49,6 @@ from episodic.telemetry.tracing import (
     no_tracing,
 )
 
-MAX_TOP_K = 100
-DEFAULT_TOP_K = 5
 CHUNKS_PER_EPISODE = 8  # candidates fetched per wanted episode, since episodes have several vectors
 # HYBRID reads the messages of this many best fused episodes and ranks them a third time by
 # their best passage (LoCoMo dev R@5 for pools of 5, 10 and 20: 0.902, 0.925, 0.924).
@@ -141,11 +146,7 @@ class RecallService:
         check_id(v, "agent_id", r.agent_id)
         check_id(v, "user_id", r.user_id)
         check_text(v, "query", r.query, self.limits.max_content_bytes)
-        top_k = _top_k(v, r.top_k)
-        if r.mode is None:
-            v.add("mode", "is required: SEARCH_MODE_RECENCY, SEARCH_MODE_SEMANTIC or SEARCH_MODE_HYBRID")
-        elif r.mode is not SearchMode.RECENCY and not r.query.strip():
-            v.add("query", f"is required in {r.mode.value} mode")
+        top_k = check_search(v, r.mode, r.query, r.top_k)
         if r.min_score is not None and not -1.0 <= r.min_score <= 1.0:
             v.add("min_score", "must be between -1 and 1")
         if r.ended_after and r.ended_before and r.ended_after >= r.ended_before:
@@ -159,7 +160,7 @@ class RecallService:
         return [_snippet(d, 1.0 / rank, (Signal.RECENCY,)) for rank, d in enumerate(found, start=1)]
 
     async def _ranked(self, scope: Scope, r: SearchRequest, mode: SearchMode, top_k: int) -> list[Snippet]:
-        wanted = top_k if r.ended_after is None and r.ended_before is None else MAX_TOP_K
+        wanted = top_k if r.ended_after is None and r.ended_before is None else SEARCH_MAX_TOP_K
         if mode is SearchMode.HYBRID and self.passages is not None:
             wanted = max(wanted, PASSAGE_POOL)
         semantic = _keep_above(await self._semantic(scope, r.query, wanted), r.min_score)
@@ -244,14 +245,6 @@ def best_per_episode(hits: Sequence[Hit]) -> list[Hit]:
 
 def _keep_above(hits: list[Hit], min_score: float | None) -> list[Hit]:
     return hits if min_score is None else [h for h in hits if h.score >= min_score]
-
-
-def _top_k(v: Violations, requested: int) -> int:
-    if requested == 0:
-        return DEFAULT_TOP_K
-    if not 1 <= requested <= MAX_TOP_K:
-        v.add("top_k", f"must be between 1 and {MAX_TOP_K}, got {requested}")
-    return requested
 
 
 def _snippet(d: Digest, score: float, signals: tuple[Signal, ...]) -> Snippet:

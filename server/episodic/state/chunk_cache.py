@@ -86,10 +86,3 @@ class ChunkCache:
         entry = self._items.pop(key, None)
         if entry is not None:
             self._bytes -= entry[1]
-
-    @property
-    def total_bytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
