@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 from episodic.domain.ports import VectorIndex
 from episodic.domain.recall import Hit, Scope
 from episodic.index import FaissVectorIndex
+from episodic.index import shard as shard_module
 from episodic.index.shard import BLOCK_ROWS
 
 DIM = 16
@@ -265,3 +266,40 @@ def test_a_query_of_the_wrong_dimension_is_refused_with_value_error() -> None:
         index.search(Scope("x", "y", "z"), [1.0, 0.0, 0.0], 1)
     with pytest.raises(ValueError, match="positive"):
         FaissVectorIndex(0)
+
+
+def test_a_large_scope_searched_through_its_8_bit_copy_stays_right_through_every_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above COARSE_ROWS a scope is searched in its 8-bit copy and the best candidates are
+    scored exactly: scores stay exact cosines, a stored vector finds itself first, and the
+    copy follows appends, overwrites and removals (rows move when a hole is filled)."""
+    monkeypatch.setattr(shard_module, "COARSE_ROWS", 64)
+    monkeypatch.setattr(shard_module, "RERANK", 2)  # few candidates: a stale copy would show
+    monkeypatch.setattr(shard_module, "RERANK_MIN", 10)
+    rng = np.random.default_rng(8)
+    index = FaissVectorIndex(DIM)
+    model: dict[str, Vectors] = {}
+    found = wanted = 0
+    for step in range(300):
+        if len(model) > 80 and rng.random() < 0.3:
+            gone = list(rng.choice(sorted(model), size=int(rng.integers(1, 6))))
+            index.remove(ALICE, gone)
+            for key in gone:
+                model.pop(key, None)
+        else:
+            keys = [f"ep_{int(rng.integers(0, 400))}#0" for _ in range(int(rng.integers(1, 12)))]
+            vectors = unit(rng, len(keys))
+            index.add(ALICE, keys, vectors)
+            model.update(zip(keys, vectors, strict=True))
+        query = unit(rng, 1)[0]
+        hits = index.search(ALICE, query, 10)
+        truth = {key: float(vector @ query) for key, vector in model.items()}
+        assert all(hit.score == pytest.approx(truth[hit.episode_id], abs=1e-5) for hit in hits)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        best = sorted(truth, key=lambda key: -truth[key])[:10]
+        found += len({h.episode_id for h in hits} & set(best))
+        wanted += len(best)
+        key = sorted(model)[step % len(model)]
+        assert index.search(ALICE, model[key], 1)[0].episode_id == key
+    assert found / wanted > 0.97

@@ -23,6 +23,16 @@ VectorIn = Sequence[float] | NDArray[np.floating[Any]]
 # an OpenMP path that measured 16 ms instead of 0.3 ms per query while the 2 cores were busy.
 # Searching in blocks keeps every query on one predictable thread.
 BLOCK_ROWS = 4096
+# A scope of at least this many rows (a large agent's knowledge; no user's episodes come near)
+# is searched first through an 8-bit copy of its matrix, a quarter of the bytes to stream
+# (faiss's uniform scalar quantizer, on the calling thread), and the best max(RERANK x k,
+# RERANK_MIN) rows found there are scored again exactly, so scores are exact cosines and the
+# order is exact among them. 100k x 256: 4.1/5.2 ms p50/p99 exact, 1.8/2.2 ms this way. The copy
+# follows appends; a removal or an overwrite (rows move) drops it, and the next search
+# encodes it again (~60 ms at 100k rows): writes to a large agent are rare, searches are not.
+COARSE_ROWS = 32_768
+RERANK = 8
+RERANK_MIN = 200
 # Growth is +25% + 8 rows: a scope grown 2 vectors at a time to 100 has room for 125, not 128+.
 _MIN_CAPACITY = 8
 
@@ -89,7 +99,7 @@ class Shard:
     """Live rows are kept contiguous in `_matrix[:len(self)]`, so a search is one pass over
     one block of memory and a removal is O(1) (the last row moves into the hole)."""
 
-    __slots__ = ("_keys", "_matrix", "_rows", "lock", "retired")
+    __slots__ = ("_coarse", "_keys", "_matrix", "_rows", "lock", "retired")
 
     def __init__(self, dim: int) -> None:
         self.lock = threading.Lock()
@@ -99,6 +109,7 @@ class Shard:
         self._matrix: Matrix = np.empty((0, dim), dtype=np.float32)
         self._keys: list[str] = []  # row -> key
         self._rows: dict[str, int] = {}  # key -> row
+        self._coarse: Any = None  # faiss.IndexScalarQuantizer of rows [0, ntotal), or None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -119,6 +130,7 @@ class Shard:
                 fresh_rows.append(i)
             else:
                 self._matrix[row] = matrix[i]
+                self._coarse = None
         if fresh_keys:
             self._append(fresh_keys, matrix[fresh_rows])
 
@@ -128,19 +140,45 @@ class Shard:
             row = self._rows.pop(key, None)
             if row is not None:
                 self._fill_hole(row)
+                self._coarse = None
         self._shrink()
 
     def search(self, query: Matrix, k: int) -> list[Hit]:
         k = min(k, len(self._keys))
         if k <= 0:
             return []
-        scores, rows = top_k(self._matrix[: len(self._keys)], query, k)
+        if len(self._keys) >= COARSE_ROWS:
+            scores, rows = self._coarse_then_exact(query, k)
+        else:
+            scores, rows = top_k(self._matrix[: len(self._keys)], query, k)
         keys = self._keys
         # Rounding can put the dot product of two unit vectors a hair outside [-1, 1].
         return [
             Hit(keys[row], min(1.0, max(-1.0, score)))
             for score, row in zip(scores.tolist(), rows.tolist(), strict=True)
         ]
+
+    def _coarse_then_exact(self, query: Matrix, k: int) -> tuple[Matrix, NDArray[np.int64]]:
+        count = len(self._keys)
+        coarse = self._coarse_index()
+        _, found = coarse.search(query, min(count, max(k * RERANK, RERANK_MIN)))
+        rows = found[0][found[0] >= 0].astype(np.int64)
+        exact = self._matrix[rows] @ query[0]
+        best = np.argsort(-exact, kind="stable")[:k]
+        return exact[best].astype(np.float32), rows[best]
+
+    def _coarse_index(self) -> Any:
+        """The 8-bit copy of the live rows, encoded now if dropped, extended by appends."""
+        count = len(self._keys)
+        if self._coarse is None:
+            coarse = faiss.IndexScalarQuantizer(
+                self._matrix.shape[1], faiss.ScalarQuantizer.QT_8bit_uniform, faiss.METRIC_INNER_PRODUCT
+            )
+            coarse.train(self._matrix[:count])
+            self._coarse = coarse
+        if self._coarse.ntotal < count:
+            self._coarse.add(self._matrix[self._coarse.ntotal : count])
+        return self._coarse
 
     def _append(self, keys: list[str], matrix: Matrix) -> None:
         start = len(self._keys)
