@@ -275,17 +275,28 @@ async function drive(page) {
       ),
       not_dropped: await texts(page, "not-dropped"),
       cells: await page.locator(tid("where-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.fate)),
+      gone: await page.locator(tid("phrase-gone")).evaluateAll((ps) =>
+        ps.map((p) => ({ reason: p.dataset.reason, text: p.textContent })),
+      ),
+      verdict: await texts(page, "phrase-verdict"),
+      presence: await page.locator(tid("presence-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.present)),
     };
     await page.locator(tid("where-result")).scrollIntoViewIfNeeded();
     await shot(page, "04-where");
   });
 
   await step("the call it dropped out at, and its diff", async () => {
+    const goneLink = page.locator(`${tid("phrase-gone")} a`).first();
     const dropLink = page.locator(`${tid("dropped")} a`).first();
-    if (await dropLink.count()) {
+    if (await goneLink.count()) {
+      await goneLink.click();
+    } else if (await dropLink.count()) {
       await dropLink.click();
     } else {
-      await page.locator(tid("model-call")).last().click();
+      // still seen through the summary: the call where it left the verbatim history
+      const cells = await page.locator(tid("where-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.fate));
+      const at = cells.indexOf("summarized");
+      await page.locator(`${tid("where-matrix")} thead th a`).nth(Math.max(at, 0)).click();
     }
     await page.waitForFunction(() => /\/calls\//.test(location.hash), null, { timeout: TIMEOUT });
     out.drop_call_url = page.url();

@@ -48,10 +48,14 @@ def call(
     history_span: Span = NONE,
     user_seq: int = 0,
     user_text: str = "the question",
+    summary_text: str = "[Summary] ...",
+    knowledge: str = "",
 ) -> ModelCall:
     messages = [RenderedMessage(Role.SYSTEM, "Be brief.", Section.SYSTEM, 3)]
+    if knowledge:
+        messages.append(RenderedMessage(Role.CONTEXT, f"[Knowledge]\n{knowledge}", Section.KNOWLEDGE, 9))
     if summary.to_seq:
-        messages.append(RenderedMessage(Role.CONTEXT, "[Summary] ...", Section.SUMMARY, 9))
+        messages.append(RenderedMessage(Role.CONTEXT, summary_text, Section.SUMMARY, 9))
     messages += rendered
     messages.append(RenderedMessage(Role.USER, user_text, Section.USER_MESSAGE, 4))
     report = ContextReport(
@@ -94,37 +98,90 @@ def test_a_message_written_after_the_call_is_not_yet_there() -> None:
     assert fate_at(c, 2) is Fate.VERBATIM
 
 
-def test_a_phrase_compacted_away_is_traced_to_the_first_call_without_it() -> None:
-    early = logged(1, "My cat is called Zanzibar.")
+CAT = "My cat is called Zanzibar."
+
+
+def test_a_summarized_phrase_is_there_while_the_summary_says_it_and_lost_at_the_recompaction() -> None:
+    """The inspector once blamed the first compaction: the summary made there still said the
+    phrase; the re-compaction two calls later lost it (issue 28, defect 1)."""
+    early = logged(1, CAT)
     calls = [
-        call(1, [], user_seq=1, user_text=early.content),
-        call(2, [history(1), history(2)], history_span=Span(1, 2), user_seq=3),
-        call(3, [history(3), history(4)], summary=Span(1, 2), history_span=Span(3, 4), user_seq=5),
-        call(4, [history(5)], summary=Span(1, 4), history_span=Span(5, 5), user_seq=6),
+        call(1, [], user_seq=1, user_text=CAT),
+        call(2, [history(1, CAT), history(2)], history_span=Span(1, 2), user_seq=3),
+        call(
+            3, [history(3), history(4)], summary=Span(1, 2), summary_text="The cat is Zanzibar.", user_seq=5
+        ),
+        call(4, [history(5)], summary=Span(1, 4), summary_text="They talked about pets.", user_seq=6),
+        call(5, [history(6)], summary=Span(1, 5), summary_text="They talked about pets.", user_seq=7),
     ]
-    trace = trace_phrase([early], calls)
+    trace = trace_phrase([early], calls, "zanzibar")
     assert [row.fates for row in trace.calls] == [
         ((1, Fate.VERBATIM),),
         ((1, Fate.VERBATIM),),
         ((1, Fate.SUMMARIZED),),
-        ((1, Fate.SUMMARIZED),),
+        ((1, Fate.LOST),),
+        ((1, Fate.LOST),),
     ]
+    assert [row.present for row in trace.calls] == [
+        (Section.USER_MESSAGE,), (Section.HISTORY,), (Section.SUMMARY,), (), (),
+    ]  # fmt: skip
     [drop] = trace.dropped
-    assert (drop.seq, drop.model_call_id, drop.reason) == (1, "mc_3", DropReason.COMPACTION)
+    assert (drop.seq, drop.model_call_id, drop.reason) == (1, "mc_4", DropReason.RECOMPACTION)
+    assert trace.gone is not None
+    assert (trace.gone.model_call_id, trace.gone.reason) == ("mc_4", DropReason.RECOMPACTION)
+    assert trace.gone.last_seen_in == (Section.SUMMARY,)
+
+
+def test_a_compaction_whose_summary_leaves_the_phrase_out_drops_it_at_once() -> None:
+    calls = [
+        call(1, [history(1, CAT)], history_span=Span(1, 1), user_seq=2),
+        call(2, [history(2)], summary=Span(1, 1), summary_text="Small talk.", user_seq=3),
+    ]
+    trace = trace_phrase([logged(1, CAT)], calls, "zanzibar")
+    assert trace.calls[1].fates == ((1, Fate.LOST),)
+    assert [(d.model_call_id, d.reason) for d in trace.dropped] == [("mc_2", DropReason.COMPACTION)]
 
 
 def test_a_message_that_left_the_window_drops_for_the_window_and_a_stub_for_the_stub() -> None:
     calls = [
-        call(1, [history(1), history(2)], history_span=Span(1, 2), user_seq=3),
-        call(2, [history(2, stubbed=True)], history_span=Span(2, 2), user_seq=4),
+        call(1, [history(1, "a"), history(2, "b")], history_span=Span(1, 2), user_seq=3),
+        call(2, [history(2, "b", stubbed=True)], history_span=Span(2, 2), user_seq=4),
     ]
-    trace = trace_phrase([logged(1, "a"), logged(2, "b")], calls)
+    trace = trace_phrase([logged(1, "a"), logged(2, "b")], calls, "a")
     assert [(d.seq, d.reason) for d in trace.dropped] == [(1, DropReason.WINDOW), (2, DropReason.STUB)]
 
 
-def test_a_message_never_rendered_verbatim_has_no_drop() -> None:
-    calls = [call(1, [], summary=Span(1, 1), user_seq=2)]
-    assert trace_phrase([logged(1, "x")], calls).dropped == ()
+def test_a_message_never_seen_by_the_model_has_no_drop() -> None:
+    calls = [call(1, [], summary=Span(1, 1), user_seq=2), call(2, [], summary=Span(1, 2), user_seq=3)]
+    trace = trace_phrase([logged(1, "x")], calls, "x")
+    assert [row.fates for row in trace.calls] == [((1, Fate.LOST),), ((1, Fate.LOST),)]
+    assert trace.dropped == () and trace.gone is None
+
+
+def test_a_phrase_only_in_knowledge_is_traced_to_the_call_that_no_longer_rendered_it() -> None:
+    calls = [
+        call(1, [], user_seq=1, knowledge="Source: Leave policy\nEmployees get 25 DAYS of leave."),
+        call(2, [history(1)], history_span=Span(1, 1), user_seq=2, knowledge="25 days of leave"),
+        call(3, [history(1), history(2)], history_span=Span(1, 2), user_seq=3, knowledge="Other policy"),
+    ]
+    trace = trace_phrase([], calls, "25 days")
+    assert [row.present for row in trace.calls] == [(Section.KNOWLEDGE,), (Section.KNOWLEDGE,), ()]
+    assert trace.dropped == ()
+    assert trace.gone is not None
+    assert (trace.gone.model_call_id, trace.gone.reason) == ("mc_3", DropReason.KNOWLEDGE)
+
+
+def test_a_phrase_still_rendered_somewhere_is_not_gone() -> None:
+    calls = [
+        call(1, [history(1, CAT)], history_span=Span(1, 1), user_seq=2),
+        call(
+            2, [], summary=Span(1, 1), summary_text="Small talk.", user_seq=3, knowledge="Zanzibar is a cat"
+        ),
+    ]
+    trace = trace_phrase([logged(1, CAT)], calls, "zanzibar")
+    assert trace.dropped[0].reason is DropReason.COMPACTION  # the message's own words are gone
+    assert trace.gone is None  # but the model still saw the phrase, in [Knowledge]
+    assert trace.calls[1].present == (Section.KNOWLEDGE,)
 
 
 def test_phrases_match_case_insensitively_in_content_and_tool_payloads() -> None:
@@ -146,7 +203,7 @@ def test_a_trace_keeps_of_a_match_and_a_call_only_what_it_shows() -> None:
     assert (kept.seq, kept.role, preview(kept.content)) == (long.seq, long.role, preview(long.content))
     assert len(kept.content) == PREVIEW_READS and kept.tool_calls == ()
     full = call(1, [history(1)], history_span=Span(1, 1), user_seq=2)
-    row = call_fates(full, [1, 2, 3])
+    row = call_fates(full, [1, 2, 3], "message")
     assert row.call == dataclasses.replace(full, messages=())
     assert row.fates == ((1, Fate.VERBATIM), (2, Fate.VERBATIM), (3, Fate.NOT_YET))
 

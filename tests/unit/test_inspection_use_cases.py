@@ -193,7 +193,7 @@ async def test_on_an_ordinary_episode_paging_changes_nothing_of_the_answer() -> 
     traced = await inspection(app).where(CALLER, episode_id, "CAT")
     log = await app.episode_store.list_messages(TENANT, episode_id, None, 1000)
     calls = await app.context_store.list_calls(TENANT, episode_id, None, 1000)
-    expected = trace_phrase([m for m in log[::-1] if contains(m, "cat")], calls[::-1])
+    expected = trace_phrase([m for m in log[::-1] if contains(m, "cat")], calls[::-1], "cat")
     got = traced.trace
     assert not traced.truncated
     assert [(m.seq, m.role, m.content) for m in got.messages] == [

@@ -1,7 +1,14 @@
 """What the inspector shows about stored model calls: the fate of every log message in a
 call (rendered verbatim, stubbed, present only through the summary, or pruned), where a
 phrase went turn by turn, and what changed between two consecutive calls. Computed from
-the stored calls alone, never guessed. Pure; every function is linear in its input."""
+the stored calls alone, never guessed. Pure; every function is linear in its input.
+
+A phrase is followed into what was rendered, not only into which log messages were: a
+message inside the summary's span is present only if the rendered summary still says the
+phrase (a re-compaction may drop it), and a phrase may also reach the model through
+[Knowledge], [Known Facts] or [Past Conversations]. Each traced call lists the sections
+whose rendered text holds the phrase, and the trace names the first call where it was
+nowhere after having been somewhere, and why."""
 
 from __future__ import annotations
 
@@ -26,21 +33,29 @@ class Fate(enum.StrEnum):
     VERBATIM = "verbatim"
     STUBBED = "stubbed"  # a tool result rendered as a stub
     SUMMARIZED = "summarized"  # not rendered itself, inside the span of the rendered summary
+    LOST = "lost"  # inside the summary's span, but the rendered summary does not say the phrase
     PRUNED = "pruned"  # not rendered at all: it left the window
     NOT_YET = "not_yet"  # written after the call
 
 
 class DropReason(enum.StrEnum):
-    WINDOW = "window"
-    COMPACTION = "compaction"
-    STUB = "stub"
+    WINDOW = "window"  # left the history window (the budget no longer held it)
+    COMPACTION = "compaction"  # summarized from verbatim, and the summary left the phrase out
+    RECOMPACTION = "recompaction"  # in the summary, until a new summary left the phrase out
+    STUB = "stub"  # a tool result rendered as a stub
+    KNOWLEDGE = "knowledge"  # no longer among the rendered [Knowledge] items
+    KNOWN_FACTS = "known_facts"  # no longer among the rendered [Known Facts]
+    RECALL = "recall"  # no longer among the rendered [Past Conversations]
+    CONTEXT = "context"  # no longer in the system prompt or the user message
 
 
-_REASONS = {
-    Fate.PRUNED: DropReason.WINDOW,
-    Fate.SUMMARIZED: DropReason.COMPACTION,
-    Fate.STUBBED: DropReason.STUB,
+# What a phrase last present only in one section went with, when no message of the log explains it.
+_SECTION_REASONS = {
+    Section.KNOWLEDGE: DropReason.KNOWLEDGE,
+    Section.KNOWN_FACTS: DropReason.KNOWN_FACTS,
+    Section.PAST_CONVERSATIONS: DropReason.RECALL,
 }
+_PRESENT = (Fate.VERBATIM, Fate.SUMMARIZED)  # a message whose phrase the model saw
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +189,8 @@ def as_match(message: Message) -> Message:
 
 @dataclass(frozen=True, slots=True)
 class Drop:
-    """The first call after one that rendered the message verbatim where it no longer was."""
+    """The first call after one where the model saw the message's phrase (verbatim, or
+    through a summary that said it) where it no longer did."""
 
     seq: int
     model_call_id: str
@@ -183,9 +199,20 @@ class Drop:
 
 
 @dataclass(frozen=True, slots=True)
+class Gone:
+    """The first call after one that rendered the phrase anywhere where it was nowhere."""
+
+    model_call_id: str
+    created_at: datetime
+    reason: DropReason
+    last_seen_in: tuple[Section, ...]  # where the call before rendered it
+
+
+@dataclass(frozen=True, slots=True)
 class CallFates:
     call: ModelCall  # without its rendered messages (the fates say what became of the matches)
     fates: tuple[tuple[int, Fate], ...]  # (seq, fate) for each matching message
+    present: tuple[Section, ...] = ()  # the sections whose rendered text holds the phrase
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,40 +220,81 @@ class PhraseTrace:
     messages: tuple[Message, ...]  # the log messages that contain the phrase, by seq, as_match
     calls: tuple[CallFates, ...]  # oldest call first
     dropped: tuple[Drop, ...]
+    gone: Gone | None = None  # None: never rendered, or never missing after it was
 
 
-def call_fates(call: ModelCall, seqs: Sequence[int]) -> CallFates:
-    """The fate of each of `seqs` in `call`, keeping of the call only what a trace shows, so
-    that a long run of calls can be traced one page at a time."""
+def rendered_in(call: ModelCall, folded_phrase: str) -> tuple[Section, ...]:
+    """The sections of `call` whose rendered text holds the phrase, in rendering order."""
+    found = {m.section for m in call.messages if folded_phrase in m.content.casefold()}
+    return tuple(section for section in Section if section in found)
+
+
+def call_fates(call: ModelCall, seqs: Sequence[int], folded_phrase: str) -> CallFates:
+    """The fate of each of `seqs` in `call` (LOST where the summary's span holds it but the
+    rendered summary does not say the phrase), keeping of the call only what a trace shows,
+    so that a long run of calls can be traced one page at a time."""
     rendered = _rendered_fates(call)
-    found = tuple((seq, fate_at(call, seq, rendered)) for seq in seqs)
-    return CallFates(dataclasses.replace(call, messages=()), found)
+    present = rendered_in(call, folded_phrase)
+    found = []
+    for seq in seqs:
+        fate = fate_at(call, seq, rendered)
+        if fate is Fate.SUMMARIZED and Section.SUMMARY not in present:
+            fate = Fate.LOST
+        found.append((seq, fate))
+    return CallFates(dataclasses.replace(call, messages=()), tuple(found), present)
 
 
-def trace_phrase(matches: Sequence[Message], calls: Sequence[ModelCall]) -> PhraseTrace:
-    """Per call (oldest first), the fate of every matching message; per message, the first
-    turn it dropped out of the context after having been rendered verbatim, and why."""
+def trace_phrase(matches: Sequence[Message], calls: Sequence[ModelCall], folded_phrase: str) -> PhraseTrace:
+    """Per call (oldest first), the fate of every matching message and where the phrase was
+    rendered; per message, the first turn it dropped out of what the model saw, and why."""
     seqs = [m.seq for m in matches]
-    return trace_of(matches, [call_fates(call, seqs) for call in calls])
+    return trace_of(matches, [call_fates(call, seqs, folded_phrase) for call in calls])
 
 
 def trace_of(matches: Sequence[Message], rows: Sequence[CallFates]) -> PhraseTrace:
     """The trace from each call's fates of `matches`, oldest call first."""
-    return PhraseTrace(tuple(matches), tuple(rows), tuple(_drops([m.seq for m in matches], rows)))
+    drops = _drops([m.seq for m in matches], rows)
+    return PhraseTrace(tuple(matches), tuple(rows), tuple(drops), _gone(rows, drops))
 
 
 def _drops(seqs: Sequence[int], table: Sequence[CallFates]) -> list[Drop]:
     drops = []
     for column, seq in enumerate(seqs):
-        seen = False
+        before: Fate | None = None
         for row in table:
             fate = row.fates[column][1]
-            if fate is Fate.VERBATIM:
-                seen = True
-            elif seen and fate in _REASONS:
-                drops.append(Drop(seq, row.call.model_call_id, row.call.created_at, _REASONS[fate]))
+            reason = _drop_reason(before, fate)
+            if reason is not None:
+                drops.append(Drop(seq, row.call.model_call_id, row.call.created_at, reason))
                 break
+            if fate in _PRESENT:
+                before = fate
     return drops
+
+
+def _drop_reason(before: Fate | None, fate: Fate) -> DropReason | None:
+    """Why a message the model saw (fate `before`, None if it never did) no longer reaches
+    it at `fate`; None while it still does."""
+    if before not in _PRESENT or fate in _PRESENT or fate is Fate.NOT_YET:
+        return None
+    if fate is Fate.LOST:
+        return DropReason.RECOMPACTION if before is Fate.SUMMARIZED else DropReason.COMPACTION
+    return DropReason.STUB if fate is Fate.STUBBED else DropReason.WINDOW
+
+
+def _gone(rows: Sequence[CallFates], drops: Sequence[Drop]) -> Gone | None:
+    """The first call rendering the phrase nowhere after one that rendered it, and why: the
+    drop of a matching message at that call, else the section the phrase was last seen in."""
+    for previous, row in zip(rows, rows[1:], strict=False):
+        if not previous.present or row.present:
+            continue
+        call_id = row.call.model_call_id
+        reasons = [d.reason for d in drops if d.model_call_id == call_id]
+        if not reasons:
+            reasons = [_SECTION_REASONS[s] for s in previous.present if s in _SECTION_REASONS]
+        reason = reasons[0] if reasons else DropReason.CONTEXT
+        return Gone(call_id, row.call.created_at, reason, previous.present)
+    return None
 
 
 # --- what changed between two calls -----------------------------------------------------

@@ -241,9 +241,18 @@ def where(phrase: str, traced: Traced) -> Json:
                 "create_time": _time(row.call.created_at),
                 "user_message_seq": row.call.report.user_message_seq,
                 "fates": [{"seq": seq, "fate": fate.value} for seq, fate in row.fates],
+                "present": [section.value for section in row.present],
             }
             for row in t.calls
         ],
+        "gone": None
+        if t.gone is None
+        else {
+            "model_call_id": t.gone.model_call_id,
+            "create_time": _time(t.gone.created_at),
+            "reason": t.gone.reason.value,
+            "last_seen_in": [section.value for section in t.gone.last_seen_in],
+        },
         "dropped": [
             {
                 "seq": d.seq,

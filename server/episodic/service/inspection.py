@@ -166,7 +166,7 @@ class InspectionService:
             matches, all_read = await self._matches(tenant_id, episode_id, folded, log_text)
             seqs = [m.seq for m in matches]
             call_text = _Reading(self.search_bytes - self.search_bytes // 2 + log_text.left)
-            rows, all_calls = await self._call_fates(tenant_id, episode_id, seqs, call_text)
+            rows, all_calls = await self._call_fates(tenant_id, episode_id, seqs, folded, call_text)
         return Traced(trace_of(matches, rows), not (all_read and all_calls))
 
     @contextmanager
@@ -230,7 +230,7 @@ class InspectionService:
         return _oldest_first(earliest), False
 
     async def _call_fates(
-        self, tenant_id: str, episode_id: str, seqs: list[int], reading: _Reading
+        self, tenant_id: str, episode_id: str, seqs: list[int], folded: str, reading: _Reading
     ) -> tuple[list[CallFates], bool]:
         """The fates of `seqs` in the newest MAX_TRACED_CALLS calls, or fewer when `reading`
         runs out, oldest first, and whether that was every call."""
@@ -240,7 +240,7 @@ class InspectionService:
             # one more than is traced, to know whether there are more
             limit = reading.page(min(MAX_CALLS_PAGE, MAX_TRACED_CALLS + 1 - len(rows)))
             page = await self.calls.list_calls(tenant_id, episode_id, before, limit)
-            if not _keep_fates(page, seqs, reading, rows):
+            if not _keep_fates(page, seqs, folded, reading, rows):
                 return rows[::-1], False
             if len(page) < limit:
                 return rows[::-1], True
@@ -286,13 +286,15 @@ def _keep_matches(
     return found, True
 
 
-def _keep_fates(page: list[ModelCall], seqs: list[int], reading: _Reading, rows: list[CallFates]) -> bool:
+def _keep_fates(
+    page: list[ModelCall], seqs: list[int], folded: str, reading: _Reading, rows: list[CallFates]
+) -> bool:
     """Adds each call's fates of `seqs` to `rows`; False when a call is left over, past
     MAX_TRACED_CALLS or what `reading` allows."""
     for call in page:
         if len(rows) == MAX_TRACED_CALLS or not reading.take(call_size(call)):
             return False
-        rows.append(call_fates(call, seqs))
+        rows.append(call_fates(call, seqs, folded))
     return True
 
 

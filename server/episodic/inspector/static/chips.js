@@ -6,6 +6,7 @@ import { cssName } from "./format.js";
 
 const SECTION_LABELS = {
   system: "system",
+  knowledge: "knowledge",
   known_facts: "known facts",
   past_conversations: "past conversations",
   summary: "summary",
@@ -17,13 +18,14 @@ const SECTION_LABELS = {
 export const FATE_LABELS = {
   verbatim: "verbatim",
   stubbed: "stubbed",
-  summarized: "summarized",
+  summarized: "in the summary",
+  lost: "summarized, not in the summary",
   pruned: "pruned",
   not_yet: "not yet written",
 };
 
 // One character a fate, for the dense "where did it go?" matrix.
-export const FATE_SHORT = { verbatim: "V", stubbed: "S", summarized: "Σ", pruned: "✕", not_yet: "·" };
+export const FATE_SHORT = { verbatim: "V", stubbed: "S", summarized: "Σ", lost: "∅", pruned: "✕", not_yet: "·" };
 
 export function sectionLabel(section) {
   return SECTION_LABELS[section] || section;

@@ -1,17 +1,34 @@
-// "Where did it go?": finds the log messages that contain a phrase, follows each through every
-// model call of the episode, and says at which call and why it dropped out of the context.
+// "Where did it go?": finds the log messages that contain a phrase, follows the phrase through
+// what every model call of the episode rendered (verbatim, the summary's text, knowledge, known
+// facts, past conversations), and says at which call and why the model stopped seeing it.
 
 import { api, showError } from "./api.js";
 import { h, link, loading } from "./dom.js";
 import { cssName, formatTime } from "./format.js";
-import { FATE_LABELS, FATE_SHORT, fateLabel, roleChip } from "./chips.js";
+import { FATE_LABELS, FATE_SHORT, fateLabel, roleChip, sectionLabel } from "./chips.js";
 import { callHref, encoded } from "./routes.js";
 import { logButton } from "./log.js";
 
 const DROP_REASONS = {
   window: "pushed out by the sliding window (pruned: the history budget no longer held it)",
-  compaction: "compacted: from then on present only through the summary",
+  compaction: "compacted into a summary that does not say it",
+  recompaction: "the summary said it until this call's new summary left it out",
   stub: "tool result replaced by a short stub",
+  knowledge: "no longer among the rendered knowledge",
+  known_facts: "no longer among the rendered known facts",
+  recall: "no longer among the rendered past conversations",
+  context: "no longer in the system prompt or the user message",
+};
+
+// One or two characters a section, for the "rendered in" row.
+const SECTION_SHORT = {
+  system: "sys",
+  knowledge: "Kn",
+  known_facts: "KF",
+  past_conversations: "PC",
+  summary: "Σ",
+  history: "H",
+  user_message: "U",
 };
 
 export class WherePanel {
@@ -65,7 +82,8 @@ export class WherePanel {
 function traceNodes(answer, episode) {
   const calls = answer.calls || [];
   const callLink = callLinker(calls, episode);
-  const nodes = [traceSummary(answer, calls)];
+  const nodes = [traceSummary(answer, calls), phraseVerdict(answer, calls, callLink)];
+  if (calls.length) nodes.push(presenceRow(calls, callLink));
   if (!answer.messages.length) return nodes;
   const drops = new Map((answer.dropped || []).map((d) => [d.seq, d]));
   nodes.push(
@@ -106,6 +124,82 @@ function traceSummary(answer, calls) {
   );
 }
 
+// The phrase as a whole: where the newest call rendered it, or the first call that rendered it
+// nowhere after one that did.
+function phraseVerdict(answer, calls, callLink) {
+  if (!calls.length) return h("p", { class: "muted", testid: "phrase-verdict" }, "No model call was built yet.");
+  const gone = answer.gone;
+  if (gone) {
+    const seenIn = gone.last_seen_in.map(sectionLabel).join(", ");
+    return h(
+      "p",
+      { class: `dropped reason-${cssName(gone.reason)}`, testid: "phrase-gone", dataset: { reason: gone.reason } },
+      h("strong", {}, "The model stopped seeing it"),
+      " at model call ",
+      callLink(gone.model_call_id),
+      ` (${formatTime(gone.create_time)}): `,
+      h("span", { class: "reason" }, `${gone.reason} — ${DROP_REASONS[gone.reason] || ""}`),
+      `; the call before rendered it in ${seenIn}.`,
+    );
+  }
+  const last = calls[calls.length - 1].present || [];
+  if (last.length) {
+    return h(
+      "p",
+      { class: "kept", testid: "phrase-verdict" },
+      `The latest model call renders it in ${last.map(sectionLabel).join(", ")}.`,
+    );
+  }
+  return h("p", { class: "muted", testid: "phrase-verdict" }, "No model call rendered it.");
+}
+
+// One row: the sections whose rendered text held the phrase, call by call.
+function presenceRow(calls, callLink) {
+  return h(
+    "div",
+    { class: "block" },
+    h("h3", {}, "Rendered in"),
+    h(
+      "div",
+      { class: "matrix-wrap" },
+      h(
+        "table",
+        { class: "matrix", testid: "presence-matrix" },
+        h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "call"), calls.map((c) => h("th", { title: callTitle(c) }, callLink(c.model_call_id))))),
+        h(
+          "tbody",
+          {},
+          h(
+            "tr",
+            {},
+            h("th", {}, "phrase"),
+            calls.map((c) => {
+              const present = c.present || [];
+              return h(
+                "td",
+                {
+                  class: `cell ${present.length ? "present" : "absent"}`,
+                  title: present.length ? present.map(sectionLabel).join(", ") : "not rendered",
+                  testid: "presence-cell",
+                  dataset: { present: present.join(" ") },
+                },
+                present.map((s) => SECTION_SHORT[s] || s).join(" "),
+              );
+            }),
+          ),
+        ),
+      ),
+    ),
+    h(
+      "p",
+      { class: "legend small" },
+      Object.entries(SECTION_SHORT).map(([section, short]) =>
+        h("span", { class: "legend-item" }, h("span", { class: "cell present" }, short), ` ${sectionLabel(section)}`),
+      ),
+    ),
+  );
+}
+
 function tracedMessage(m, drop, calls, callLink, episode) {
   return h(
     "li",
@@ -143,12 +237,15 @@ function keptVerdict(m, calls) {
   if (lastFate === "verbatim") {
     return h("div", { class: "kept", testid: "not-dropped" }, "Still rendered verbatim in the latest model call.");
   }
+  if (lastFate === "summarized") {
+    return h("div", { class: "kept", testid: "not-dropped" }, "The latest model call's summary still says it.");
+  }
   return h(
     "div",
     { class: "muted", testid: "not-dropped" },
-    fates.includes("verbatim")
+    fates.includes("verbatim") || fates.includes("summarized")
       ? `In the latest model call: ${fateLabel(lastFate) || "absent"}.`
-      : "Never rendered verbatim.",
+      : "The model never saw it as a message.",
   );
 }
 
