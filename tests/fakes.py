@@ -44,6 +44,7 @@ from episodic.domain.knowledge import (
     Document,
     DocumentChunk,
     KnowledgeFilter,
+    embedded_text,
     knowledge_scope,
     split_chunk_key,
 )
@@ -1141,9 +1142,7 @@ class FakeKnowledgeStore:
     `embedding_model` (as SqlKnowledgeVectors). A create is checked whole before any of it
     applies.
 
-    Cannot honour: `lexical` is not BM25 / ts_rank_cd (as FakeDigestStore's): a chunk scores
-    how many times the query's terms occur in its text, words matched exactly (no stemming),
-    so only "matches or not" and "more matches rank higher" hold; ties go by chunk order."""
+    Holds to everything the contract suite asks (tests/contracts/test_knowledge_store.py)."""
 
     def __init__(self, tables: Tables, embedding_model: str = "fake-words-64") -> None:
         self._t = tables
@@ -1226,19 +1225,17 @@ class FakeKnowledgeStore:
                     found.setdefault(stored.chunk.key, (dataclasses.replace(d, text=""), stored.chunk))
         return found
 
-    async def lexical(self, tenant_id: str, agent_id: str, query: str, limit: int) -> list[Hit]:
-        wanted = terms(query)
-        hits = []
-        for (tenant, agent, _), stored in sorted(self._t.chunks.items()):
-            if (tenant, agent) != (tenant_id, agent_id):
+    async def texts(
+        self, tenant_id: str, agent_id: str, document_ids: Sequence[str] | None = None
+    ) -> list[tuple[str, str]]:
+        wanted = None if document_ids is None else set(document_ids)
+        found = []
+        for (tenant, agent, document_id), stored in sorted(self._t.chunks.items()):
+            if (tenant, agent) != (tenant_id, agent_id) or (wanted is not None and document_id not in wanted):
                 continue
-            for c in stored:
-                words = [w.lower() for w in _WORD.findall(c.chunk.text)]
-                score = sum(words.count(term) for term in wanted)
-                if score:
-                    hits.append(Hit(c.chunk.key, float(score)))
-        hits.sort(key=lambda h: -h.score)  # stable: ties keep document and chunk order
-        return hits[:limit]
+            d = self._t.documents[(tenant, agent, document_id)]
+            found += [(c.chunk.key, embedded_text(d, c.chunk)) for c in stored]
+        return sorted(found, key=lambda pair: split_chunk_key(pair[0]))
 
     async def newest(
         self, tenant_id: str, agent_id: str, where: KnowledgeFilter, now: datetime, limit: int

@@ -57,6 +57,7 @@ from episodic.embed.model_cache import default_cache_dir
 from episodic.errors import EpisodicError
 from episodic.http_guard import HttpLimits
 from episodic.index import FaissVectorIndex
+from episodic.index.words import Bm25WordIndex
 from episodic.inspector.serving import serving_inspector
 from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
@@ -81,6 +82,7 @@ from episodic.state.digest_memo import RememberedDigestReads
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.health import Health
 from episodic.state.index_cache import IndexCache, ResidentScopes, WholeIndex
+from episodic.state.knowledge_words import ResidentWords
 from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
 from episodic.state.shares import TenantShares
@@ -195,6 +197,7 @@ class State:
     memory_index: IndexCache  # promoted memories, likewise
     knowledge_index: IndexCache  # agents' document chunks, per agent, likewise
     chunks: ChunkCache  # their rows, as turns render them
+    knowledge_words: ResidentWords  # their words, per agent, loaded from SQL on first use
     health: Health  # SERVING while the database answers and the feed is readable
     tail: FeedTail  # what other replicas commit, applied through `visibility`
     working_sets: WorkingSetCache
@@ -438,7 +441,8 @@ def build_adapters(
 # Of the index cache's bytes, memories get this share (they are fewer and shorter-lived), and
 # agents' knowledge this one (one scope per agent, shared by all its users); episodes the rest.
 MEMORY_CACHE_SHARE = 0.25
-KNOWLEDGE_CACHE_SHARE = 0.25
+KNOWLEDGE_CACHE_SHARE = 0.15  # its vectors
+KNOWLEDGE_WORDS_SHARE = 0.10  # its word index: ~0.7 KiB a chunk against a vector's 1-1.5 KiB
 
 
 def build_indexes(
@@ -491,6 +495,9 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
         memory_index=memory_index,
         knowledge_index=knowledge_index,
         chunks=ChunkCache(settings.knowledge_cache_bytes),
+        knowledge_words=ResidentWords(
+            adapters.knowledge, Bm25WordIndex, max(1, int(settings.index_cache_bytes * KNOWLEDGE_WORDS_SHARE))
+        ),
         health=health,
         working_sets=WorkingSetCache(settings.working_set_max_bytes),
         versions=ScopeVersions(),
@@ -500,7 +507,10 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
         watch=WatchHub(adapters.drafts, adapters.signals, settings.watch_limits),  # subscribes: before start
         shares=TenantShares(settings.share_limits, clock=adapters.monotonic),
     )
-    watchers = (state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii, state.chunks)
+    watchers = (
+        state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii, state.chunks,
+        state.knowledge_words,
+    )  # fmt: skip
     for watcher in watchers:
         state.visibility.watch(watcher)
     state.visibility.watch(state.watch)  # removed episodes end their watches at once
@@ -611,7 +621,8 @@ def build_services(
     )  # fmt: skip
     knowledge = KnowledgeService(
         store=a.knowledge, agents=a.agents, embedder=a.embedder, index=state.knowledge_index,
-        changes=state.visibility, limits=limits, clock=clock, embed_pool=memories.embed_pool, queries=queries,
+        words=state.knowledge_words, changes=state.visibility, limits=limits, clock=clock,
+        embed_pool=memories.embed_pool, queries=queries,
         timed=metered.knowledge_searched if metered else None, monotonic=a.monotonic, chunks=state.chunks,
     )  # fmt: skip
     passages = Passages(messages=a.context, cache=state.spoken)

@@ -389,7 +389,7 @@ class Settings:
     )
     index_cache_bytes: int = setting(
         1024 * 1024 * 1024,
-        "RAM for vectors: each scope (tenant, agent, user; an agent's knowledge) is loaded from SQL on its first search and the least recently used are dropped beyond this (half for episodes' digests, a quarter for memories, a quarter for knowledge). Start-up loads nothing.",
+        "RAM for vectors: each scope (tenant, agent, user; an agent's knowledge) is loaded from SQL on its first search and the least recently used are dropped beyond this (half for episodes' digests, a quarter for memories, 15% for knowledge's vectors and 10% for its word index). Start-up loads nothing.",
         check=at_least(1),
     )
     knowledge_cache_bytes: int = setting(

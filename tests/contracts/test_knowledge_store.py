@@ -30,6 +30,7 @@ from episodic.domain.knowledge import (
     DocumentChunk,
     KnowledgeFilter,
     chunk_key,
+    embedded_text,
     knowledge_scope,
     metadata_of,
     passes,
@@ -37,6 +38,7 @@ from episodic.domain.knowledge import (
 from episodic.domain.ports import DocumentWrite
 from episodic.domain.recall import Hit, Scope, Vector
 from episodic.errors import AlreadyExists, NotFound
+from episodic.index.words import Bm25WordIndex
 from tests.conftest import unique
 from tests.contracts.conftest import World, own_database
 
@@ -67,6 +69,13 @@ def keys(chunks: Sequence[DocumentChunk]) -> list[str]:
 
 def found(hits: Sequence[Hit]) -> list[str]:
     return [h.episode_id for h in hits]
+
+
+async def matched(world: World, tenant_id: str, agent_id: str, query: str, limit: int) -> list[Hit]:
+    """The agent's chunks by their words, as its word index built from `texts` finds them."""
+    index = Bm25WordIndex()
+    index.add(await world.knowledge.texts(tenant_id, agent_id))
+    return index.search(query, limit)
 
 
 def floats(vectors: Sequence[Vector]) -> list[list[float]]:
@@ -171,7 +180,7 @@ async def test_a_conflict_anywhere_in_a_batch_writes_none_of_it(world: World) ->
                 await world.knowledge.get(world.tenant, agent_id, w.document.document_id, world.clock())
             assert await held_chunks(world, w.document) == []
     for word in ("tulips", "roses", "lilies", "frost"):
-        assert await world.knowledge.lexical(world.tenant, agent_id, word, 10) == []
+        assert await matched(world, world.tenant, agent_id, word, 10) == []
     assert (await scope_vectors(world, world.tenant, agent_id))[0] == [chunk_key(held.document_id, 0)]
     page = await world.knowledge.page(world.tenant, agent_id, NOTHING, world.clock(), None, 10)
     assert page == [held]
@@ -225,7 +234,7 @@ async def test_every_read_and_write_is_of_one_tenants_one_agent(world: World) ->
             await world.knowledge.get(tenant_id, agent, d.document_id, now)
         assert await world.knowledge.page(tenant_id, agent, NOTHING, now, None, 10) == []
         assert await world.knowledge.chunks(tenant_id, agent, named, NOTHING, now) == {}
-        assert await world.knowledge.lexical(tenant_id, agent, "zinnias", 10) == []
+        assert await matched(world, tenant_id, agent, "zinnias", 10) == []
         assert await world.knowledge.newest(tenant_id, agent, NOTHING, now, 10) == []
         assert await scope_vectors(world, tenant_id, agent) == ([], [])
         elsewhere = dataclasses.replace(d, tenant_id=tenant_id, agent_id=agent)
@@ -414,8 +423,9 @@ async def test_a_replace_swaps_text_chunks_vectors_and_full_text_keeping_created
     assert await world.knowledge.get(world.tenant, agent_id, d.document_id, now) == expected
     assert await held_chunks(world, expected) == list(new.chunks) and len(new.chunks) == 2
     assert await scope_vectors(world, world.tenant, agent_id) == (keys(new.chunks), [[0.0, 5.0], [0.0, 6.0]])
-    assert found(await world.knowledge.lexical(world.tenant, agent_id, "cacti", 10)) == [new.chunks[0].key]
-    assert await world.knowledge.lexical(world.tenant, agent_id, "fern orchid", 10) == []
+    # the title is matched with every chunk; the one also saying it comes first
+    assert found(await matched(world, world.tenant, agent_id, "cacti", 10)) == keys(new.chunks)
+    assert await matched(world, world.tenant, agent_id, "fern orchid", 10) == []
     unembedded = dataclasses.replace(new, vectors=None)
     await world.knowledge.replace(unembedded, NO_CHANGES)
     assert await scope_vectors(world, world.tenant, agent_id) == ([], [])
@@ -428,7 +438,7 @@ async def test_a_replace_of_a_document_not_held_is_not_found_and_writes_nothing(
         await world.knowledge.replace(write, NO_CHANGES)
     with pytest.raises(NotFound):
         await world.knowledge.get(world.tenant, agent_id, write.document.document_id, world.clock())
-    assert await world.knowledge.lexical(world.tenant, agent_id, "sage", 10) == []
+    assert await matched(world, world.tenant, agent_id, "sage", 10) == []
 
 
 async def test_a_delete_leaves_nothing_of_the_document(world: World) -> None:
@@ -444,45 +454,28 @@ async def test_a_delete_leaves_nothing_of_the_document(world: World) -> None:
         await world.knowledge.get(world.tenant, agent_id, d.document_id, now)
     assert await world.knowledge.page(world.tenant, agent_id, NOTHING, now, None, 10) == [kept.document]
     assert await world.knowledge.chunks(world.tenant, agent_id, keys(gone.chunks), NOTHING, now) == {}
-    assert await world.knowledge.lexical(world.tenant, agent_id, "quinces quince jelly", 10) == []
-    assert found(await world.knowledge.lexical(world.tenant, agent_id, "ripen", 10)) == [kept.chunks[0].key]
+    assert await matched(world, world.tenant, agent_id, "quinces quince jelly", 10) == []
+    assert found(await matched(world, world.tenant, agent_id, "ripen", 10)) == [kept.chunks[0].key]
     assert (await scope_vectors(world, world.tenant, agent_id))[0] == keys(kept.chunks)
     scope = knowledge_scope(world.tenant, agent_id)
     assert await world.knowledge_vectors.item_vectors(scope, [d.document_id]) == ([], [])
-    if world.database is not None:
-        assert await full_text_rows(world, "quinces") == 0
     with pytest.raises(NotFound):
         await world.knowledge.delete(world.tenant, agent_id, d.document_id, NO_CHANGES)
 
 
-async def full_text_rows(world: World, word: str) -> int:
-    """Rows of the chunks' full-text index that hold `word`, in any tenant."""
-    assert world.database is not None
-
-    def count(conn: Connection) -> int:
-        if conn.dialect.name == "sqlite":
-            stmt = "SELECT count(*) FROM knowledge_fts WHERE knowledge_fts MATCH :q"
-            return int(conn.execute(text(stmt), {"q": f'"{word}"'}).scalar_one())
-        stmt = "SELECT count(*) FROM knowledge_chunks WHERE body_tsv @@ to_tsquery('english', :q)"
-        return int(conn.execute(text(stmt), {"q": word}).scalar_one())
-
-    return await world.database.read(count)
-
-
 @own_database
 async def test_a_deleted_documents_text_is_gone_from_the_database(world: World) -> None:
-    """SQLite: from the file's bytes, once the full-text index is merged and the WAL
-    checkpointed (secure_delete zeroes the rest); PostgreSQL: from every live row."""
+    """SQLite: from the file's bytes, once the WAL is checkpointed (secure_delete zeroes
+    freed pages); PostgreSQL: from every live row. (No full-text index holds chunks: their
+    words are indexed in RAM.)"""
     if world.database is None:
         pytest.skip("SQL only")
     marker = "xylograph" + unique("m").replace("-", "")
     agent_id = new_agent()
     write = split(world, agent_id, f"The {marker} is here.\n\nAnd the {marker} is there.")
     [d] = await world.learn(write)
-    assert await full_text_rows(world, marker) == 2
     assert await stored(world, marker)  # the check sees what is there
     await world.knowledge.delete(world.tenant, agent_id, d.document_id, NO_CHANGES)
-    assert await full_text_rows(world, marker) == 0
     assert not await stored(world, marker)
 
 
@@ -492,7 +485,6 @@ async def stored(world: World, marker: str) -> bool:
         path = Path(world.database.url.database or "")
         conn = sqlite3.connect(path, timeout=10.0, isolation_level=None)
         try:
-            conn.execute("INSERT INTO knowledge_fts(knowledge_fts) VALUES('optimize')")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
@@ -510,7 +502,7 @@ async def stored(world: World, marker: str) -> bool:
     return bool(await world.database.read(rows))
 
 
-# --- full text -------------------------------------------------------------------------------
+# --- texts, and the words found in them ---------------------------------------------------
 
 
 async def test_lexical_finds_an_agents_chunks_by_their_words_most_matches_first(world: World) -> None:
@@ -522,22 +514,39 @@ async def test_lexical_finds_an_agents_chunks_by_their_words_most_matches_first(
     await world.learn(split(world, new_agent(), "Miso again, Miso"))  # another agent
     await world.learn(split(world, agent_id, "Miso Miso", tenant_id=unique("tenant")))  # another tenant
     tenant, once_key, often_key = world.tenant, once.chunks[0].key, often.chunks[0].key
-    assert found(await world.knowledge.lexical(tenant, agent_id, "miso?", 10)) == [often_key, once_key]
-    assert found(await world.knowledge.lexical(tenant, agent_id, "Where is Miso", 1)) == [often_key]
-    assert found(await world.knowledge.lexical(tenant, agent_id, "sofa", 10)) == [once_key]
-    both = found(await world.knowledge.lexical(tenant, agent_id, "forest sofa", 10))
+    assert found(await matched(world, tenant, agent_id, "miso?", 10)) == [often_key, once_key]
+    assert found(await matched(world, tenant, agent_id, "Where is Miso", 1)) == [often_key]
+    assert found(await matched(world, tenant, agent_id, "sofa", 10)) == [once_key]
+    both = found(await matched(world, tenant, agent_id, "forest sofa", 10))
     assert sorted(both) == sorted([once_key, other.chunks[0].key])  # their order is the engine's
-    assert await world.knowledge.lexical(tenant, agent_id, "giraffe", 10) == []
-    assert await world.knowledge.lexical(tenant, agent_id, "the and of", 10) == []  # stop words only
-    assert await world.knowledge.lexical(tenant, agent_id, "", 10) == []
+    assert await matched(world, tenant, agent_id, "giraffe", 10) == []
+    assert await matched(world, tenant, agent_id, "the and of", 10) == []  # stop words only
+    assert await matched(world, tenant, agent_id, "", 10) == []
+
+
+async def test_texts_are_each_chunk_as_matched_with_title_and_headings_in_key_order(world: World) -> None:
+    agent_id = new_agent()
+    guide = split(world, agent_id, title="Plant care")
+    other = split(world, agent_id, "Just one line.", document_id="a-first")
+    await world.learn(guide, other)
+    await world.learn(split(world, new_agent(), "elsewhere"))
+    texts = await world.knowledge.texts(world.tenant, agent_id)
+    d = guide.document
+    expected = [(other.chunks[0].key, embedded_text(other.document, other.chunks[0]))]
+    expected += [(c.key, embedded_text(d, c)) for c in guide.chunks]
+    assert texts == expected
+    assert texts[1][1].startswith("Plant care")
+    assert await world.knowledge.texts(world.tenant, agent_id, ["a-first"]) == expected[:1]
+    assert await world.knowledge.texts(world.tenant, agent_id, ["missing"]) == []
+    assert await world.knowledge.texts(unique("tenant"), agent_id) == []
 
 
 async def test_lexical_keys_name_the_chunk_that_matched(world: World) -> None:
     agent_id = new_agent()
     write = split(world, agent_id)
     await world.learn(write)
-    assert found(await world.knowledge.lexical(world.tenant, agent_id, "cactus", 10)) == [write.chunks[1].key]
-    assert found(await world.knowledge.lexical(world.tenant, agent_id, "orchid", 10)) == [write.chunks[2].key]
+    assert found(await matched(world, world.tenant, agent_id, "cactus", 10)) == [write.chunks[1].key]
+    assert found(await matched(world, world.tenant, agent_id, "orchid", 10)) == [write.chunks[2].key]
 
 
 # --- the vector source ------------------------------------------------------------------------

@@ -174,3 +174,38 @@ async def test_a_delete_racing_turns_never_fails_them_and_the_next_turn_no_longe
     await asyncio.gather(delete, *turns)  # none raises: no INTERNAL, no partial context
     after = await build(writer, episode_id, user_message="paid leave days?")
     assert all(k.document_id != "handbook" for k in after.report.knowledge)
+
+
+async def test_updates_racing_searches_answer_one_whole_version_and_then_only_the_newest(
+    clients: tuple[Client, Client, Client],
+) -> None:
+    """Each search sees a chunk's words and text of one version (never a key of the old text
+    with the new text's words, nor an error); once the updates are done, the newest alone."""
+    writer, reader, _ = clients
+    agent_id = await create_agent(writer)
+    versions = [f"The office plant this week is the {name}. Water it on Fridays." for name in
+                ("fern", "cactus", "orchid", "ficus", "monstera", "bonsai")]  # fmt: skip
+    await create(writer, agent_id, document("plant", versions[0]))
+
+    async def update(text: str) -> None:
+        changed = K.Document(agent_id=agent_id, document_id="plant", text=text)
+        request = KS.UpdateDocumentRequest(document=changed, update_mask=FieldMask(paths=["text"]))
+        await writer.knowledge.UpdateDocument(request, metadata=writer.auth)
+
+    async def updates() -> None:
+        for text in versions[1:]:
+            await update(text)
+
+    async def searches() -> list[list[KS.KnowledgeHit]]:
+        return [await search(reader, agent_id, "which office plant to water") for _ in range(30)]
+
+    _, found = await asyncio.gather(updates(), searches())
+    for hits in found:
+        assert [h.chunk.text for h in hits if h.chunk.text not in versions] == []
+    newest = await search(reader, agent_id, "monstera bonsai plant")
+    assert [h.chunk.text for h in newest] == [versions[-1]]
+    old_words = await search(reader, agent_id, "fern cactus orchid ficus monstera")
+    assert [h.chunk.text for h in old_words] == [versions[-1]]  # found by meaning alone:
+    assert [list(h.signals) for h in old_words] == [
+        [episode_service_pb2.MATCH_SIGNAL_SEMANTIC]
+    ]  # no old word

@@ -121,6 +121,37 @@ class ScopeVectorSource(Protocol):
         ...
 
 
+class WordIndex(Protocol):
+    """One agent's chunks by their words (index/words.py): BM25 over an inverted index in
+    RAM. Thread-safe: searched off the event loop while the change owner writes."""
+
+    def __len__(self) -> int: ...
+
+    @property
+    def held_bytes(self) -> int: ...
+
+    def add(self, chunks: Iterable[tuple[str, str]]) -> None:
+        """(chunk key, text) each; a key held already is replaced."""
+        ...
+
+    def remove_documents(self, document_ids: Iterable[str]) -> None: ...
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        """The k best chunks holding the query's words, best first (Hit.episode_id holds
+        the chunk key)."""
+        ...
+
+
+class KnowledgeWords(Protocol):
+    """Each agent's chunks by their words, loaded from SQL on first use and kept in step by
+    the change owner's changes (state/knowledge_words.py)."""
+
+    async def search(self, tenant_id: str, agent_id: str, query: str, limit: int) -> list[Hit]:
+        """Chunks holding the query's words, best first by BM25 (Hit.episode_id holds the
+        chunk key); expired documents' chunks too (the caller filters)."""
+        ...
+
+
 class ScopeIndex(Protocol):
     """A `VectorIndex` whose scopes are loaded from SQL on first use (state/index_cache.py)."""
 
@@ -519,9 +550,12 @@ class KnowledgeStore(Protocol):
         left out."""
         ...
 
-    async def lexical(self, tenant_id: str, agent_id: str, query: str, limit: int) -> list[Hit]:
-        """Chunks whose text matches the query's words, best first (Hit.episode_id holds the
-        chunk key); scores are the full-text engine's, comparable within one answer only."""
+    async def texts(
+        self, tenant_id: str, agent_id: str, document_ids: Sequence[str] | None = None
+    ) -> list[tuple[str, str]]:
+        """(chunk key, the text it is matched as: domain/knowledge.embedded_text) of every
+        chunk of the agent's documents (of `document_ids` only, when given), expired ones
+        too, in key order: what the agent's word index is built from."""
         ...
 
     async def newest(

@@ -1,4 +1,4 @@
-"""Full-text search over digest texts and agent knowledge's chunks, the one part of recall
+"""Full-text search over digest texts, the one part of recall
 whose SQL differs by backend. Both read only the searched scope's texts: SQLite ANDs the
 scope token into the FTS5 query (so the index, not a filter, bounds the work); PostgreSQL
 filters by the scope's btree index and matches the stored tsvector of those rows. Queries
@@ -54,23 +54,6 @@ DIGESTS = FullText(
         "FROM digest_texts, to_tsquery('english', :q) AS q "
         "WHERE tenant_id = :t AND agent_id = :a AND user_id = :u AND body_tsv @@ q "
         "ORDER BY score DESC, episode_id LIMIT :n"
-    ),
-)
-
-# Agent knowledge's chunks (migration 0011): one scope per agent, `knowledge_scope`.
-KNOWLEDGE = FullText(
-    "knowledge_fts",
-    sqlite=text(
-        "SELECT c.document_id, c.chunk_index, -bm25(knowledge_fts, 0.0, 1.0) AS score "
-        "FROM knowledge_fts JOIN knowledge_chunks AS c ON c.rowid = knowledge_fts.rowid "
-        "WHERE knowledge_fts MATCH :q AND c.tenant_id = :t AND c.agent_id = :a "
-        "ORDER BY bm25(knowledge_fts, 0.0, 1.0), c.document_id, c.chunk_index LIMIT :n"
-    ),
-    postgres=text(
-        "SELECT document_id, chunk_index, ts_rank_cd(body_tsv, q) AS score "
-        "FROM knowledge_chunks, to_tsquery('english', :q) AS q "
-        "WHERE tenant_id = :t AND agent_id = :a AND body_tsv @@ q "
-        "ORDER BY score DESC, document_id, chunk_index LIMIT :n"
     ),
 )
 

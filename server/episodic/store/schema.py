@@ -231,7 +231,7 @@ digest_texts = Table(
     Index(None, "tenant_id", "agent_id", "user_id"),
 )
 DIGEST_FTS = "digest_fts"
-FTS_TABLES = (DIGEST_FTS, "knowledge_fts")  # SQLite's FTS5 tables: digest texts', knowledge's (0011)
+FTS_TABLES = (DIGEST_FTS,)  # SQLite's FTS5 tables (knowledge's, of 0011, went in 0013)
 
 # --- context assembly (migration 0004) --------------------------------------------------
 
@@ -430,9 +430,8 @@ knowledge_documents = Table(
 
 # A document's chunks, in order: text == document.text[start_char:end_char]. The vector
 # (little-endian float32, of `model`; both NULL when not embedded) is the truth the agent's
-# knowledge index caches. Full text as digest_texts': `scope` is the agent's knowledge scope
-# token; SQLite indexes (scope, text) with the external-content FTS5 table `knowledge_fts`
-# (kept in step by triggers), PostgreSQL adds a stored tsvector column `body_tsv`.
+# knowledge index caches. Their words are indexed in RAM per agent (state/knowledge_words.py;
+# migration 0013 dropped the full-text index 0011 made).
 knowledge_chunks = Table(
     "knowledge_chunks",
     metadata,
@@ -444,7 +443,6 @@ knowledge_chunks = Table(
     Column("start_char", Integer, nullable=False),
     Column("end_char", Integer, nullable=False),
     Column("heading_path", Json, nullable=False),
-    Column("scope", String(64), nullable=False),
     Column("model", String(200)),
     Column("vector", LargeBinary),
     ForeignKeyConstraint(

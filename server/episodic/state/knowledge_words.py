@@ -1,0 +1,140 @@
+"""Each agent's word index (index/words.py) as a cache of SQL: built from the agent's chunk
+texts the first time a search needs it, kept while searched, dropped least recently used
+first beyond its byte budget. Start-up reads nothing.
+
+Kept right by the change owner's changes, here or on another replica: a document rewritten
+(KnowledgeVectors) or removed (DocumentsRemoved) leaves the index at once and is marked to
+be read again; the next search reads the marked documents' chunks (none, if deleted) before
+it ranks. A read that raced a change to the same document is not applied (the document is
+marked again and read by the next search), so the index converges on SQL whatever order
+changes and reads land in. A tenant's caches going stale drops its agents."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from episodic.domain.changes import CachesStale, Change, DocumentsRemoved, KnowledgeVectors
+from episodic.domain.knowledge import split_chunk_key
+from episodic.domain.ports import WordIndex
+from episodic.domain.recall import Hit
+
+Agent = tuple[str, str]  # (tenant, agent)
+# An index of at most this many chunks is searched on the event loop (tens of µs); larger
+# ones off it, so one agent's large knowledge base never stalls other requests.
+INLINE_SEARCH_CHUNKS = 2048
+READ_TRIES = 3
+
+
+class ChunkTexts(Protocol):
+    async def texts(
+        self, tenant_id: str, agent_id: str, document_ids: Sequence[str] | None = None
+    ) -> list[tuple[str, str]]: ...
+
+
+class ResidentWords:
+    """Implements the `KnowledgeWords` port (domain/ports.py)."""
+
+    def __init__(self, source: ChunkTexts, new_index: Callable[[], WordIndex], max_bytes: int) -> None:
+        self._source = source
+        self._new_index = new_index
+        self._max_bytes = max_bytes
+        self._indexes: OrderedDict[Agent, WordIndex] = OrderedDict()  # least recently used first
+        self._stale: dict[Agent, set[str]] = {}  # documents to read again, per agent
+        self._loading: dict[Agent, asyncio.Task[WordIndex]] = {}
+        self.loads = 0
+        self.evictions = 0
+
+    async def search(self, tenant_id: str, agent_id: str, query: str, limit: int) -> list[Hit]:
+        if not query.strip():
+            return []
+        index = await self._current((tenant_id, agent_id))
+        if len(index) <= INLINE_SEARCH_CHUNKS:
+            return index.search(query, limit)
+        return await asyncio.to_thread(index.search, query, limit)
+
+    def loaded(self) -> tuple[int, int, int]:
+        """(agents held, their chunks, bytes): for metrics."""
+        held = list(self._indexes.values())
+        return len(held), sum(len(i) for i in held), sum(i.held_bytes for i in held)
+
+    # --- the change owner's side -----------------------------------------------------------
+
+    def changed(self, change: Change) -> None:
+        if isinstance(change, KnowledgeVectors):
+            self._mark((change.scope.tenant_id, change.scope.agent_id), [change.document_id])
+        elif isinstance(change, DocumentsRemoved):
+            for scope, document_id in change.documents:
+                self._mark((scope.tenant_id, scope.agent_id), [document_id])
+        elif isinstance(change, CachesStale):
+            for agent in [a for a in (*self._indexes, *self._loading) if change.tenant_id in (None, a[0])]:
+                self._indexes.pop(agent, None)
+                self._stale.pop(agent, None)
+                # a load in flight may have read before the change: it is not kept, and the
+                # next search loads again
+                self._loading.pop(agent, None)
+
+    def _mark(self, agent: Agent, document_ids: Sequence[str]) -> None:
+        index = self._indexes.get(agent)
+        if index is not None:
+            index.remove_documents(document_ids)
+        if index is not None or agent in self._loading:
+            self._stale.setdefault(agent, set()).update(document_ids)
+
+    # --- internals -------------------------------------------------------------------------
+
+    async def _current(self, agent: Agent) -> WordIndex:
+        """The agent's index, loaded if need be, with its stale documents read again."""
+        index = self._indexes.get(agent)
+        if index is None:
+            task = self._loading.get(agent)
+            if task is None:
+                task = self._loading[agent] = asyncio.create_task(self._load(agent))
+            index = await asyncio.shield(task)
+        else:
+            self._indexes.move_to_end(agent)
+        for _ in range(READ_TRIES):
+            stale = self._stale.pop(agent, None)
+            if not stale:
+                break
+            await self._read_again(agent, index, stale)
+        return index
+
+    async def _load(self, agent: Agent) -> WordIndex:
+        try:
+            self._stale.pop(agent, None)  # the whole agent is read now
+            texts = await self._source.texts(*agent)
+            index = self._new_index()
+            await asyncio.to_thread(index.add, texts)  # seconds at 100k chunks: off the loop
+            if self._loading.get(agent) is asyncio.current_task():  # not dropped meanwhile
+                self._indexes[agent] = index
+                self.loads += 1
+                self._evict_over_budget(keep=agent)
+            return index
+        finally:
+            if self._loading.get(agent) is asyncio.current_task():
+                del self._loading[agent]
+
+    async def _read_again(self, agent: Agent, index: WordIndex, documents: set[str]) -> None:
+        texts = await self._source.texts(*agent, sorted(documents))
+        raced = self._stale.get(agent, set())  # changed again while read: read by a later search
+        fresh = [(key, text) for key, text in texts if split_chunk_key(key)[0] not in raced]
+        index.remove_documents(documents - raced)
+        if len(fresh) > INLINE_SEARCH_CHUNKS // 32:  # analysing takes ~50 µs a chunk
+            await asyncio.to_thread(index.add, fresh)
+        else:
+            index.add(fresh)
+        if agent in self._indexes:
+            self._evict_over_budget(keep=agent)
+
+    def _evict_over_budget(self, keep: Agent) -> None:
+        held = sum(i.held_bytes for i in self._indexes.values())
+        for agent in list(self._indexes):
+            if held <= self._max_bytes:
+                break
+            if agent != keep:
+                held -= self._indexes.pop(agent).held_bytes
+                self._stale.pop(agent, None)
+                self.evictions += 1
