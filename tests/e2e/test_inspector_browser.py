@@ -370,10 +370,11 @@ def assert_the_newest_call(seen: dict[str, Any], call: Any) -> None:
     assert call.model_call_id in shown["title"]
     bars = shown["section_bars"]
     assert [b["section"] for b in bars] == SECTIONS
-    ceiling = report.ceiling_tokens
-    for bar in bars:  # widths against the ceiling, the budget's marker at budget / ceiling
-        assert percent(bar["fill_width"]) == pytest.approx(100 * bar["tokens"] / ceiling, abs=0.01), bar
-        assert percent(bar["marker_left"]) == pytest.approx(100 * report.budget_tokens / ceiling, abs=0.01)
+    track = max(report.budget_tokens, report.total_tokens)  # the budget, not the far larger ceiling
+    assert report.ceiling_tokens > track
+    for bar in bars:  # widths against the budget, its marker at the end of the track
+        assert percent(bar["fill_width"]) == pytest.approx(100 * bar["tokens"] / track, abs=0.01), bar
+        assert percent(bar["marker_left"]) == pytest.approx(100 * report.budget_tokens / track, abs=0.01)
     assert len({b["fill_color"] for b in bars}) == len(SECTIONS), "each section its own colour"
     history = next(b for b in bars if b["section"] == "history")
     assert history["tokens"] > 0 and history["fill_px"] > 0
@@ -435,6 +436,8 @@ def phrase_truth(seeded: Seeded, calls: dict[str, Any]) -> PhraseTruth:
 def assert_where_it_went(seen: dict[str, Any], seeded: Seeded, truth: PhraseTruth) -> None:
     """The page follows the phrase into the summaries: a message inside the summary's span is
     there only while the summary says it (issue 28: it once blamed the first compaction)."""
+    history = next(b for b in seen["drop_call"]["section_bars"] if b["section"] == "history")
+    assert history["fill_px"] > 40, "a 300-token budget's bars are scaled to it, not to the ceiling"
     where = seen["where"]
     assert PHRASE in where["summary"]
     assert [m["seq"] for m in where["messages"]] == [1] and PHRASE in where["messages"][0]["text"]

@@ -1,5 +1,7 @@
 // A model call's tokens as bars: the total (stacked by section, plus reply priming) and each
-// section, all against the ceiling (the whole track), with the budget marked on every track.
+// section, all against the budget (the whole track; an over-budget call's track is its total,
+// with the budget marked), so a 250-token budget reads as well as a 6,000-token one. The
+// ceiling, usually far beyond the budget, is marked only where it falls on the track.
 
 import { chip, h, styled } from "./dom.js";
 import { cssName, formatNumber, percentOf } from "./format.js";
@@ -26,24 +28,29 @@ export function tokenBars(call) {
     h(
       "p",
       { class: "legend small muted" },
-      "Bar width: tokens against the ceiling (the whole track). ",
+      "Bar width: tokens against the budget (the whole track). ",
       h("span", { class: "marker-sample" }),
-      " the budget.",
+      " the budget",
+      scale.ceilingOnTrack ? [" ", h("span", { class: "marker-sample ceiling" }), " the ceiling."] : `; the ceiling (${formatNumber(call.ceiling_tokens)}) lies beyond the track.`,
     ),
   );
 }
 
-// Widths as shares of the ceiling (or, lacking one, of whatever is largest).
+// Widths as shares of the track: the budget, or the total when the call went over it.
 function barScale(call) {
-  const ceiling = call.ceiling_tokens || Math.max(call.budget_tokens, call.total_tokens, 1);
-  const width = (tokens) => `${Math.min(100, (100 * tokens) / ceiling).toFixed(2)}%`;
+  const track = Math.max(call.budget_tokens, call.total_tokens, 1);
+  const width = (tokens) => `${Math.min(100, (100 * tokens) / track).toFixed(2)}%`;
+  const ceilingOnTrack = call.ceiling_tokens > 0 && call.ceiling_tokens <= track;
+  const marker = (cls, testid, title, tokens) => styled(h("span", { class: cls, testid, title }), { left: width(tokens) });
   return {
     width,
-    budgetMarker: () => {
-      const title = `budget ${formatNumber(call.budget_tokens)}`;
-      const marker = h("span", { class: "budget-marker", testid: "budget-marker", title });
-      return styled(marker, { left: width(call.budget_tokens) });
-    },
+    ceilingOnTrack,
+    budgetMarker: () => [
+      marker("budget-marker", "budget-marker", `budget ${formatNumber(call.budget_tokens)}`, call.budget_tokens),
+      ceilingOnTrack
+        ? marker("budget-marker ceiling", "ceiling-marker", `ceiling ${formatNumber(call.ceiling_tokens)}`, call.ceiling_tokens)
+        : null,
+    ],
   };
 }
 
