@@ -43,4 +43,7 @@ class DiagnosticsServicer(pb_grpc.DiagnosticsServiceServicer):
             knowledge_orphaned=knowledge.orphaned,
             knowledge_missing_keys=knowledge.missing_keys,
             knowledge_orphaned_keys=knowledge.orphaned_keys,
+            status=pb.CHECK_INDEX_STATUS_DRIFTED
+            if report.missing or report.orphaned or knowledge.missing or knowledge.orphaned
+            else pb.CHECK_INDEX_STATUS_CONSISTENT,
         )

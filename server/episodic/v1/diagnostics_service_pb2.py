@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%episodic/v1/diagnostics_service.proto\x12\x0b\x65pisodic.v1\"\x1e\n\x0b\x45\x63hoRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x1f\n\x0c\x45\x63hoResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"%\n\x11\x43heckIndexRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\xc8\x02\n\x12\x43heckIndexResponse\x12\x13\n\x0bsql_vectors\x18\x01 \x01(\x03\x12\x15\n\rindex_vectors\x18\x02 \x01(\x03\x12\x0f\n\x07missing\x18\x03 \x01(\x03\x12\x10\n\x08orphaned\x18\x04 \x01(\x03\x12\x14\n\x0cmissing_keys\x18\x05 \x03(\t\x12\x15\n\rorphaned_keys\x18\x06 \x03(\t\x12\x1d\n\x15knowledge_sql_vectors\x18\x07 \x01(\x03\x12\x1f\n\x17knowledge_index_vectors\x18\x08 \x01(\x03\x12\x19\n\x11knowledge_missing\x18\t \x01(\x03\x12\x1a\n\x12knowledge_orphaned\x18\n \x01(\x03\x12\x1e\n\x16knowledge_missing_keys\x18\x0b \x03(\t\x12\x1f\n\x17knowledge_orphaned_keys\x18\x0c \x03(\t2\xa0\x01\n\x12\x44iagnosticsService\x12;\n\x04\x45\x63ho\x12\x18.episodic.v1.EchoRequest\x1a\x19.episodic.v1.EchoResponse\x12M\n\nCheckIndex\x12\x1e.episodic.v1.CheckIndexRequest\x1a\x1f.episodic.v1.CheckIndexResponseB\x8d\x01\n\x0f\x63om.episodic.v1B\x17\x44iagnosticsServiceProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%episodic/v1/diagnostics_service.proto\x12\x0b\x65pisodic.v1\"\x1e\n\x0b\x45\x63hoRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x1f\n\x0c\x45\x63hoResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"%\n\x11\x43heckIndexRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"\xf7\x02\n\x12\x43heckIndexResponse\x12\x13\n\x0bsql_vectors\x18\x01 \x01(\x03\x12\x15\n\rindex_vectors\x18\x02 \x01(\x03\x12\x0f\n\x07missing\x18\x03 \x01(\x03\x12\x10\n\x08orphaned\x18\x04 \x01(\x03\x12\x14\n\x0cmissing_keys\x18\x05 \x03(\t\x12\x15\n\rorphaned_keys\x18\x06 \x03(\t\x12\x1d\n\x15knowledge_sql_vectors\x18\x07 \x01(\x03\x12\x1f\n\x17knowledge_index_vectors\x18\x08 \x01(\x03\x12\x19\n\x11knowledge_missing\x18\t \x01(\x03\x12\x1a\n\x12knowledge_orphaned\x18\n \x01(\x03\x12\x1e\n\x16knowledge_missing_keys\x18\x0b \x03(\t\x12\x1f\n\x17knowledge_orphaned_keys\x18\x0c \x03(\t\x12-\n\x06status\x18\r \x01(\x0e\x32\x1d.episodic.v1.CheckIndexStatus*y\n\x10\x43heckIndexStatus\x12\"\n\x1e\x43HECK_INDEX_STATUS_UNSPECIFIED\x10\x00\x12!\n\x1d\x43HECK_INDEX_STATUS_CONSISTENT\x10\x01\x12\x1e\n\x1a\x43HECK_INDEX_STATUS_DRIFTED\x10\x02\x32\xa0\x01\n\x12\x44iagnosticsService\x12;\n\x04\x45\x63ho\x12\x18.episodic.v1.EchoRequest\x1a\x19.episodic.v1.EchoResponse\x12M\n\nCheckIndex\x12\x1e.episodic.v1.CheckIndexRequest\x1a\x1f.episodic.v1.CheckIndexResponseB\x8d\x01\n\x0f\x63om.episodic.v1B\x17\x44iagnosticsServiceProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,6 +32,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic.v1.diagnostics_ser
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.episodic.v1B\027DiagnosticsServiceProtoP\001Z.episodic/clients/go/gen/episodic/v1;episodicv1\242\002\003EXX\252\002\013Episodic.V1\312\002\013Episodic\\V1\352\002\014Episodic::V1'
+  _globals['_CHECKINDEXSTATUS']._serialized_start=536
+  _globals['_CHECKINDEXSTATUS']._serialized_end=657
   _globals['_ECHOREQUEST']._serialized_start=54
   _globals['_ECHOREQUEST']._serialized_end=84
   _globals['_ECHORESPONSE']._serialized_start=86
@@ -39,7 +41,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHECKINDEXREQUEST']._serialized_start=119
   _globals['_CHECKINDEXREQUEST']._serialized_end=156
   _globals['_CHECKINDEXRESPONSE']._serialized_start=159
-  _globals['_CHECKINDEXRESPONSE']._serialized_end=487
-  _globals['_DIAGNOSTICSSERVICE']._serialized_start=490
-  _globals['_DIAGNOSTICSSERVICE']._serialized_end=650
+  _globals['_CHECKINDEXRESPONSE']._serialized_end=534
+  _globals['_DIAGNOSTICSSERVICE']._serialized_start=660
+  _globals['_DIAGNOSTICSSERVICE']._serialized_end=820
 # @@protoc_insertion_point(module_scope)

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -17,6 +18,28 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _CheckIndexStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CheckIndexStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CheckIndexStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHECK_INDEX_STATUS_UNSPECIFIED: _CheckIndexStatus.ValueType  # 0
+    CHECK_INDEX_STATUS_CONSISTENT: _CheckIndexStatus.ValueType  # 1
+    """Nothing missing and nothing orphaned, in the episode index and in the knowledge index."""
+    CHECK_INDEX_STATUS_DRIFTED: _CheckIndexStatus.ValueType  # 2
+    """Some vector is missing from an index or orphaned in it: see the counts and keys."""
+
+class CheckIndexStatus(_CheckIndexStatus, metaclass=_CheckIndexStatusEnumTypeWrapper):
+    """Whether the indexes hold exactly what SQL holds."""
+
+CHECK_INDEX_STATUS_UNSPECIFIED: CheckIndexStatus.ValueType  # 0
+CHECK_INDEX_STATUS_CONSISTENT: CheckIndexStatus.ValueType  # 1
+"""Nothing missing and nothing orphaned, in the episode index and in the knowledge index."""
+CHECK_INDEX_STATUS_DRIFTED: CheckIndexStatus.ValueType  # 2
+"""Some vector is missing from an index or orphaned in it: see the counts and keys."""
+Global___CheckIndexStatus: _TypeAlias = CheckIndexStatus  # noqa: Y015
 
 @_typing.final
 class EchoRequest(_message.Message):
@@ -86,7 +109,10 @@ Global___CheckIndexRequest: _TypeAlias = CheckIndexRequest  # noqa: Y015
 
 @_typing.final
 class CheckIndexResponse(_message.Message):
-    """Response of CheckIndex. Keys are written "agent_id/user_id/episode_id#chunk"."""
+    """Response of CheckIndex. Keys are written "agent_id/user_id/episode_id#chunk". In JSON
+    (grpcurl) a count of 0 is left out, as proto3 does for every default value; `status`
+    always says whether anything drifted.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -102,6 +128,7 @@ class CheckIndexResponse(_message.Message):
     KNOWLEDGE_ORPHANED_FIELD_NUMBER: _builtins.int
     KNOWLEDGE_MISSING_KEYS_FIELD_NUMBER: _builtins.int
     KNOWLEDGE_ORPHANED_KEYS_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
     sql_vectors: _builtins.int
     """Vectors stored in SQL for the current embedding model (those the index is built from)."""
     index_vectors: _builtins.int
@@ -120,6 +147,8 @@ class CheckIndexResponse(_message.Message):
     """Knowledge vectors in SQL but not in the index."""
     knowledge_orphaned: _builtins.int
     """Knowledge vectors in the index but not in SQL."""
+    status: Global___CheckIndexStatus.ValueType
+    """CONSISTENT when every missing and orphaned count above is 0, else DRIFTED."""
     @_builtins.property
     def missing_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Up to 20 keys of missing vectors, in key order."""
@@ -151,10 +180,11 @@ class CheckIndexResponse(_message.Message):
         knowledge_orphaned: _builtins.int = ...,
         knowledge_missing_keys: _abc.Iterable[_builtins.str] | None = ...,
         knowledge_orphaned_keys: _abc.Iterable[_builtins.str] | None = ...,
+        status: Global___CheckIndexStatus.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_vectors", b"index_vectors", "knowledge_index_vectors", b"knowledge_index_vectors", "knowledge_missing", b"knowledge_missing", "knowledge_missing_keys", b"knowledge_missing_keys", "knowledge_orphaned", b"knowledge_orphaned", "knowledge_orphaned_keys", b"knowledge_orphaned_keys", "knowledge_sql_vectors", b"knowledge_sql_vectors", "missing", b"missing", "missing_keys", b"missing_keys", "orphaned", b"orphaned", "orphaned_keys", b"orphaned_keys", "sql_vectors", b"sql_vectors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_vectors", b"index_vectors", "knowledge_index_vectors", b"knowledge_index_vectors", "knowledge_missing", b"knowledge_missing", "knowledge_missing_keys", b"knowledge_missing_keys", "knowledge_orphaned", b"knowledge_orphaned", "knowledge_orphaned_keys", b"knowledge_orphaned_keys", "knowledge_sql_vectors", b"knowledge_sql_vectors", "missing", b"missing", "missing_keys", b"missing_keys", "orphaned", b"orphaned", "orphaned_keys", b"orphaned_keys", "sql_vectors", b"sql_vectors", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

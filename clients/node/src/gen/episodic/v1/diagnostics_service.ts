@@ -23,6 +23,48 @@ export const protobufPackage = "episodic.v1";
 
 export const protobufFileName = "episodic/v1/diagnostics_service.proto";
 
+/** Whether the indexes hold exactly what SQL holds. */
+export enum CheckIndexStatus {
+  CHECK_INDEX_STATUS_UNSPECIFIED = 0,
+  /** CHECK_INDEX_STATUS_CONSISTENT - Nothing missing and nothing orphaned, in the episode index and in the knowledge index. */
+  CHECK_INDEX_STATUS_CONSISTENT = 1,
+  /** CHECK_INDEX_STATUS_DRIFTED - Some vector is missing from an index or orphaned in it: see the counts and keys. */
+  CHECK_INDEX_STATUS_DRIFTED = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function checkIndexStatusFromJSON(object: any): CheckIndexStatus {
+  switch (object) {
+    case 0:
+    case "CHECK_INDEX_STATUS_UNSPECIFIED":
+      return CheckIndexStatus.CHECK_INDEX_STATUS_UNSPECIFIED;
+    case 1:
+    case "CHECK_INDEX_STATUS_CONSISTENT":
+      return CheckIndexStatus.CHECK_INDEX_STATUS_CONSISTENT;
+    case 2:
+    case "CHECK_INDEX_STATUS_DRIFTED":
+      return CheckIndexStatus.CHECK_INDEX_STATUS_DRIFTED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return CheckIndexStatus.UNRECOGNIZED;
+  }
+}
+
+export function checkIndexStatusToJSON(object: CheckIndexStatus): string {
+  switch (object) {
+    case CheckIndexStatus.CHECK_INDEX_STATUS_UNSPECIFIED:
+      return "CHECK_INDEX_STATUS_UNSPECIFIED";
+    case CheckIndexStatus.CHECK_INDEX_STATUS_CONSISTENT:
+      return "CHECK_INDEX_STATUS_CONSISTENT";
+    case CheckIndexStatus.CHECK_INDEX_STATUS_DRIFTED:
+      return "CHECK_INDEX_STATUS_DRIFTED";
+    case CheckIndexStatus.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Request of Echo. */
 export interface EchoRequest {
   /** Bytes to send back (at most 64 KiB). */
@@ -41,7 +83,11 @@ export interface CheckIndexRequest {
   agentId: string;
 }
 
-/** Response of CheckIndex. Keys are written "agent_id/user_id/episode_id#chunk". */
+/**
+ * Response of CheckIndex. Keys are written "agent_id/user_id/episode_id#chunk". In JSON
+ * (grpcurl) a count of 0 is left out, as proto3 does for every default value; `status`
+ * always says whether anything drifted.
+ */
 export interface CheckIndexResponse {
   /** Vectors stored in SQL for the current embedding model (those the index is built from). */
   sqlVectors: number;
@@ -70,6 +116,8 @@ export interface CheckIndexResponse {
   knowledgeMissingKeys: string[];
   /** Up to 20 keys of orphaned knowledge vectors, in key order. */
   knowledgeOrphanedKeys: string[];
+  /** CONSISTENT when every missing and orphaned count above is 0, else DRIFTED. */
+  status: CheckIndexStatus;
 }
 
 function createBaseEchoRequest(): EchoRequest {
@@ -293,6 +341,7 @@ function createBaseCheckIndexResponse(): CheckIndexResponse {
     knowledgeOrphaned: 0,
     knowledgeMissingKeys: [],
     knowledgeOrphanedKeys: [],
+    status: 0,
   };
 }
 
@@ -333,6 +382,9 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
     }
     for (const v of message.knowledgeOrphanedKeys) {
       writer.uint32(98).string(v!);
+    }
+    if (message.status !== 0) {
+      writer.uint32(104).int32(message.status);
     }
     return writer;
   },
@@ -446,6 +498,14 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
             message.knowledgeOrphanedKeys.push(reader.string());
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -512,6 +572,7 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
         : globalThis.Array.isArray(object?.knowledge_orphaned_keys)
         ? object.knowledge_orphaned_keys.map((e: any) => globalThis.String(e))
         : [],
+      status: isSet(object.status) ? checkIndexStatusFromJSON(object.status) : 0,
     };
   },
 
@@ -553,6 +614,9 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
     if (message.knowledgeOrphanedKeys?.length) {
       obj.knowledgeOrphanedKeys = message.knowledgeOrphanedKeys;
     }
+    if (message.status !== 0) {
+      obj.status = checkIndexStatusToJSON(message.status);
+    }
     return obj;
   },
 
@@ -573,6 +637,7 @@ export const CheckIndexResponse: MessageFns<CheckIndexResponse> = {
     message.knowledgeOrphaned = object.knowledgeOrphaned ?? 0;
     message.knowledgeMissingKeys = object.knowledgeMissingKeys?.map((e) => e) || [];
     message.knowledgeOrphanedKeys = object.knowledgeOrphanedKeys?.map((e) => e) || [];
+    message.status = object.status ?? 0;
     return message;
   },
 };
