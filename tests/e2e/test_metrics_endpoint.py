@@ -115,6 +115,8 @@ async def test_a_scrape_shows_rpcs_renders_and_state_and_no_tenant_or_user_ids(d
     for section in ("system", "user_message", "history"):
         assert value(text, f"{tokens}_count", section=section) == 1
         assert value(text, f"{tokens}_sum", section=section) > 0
+    observed = {s.labels["section"] for s in samples(text, f"{tokens}_count")}
+    assert "summary" not in observed, "an absent section is not observed (with 0): it skewed averages"
     assert value(text, "episodic_recall_duration_seconds_count", episodic_search_mode="hybrid") == 1
 
     assert value(text, "episodic_working_set_count") == 1

@@ -420,8 +420,10 @@ class ContextService:
         call = self._model_call(caller, r, turn, assembly, compaction)
         with self.tracing.span("persist", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             stored, fresh = await self.store.save_call(call, summary)
-        if fresh:
-            self.rendered(stored.report.section_tokens.items())
+        if fresh:  # the sections rendered: an absent one observed as 0 skewed every average
+            self.rendered(
+                (section, tokens) for section, tokens in stored.report.section_tokens.items() if tokens
+            )
         if summary is not None:
             turn.working_set.compacted(summary)
             self.cache.put(key, turn.working_set)
