@@ -17,24 +17,26 @@ import textwrap
 from episodic_client import AlreadyExistsError, AsyncEpisodicClient
 from episodic_client.v1 import context_pb2, episode_pb2
 
-AGENT_ID = "quickstart-agent"
+AGENT_ID = "hr-assistant"  # the README's agent: created here if the grpcurl step was skipped
 
 
 async def main(address: str, api_key: str | None) -> None:
     async with AsyncEpisodicClient(address, api_key=api_key) as client:
         with contextlib.suppress(AlreadyExistsError):  # created by an earlier run
-            await client.create_agent(AGENT_ID, system_prompt="Be brief.", model="gpt-4o")
+            await client.create_agent(
+                AGENT_ID, system_prompt="You are a helpful HR assistant.", model="gpt-4o"
+            )
 
         episode = (await client.open_episode(AGENT_ID, "user-42", metadata={"channel": "cli"})).episode
         print(f"opened episode {episode.episode_id}")
-        await client.add_message(episode.episode_id, "user", "What's the capital of France?")
-        await client.add_message(episode.episode_id, "assistant", "Paris.")
+        await client.add_message(episode.episode_id, "user", "How many vacation days do I have?")
+        await client.add_message(episode.episode_id, "assistant", "25 days a year.")
 
         async for message in client.iter_messages(episode.episode_id):  # newest first
             role = episode_pb2.Role.Name(message.role)
             print(f"  #{message.seq} {role:<14} {message.token_count:>3} tokens  {message.content}")
 
-        built = await client.build_context(episode.episode_id, user_message="And of Italy?")
+        built = await client.build_context(episode.episode_id, user_message="And sick days?")
         print(f"context of the next model call ({built.report.total_tokens} tokens):")
         for rendered in built.messages:
             role = episode_pb2.Role.Name(rendered.role)
