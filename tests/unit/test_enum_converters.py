@@ -13,7 +13,7 @@ import pytest
 from google.protobuf.descriptor import Descriptor, EnumDescriptor
 
 import episodic.v1
-from episodic.api import context_convert, convert, knowledge_convert, memory_convert
+from episodic.api import context_convert, convert, diagnostics, knowledge_convert, memory_convert
 from episodic.domain.model import PiiPolicy
 
 # proto enum full name -> its table, keyed by proto number (tables kept domain -> proto are inverted)
@@ -36,6 +36,7 @@ TABLES: dict[str, Mapping[Any, enum.Enum]] = {
     "episodic.v1.DocumentFormat": knowledge_convert.FORMATS,
     "episodic.v1.KnowledgeOrigin": {number: origin for origin, number in knowledge_convert.ORIGINS.items()},
     "episodic.v1.KnowledgeFate": {number: fate for fate, number in knowledge_convert.FATES.items()},
+    "episodic.v1.CheckIndexStatus": {number: state for state, number in diagnostics.STATES.items()},
 }
 # Domain values a request expresses by leaving the field unset.
 SPOKEN_AS_UNSPECIFIED = {PiiPolicy.INHERIT}

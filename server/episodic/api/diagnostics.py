@@ -9,11 +9,15 @@ import grpc
 
 from episodic.api.interceptors import current_caller
 from episodic.errors import InvalidArgument
-from episodic.service.index_check import IndexChecker
+from episodic.service.index_check import IndexChecker, IndexState
 from episodic.v1 import diagnostics_service_pb2 as pb
 from episodic.v1 import diagnostics_service_pb2_grpc as pb_grpc
 
 MAX_ECHO_BYTES = 64 * 1024
+STATES = {  # domain -> proto number
+    IndexState.CONSISTENT: pb.CHECK_INDEX_STATUS_CONSISTENT,
+    IndexState.DRIFTED: pb.CHECK_INDEX_STATUS_DRIFTED,
+}
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 
@@ -43,7 +47,5 @@ class DiagnosticsServicer(pb_grpc.DiagnosticsServiceServicer):
             knowledge_orphaned=knowledge.orphaned,
             knowledge_missing_keys=knowledge.missing_keys,
             knowledge_orphaned_keys=knowledge.orphaned_keys,
-            status=pb.CHECK_INDEX_STATUS_DRIFTED
-            if report.missing or report.orphaned or knowledge.missing or knowledge.orphaned
-            else pb.CHECK_INDEX_STATUS_CONSISTENT,
+            status=STATES[IndexState.of(report, knowledge)],
         )

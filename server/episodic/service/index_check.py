@@ -5,6 +5,7 @@ smaller than the tenant still checks each), then resident scopes SQL no longer h
 
 from __future__ import annotations
 
+import enum
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +28,21 @@ class IndexReport:
     orphaned: int  # in the index, not in SQL
     missing_keys: list[str]  # the first MAX_SAMPLE_KEYS, as "agent/user/episode#chunk"
     orphaned_keys: list[str]
+
+    @property
+    def drifted(self) -> bool:
+        return bool(self.missing or self.orphaned)
+
+
+class IndexState(enum.StrEnum):
+    """What CheckIndex concludes of the indexes it compared with SQL."""
+
+    CONSISTENT = "consistent"
+    DRIFTED = "drifted"
+
+    @classmethod
+    def of(cls, *reports: IndexReport) -> IndexState:
+        return cls.DRIFTED if any(r.drifted for r in reports) else cls.CONSISTENT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
