@@ -66,6 +66,35 @@ async function shot(page, name) {
   out.screenshots.push(path);
 }
 
+// Runs in the page: every element of the panels that must fit (the call's facts, the model-call
+// list, the token bars, the phrase trace) inside its panel (a table in a scrolling wrapper may
+// scroll), and whether the selected model call is in view inside its scrolling list.
+function layoutFacts() {
+  const selectors = ['[data-testid="call-facts"]', '[data-testid="model-calls"]', '[data-testid="token-bars"]', '[data-testid="where-result"]'];
+  const overflowing = [];
+  for (const selector of selectors) {
+    const panel = document.querySelector(selector);
+    if (!panel) continue;
+    const box = panel.getBoundingClientRect();
+    for (const el of panel.querySelectorAll("*")) {
+      if (el.closest(".matrix-wrap")) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && (r.right > box.right + 1 || r.left < box.left - 1)) {
+        overflowing.push(`${selector} ${el.tagName.toLowerCase()}.${el.className} "${(el.textContent || "").slice(0, 30)}"`);
+      }
+    }
+  }
+  const list = document.querySelector('[data-testid="model-calls"]');
+  const selected = list && list.querySelector(".call.selected");
+  let selectedVisible = false;
+  if (selected) {
+    const l = list.getBoundingClientRect();
+    const s = selected.getBoundingClientRect();
+    selectedVisible = s.top >= l.top - 1 && s.bottom <= l.bottom + 1 && s.right <= l.right + 1;
+  }
+  return { overflowing: overflowing.slice(0, 20), selected_visible: selectedVisible };
+}
+
 async function step(name, fn) {
   out.steps.push(name);
   try {
@@ -313,6 +342,31 @@ async function drive(page) {
     await page.reload({ waitUntil: "load" });
     out.diff_after_reload = await diffView(page);
     out.asked_for_key_after_reload = await page.locator(tid("key-form")).isVisible();
+  });
+
+  await step("layout at 1400x900 and 1024x768", async () => {
+    // the newest call, reached by its address (as from a link elsewhere) while the list shows
+    // its top: the list must bring it into view (a click would scroll it there itself)
+    const href = await page.locator(tid("model-call")).last().getAttribute("href");
+    await page.locator(tid("model-calls")).evaluate((list) => {
+      list.scrollTop = 0;
+    });
+    await page.evaluate((h) => {
+      location.hash = new URL(h, location.href).hash;
+    }, href);
+    await page.waitForFunction(() => !/\/diff$/.test(location.hash), null, { timeout: TIMEOUT });
+    await page.locator(tid("rendered-message")).first().waitFor({ timeout: TIMEOUT });
+    out.layout = {};
+    for (const [width, height] of [[1400, 900], [1024, 768]]) {
+      await page.setViewportSize({ width, height });
+      await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+      out.layout[`${width}x${height}`] = await page.evaluate(layoutFacts);
+      await page.evaluate(() => window.scrollTo(0, 0));
+      await shot(page, `07-layout-${width}x${height}`);
+    }
+    await page.setViewportSize({ width: 1440, height: 900 });
+    await page.locator(tid("tab-diff")).click();
+    await page.waitForFunction(() => /\/diff$/.test(location.hash), null, { timeout: TIMEOUT });
   });
 
   await step("a 10k-character phrase", async () => {

@@ -319,6 +319,7 @@ def test_the_inspector_shows_where_a_detail_went_in_a_real_browser(node: str, se
     assert_the_newest_call(seen, calls[seeded.calls[-1]])
     assert_where_it_went(seen, seeded, phrase_truth(seeded, calls))
     assert_the_diff(seen)
+    assert_the_layout(seen)
     assert_bad_input(seen)
     assert_a_clean_console(seen)
     assert all(Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in seen["screenshots"])
@@ -454,6 +455,16 @@ def assert_where_it_went(seen: dict[str, Any], seeded: Seeded, truth: PhraseTrut
     assert seen["drop_call_url"].endswith(f"/calls/{truth.gone_at}"), "the verdict links to its model call"
     at_drop = seen["drop_call"]
     assert not [m for m in at_drop["rendered_messages"] if "zanzibar" in m["content"].casefold()]
+
+
+def assert_the_layout(seen: dict[str, Any]) -> None:
+    """Nothing overflows its panel and the selected model call is in view in its list, at a
+    desktop's and a small laptop's size (issue 28, defect 3: a chip wrapped out of the facts
+    row, and the list did not scroll to the selected call, hiding its badges)."""
+    assert set(seen["layout"]) == {"1400x900", "1024x768"}
+    for size, layout in seen["layout"].items():
+        assert layout["overflowing"] == [], size
+        assert layout["selected_visible"], size
 
 
 def assert_the_diff(seen: dict[str, Any]) -> None:

@@ -75,6 +75,18 @@ export class CallList {
       return;
     }
     this.list.replaceChildren(...this.calls.map((c) => h("li", {}, this.row(c))));
+    requestAnimationFrame(() => this.revealSelected());
+  }
+
+  // Scrolls the list (only the list, not the page) so the selected call, with its badges, is
+  // in view: a call reached by its address may sit below the list's fold.
+  revealSelected() {
+    const selected = this.list.querySelector(".call.selected");
+    if (!selected) return;
+    const box = this.list.getBoundingClientRect();
+    const row = selected.getBoundingClientRect();
+    if (row.top < box.top) this.list.scrollTop -= box.top - row.top;
+    else if (row.bottom > box.bottom) this.list.scrollTop += row.bottom - box.bottom;
   }
 
   row(c) {

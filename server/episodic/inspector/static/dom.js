@@ -54,8 +54,9 @@ export function timestamp(rfc3339) {
 }
 
 // A term and its value for a <dl class="facts">.
+// A name and its value, kept together when the row wraps (a <div> may group them in a <dl>).
 export function fact(name, value) {
-  return [h("dt", {}, name), h("dd", {}, value)];
+  return h("div", { class: "fact" }, h("dt", {}, name), h("dd", {}, value));
 }
 
 export function loading(text = "Loading…") {
