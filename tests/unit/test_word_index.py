@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from episodic.domain.recall import Hit
+from episodic.index import words as words_module
 from episodic.index.words import (
     COMMON_MIN,
     K1,
@@ -153,3 +154,20 @@ def test_held_bytes_grow_with_postings_and_shrink_when_compacted() -> None:
     assert full > 0
     index.remove_documents([f"doc{i}" for i in range(6)])
     assert index.held_bytes < full / 3
+
+
+def test_a_bulk_add_is_indexed_a_batch_at_a_time_and_ends_as_one_segment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(words_module, "ADD_BATCH", 37)
+    texts = corpus(7, 500)
+    index = Bm25WordIndex()
+    index.add(texts.items())
+    assert len(index._segments) == 1 and len(index) == 500
+    for query in queries(7):
+        assert same(index.search(query, 10), textbook(texts, query, 10), texts, query), query
+
+
+def test_the_terms_of_a_word_are_shared_strings_not_one_per_occurrence() -> None:
+    first, second = analyse("visiting visiting"), analyse("visiting")
+    assert first == ["visit", "visit"] and first[0] is first[1] is second[0]

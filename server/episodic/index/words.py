@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, islice
 
 import numpy as np
 import Stemmer
@@ -38,6 +40,7 @@ from episodic.domain.recall import Hit
 K1, B = 1.2, 0.75  # the customary BM25 constants, not tuned
 MAX_QUERY_TERMS = 32
 MAX_SEGMENTS = 8
+ADD_BATCH = 8192  # chunks analysed and indexed at a time
 COMMON_SHARE = 0.5  # a word in more of an agent's chunks than this finds nothing alone,
 COMMON_MIN = 1000  # once it is in more chunks than this (a small agent has no such words)
 SPARSE_ROWS = 4096  # candidates scored by lookups up to this many; beyond, over all rows
@@ -56,7 +59,8 @@ Segment = dict[str, Postings]
 def analyse(text: str) -> list[str]:
     """The text's words as the index holds them, in order (repeats kept). Each distinct word
     is cut and stemmed once per thread (a cache): stemming every occurrence took 10 s of the
-    14 s an agent of 100k chunks took to index; the rest is C-level joins and splits."""
+    14 s an agent of 100k chunks took to index. The terms returned are the cache's own
+    strings, so a chunk's list costs a pointer a word, not a new string."""
     words = text_analysis.only_terms(text_analysis.words(text))
     known = _known()
     missing = set(words).difference(known)
@@ -64,19 +68,19 @@ def analyse(text: str) -> list[str]:
         if len(known) + len(missing) > MAX_KNOWN_WORDS:
             known.clear()
         _learn(known, missing)
-    return " ".join(map(known.__getitem__, words)).split()
+    return list(chain.from_iterable(map(known.__getitem__, words)))
 
 
-def _learn(known: dict[str, str], words: Iterable[str]) -> None:
-    """Each word's index terms, space-separated: its stem, or the stems of its
-    letters-and-digits pieces ("caroline's" -> "carolin"), or "" (none of two letters)."""
+def _learn(known: dict[str, tuple[str, ...]], words: Iterable[str]) -> None:
+    """Each word's index terms: its stem, or the stems of its letters-and-digits pieces
+    ("caroline's" -> "carolin"), or none (no piece of two letters)."""
     for word in words:
         pieces = [word] if word.isalnum() else [p for p in _PIECE.findall(word) if text_analysis.is_term(p)]
-        known[word] = " ".join(_stemmer().stemWords(pieces))
+        known[word] = tuple(sys.intern(stem) for stem in _stemmer().stemWords(pieces))
 
 
-def _known() -> dict[str, str]:
-    known: dict[str, str] | None = getattr(_local, "known", None)
+def _known() -> dict[str, tuple[str, ...]]:
+    known: dict[str, tuple[str, ...]] | None = getattr(_local, "known", None)
     if known is None:
         known = _local.known = {}
     return known
@@ -129,8 +133,17 @@ class Bm25WordIndex:
 
     def add(self, chunks: Iterable[tuple[str, str]]) -> None:
         """Chunks as (key, text); a key held already is replaced. Analysed before the lock
-        is taken: searches go on meanwhile."""
-        self.add_analysed((key, analyse(text)) for key, text in chunks)
+        is taken (searches go on meanwhile), ADD_BATCH chunks at a time: building 100k chunks
+        in one go peaked at ~800 MiB of temporaries."""
+        pending = iter(chunks)
+        batches = 0
+        while batch := list(islice(pending, ADD_BATCH)):
+            self.add_analysed([(key, analyse(text)) for key, text in batch])
+            batches += 1
+        if batches > 1:  # a bulk load ends as one segment (a list a word), weighed by its mean
+            with self._lock:
+                self._weighed_at = self._mean_length()
+                self._segments = [self._weighed(_merged(self._segments, None))]
 
     def add_analysed(self, chunks: Iterable[tuple[str, Sequence[str]]]) -> None:
         """Chunks as (key, `analyse`d words)."""
