@@ -79,10 +79,11 @@ def of_size(unit: str, size: int) -> str:
 def fastest(run: Callable[[str], object], text: str, repeats: int) -> float:
     """The best CPU time of the runs, the cyclic garbage collector off while each runs: late
     in a full suite the process holds the objects of 2,500 tests, and a collection the large
-    text's allocations set off walks all of them (measured: 43-48x where alone it is ~16x)."""
+    text's allocations set off walks all of them (measured: 43-48x where alone it is ~16x).
+    No gc.collect() here: in that process each one costs a walk of everything too (run before
+    every timing, it added minutes to the suite)."""
     best = float("inf")
     for _ in range(repeats):
-        gc.collect()
         gc.disable()
         try:
             started = time.thread_time()
