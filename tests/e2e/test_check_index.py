@@ -14,7 +14,6 @@ from episodic.keys import config_line
 from episodic.store import schema
 from episodic.store.database import Database, open_database
 from episodic.v1 import diagnostics_service_pb2, episode_pb2, episode_service_pb2, knowledge_service_pb2
-from episodic.v1 import diagnostics_service_pb2 as pb
 from tests.conftest import unique
 from tests.e2e.helpers import Client, expect_code, expect_invalid, user_message
 from tests.server_harness import KEY_A, KEY_B, TENANT_A, RunningServer, running_server, settings_for
@@ -70,7 +69,7 @@ async def test_a_consistent_index_reports_every_vector_and_no_drift(tenant_a: Cl
     assert report.sql_vectors == report.index_vectors >= 2
     assert (report.missing, report.orphaned) == (0, 0)
     assert not report.missing_keys and not report.orphaned_keys
-    assert report.status == pb.CHECK_INDEX_STATUS_CONSISTENT
+    assert report.status == diagnostics_service_pb2.CHECK_INDEX_STATUS_CONSISTENT
     # in JSON, as grpcurl prints it, zeros are left out but the status is not
     assert json_format.MessageToDict(report)["status"] == "CHECK_INDEX_STATUS_CONSISTENT"
     whole_tenant = await check_index(tenant_a)
@@ -113,7 +112,7 @@ async def test_a_vector_missing_from_sql_or_from_the_index_is_reported_with_its_
     report = await check_index(tenant_a, agent_id)
     assert report.sql_vectors == report.index_vectors == consistent.sql_vectors
     assert (report.missing, report.orphaned) == (1, 1)
-    assert report.status == pb.CHECK_INDEX_STATUS_DRIFTED
+    assert report.status == diagnostics_service_pb2.CHECK_INDEX_STATUS_DRIFTED
     assert list(report.missing_keys) == [f"{agent_id}/mary/{episode_id}#999"]
     assert list(report.orphaned_keys) == [f"{agent_id}/mary/{episode_id}#0"]
 

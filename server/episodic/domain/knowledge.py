@@ -308,8 +308,13 @@ def new_document(tenant_id: str, agent_id: str, d: DocumentDraft, chunks: int, n
 def embedded_text(d: Document, chunk: DocumentChunk) -> str:
     """What a chunk is embedded and matched as: its document's title and heading path give a
     passage the context its own words often leave out."""
-    head = " > ".join(p for p in (d.title, *chunk.heading_path) if p)
-    return f"{head}\n{chunk.text}" if head else chunk.text
+    return headed_text(d.title, chunk.heading_path, chunk.text)
+
+
+def headed_text(title: str, heading_path: Sequence[str], text: str) -> str:
+    """`embedded_text` from the parts a row holds."""
+    head = " > ".join(p for p in (title, *heading_path) if p)
+    return f"{head}\n{text}" if head else text
 
 
 def stored_item(hit: KnowledgeHit) -> KnowledgeItem:

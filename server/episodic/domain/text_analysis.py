@@ -40,6 +40,7 @@ The rules, and why each was chosen where the readers used to differ:
 
 from __future__ import annotations
 
+import re
 import string
 import unicodedata
 from collections.abc import Iterable
@@ -153,3 +154,15 @@ def is_term(word: str) -> bool:
 def terms(text: str, *, keep_accents: bool = False) -> list[str]:
     """The words of `text` that a query matches by, in order (repeats kept)."""
     return only_terms(words(text, keep_accents=keep_accents))
+
+
+# Letters and digits only, as database tokenizers split a word (and so no query syntax).
+_PIECE = re.compile(r"[^\W_]{2,}")
+
+
+def term_pieces(word: str) -> list[str]:
+    """A term (from `terms` or `only_terms`) as an index holds it: whole when it is letters and
+    digits, else its letters-and-digits pieces that are terms ("caroline's" -> "caroline")."""
+    if word.isalnum():
+        return [word]
+    return [piece for piece in _PIECE.findall(word) if is_term(piece)]

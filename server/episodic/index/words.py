@@ -22,7 +22,6 @@ loop while the change owner writes."""
 from __future__ import annotations
 
 import math
-import re
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -47,7 +46,6 @@ SPARSE_ROWS = 4096  # candidates scored by lookups up to this many; beyond, over
 POSTING_BYTES = 12  # an int32 row, its float32 count and the count's BM25 weight
 REWEIGH_DRIFT = 0.1  # weights are recomputed when the mean chunk length moved this much
 ROW_BYTES = 120  # the key string, its slots in the row maps, its length and flag
-_PIECE = re.compile(r"[^\W_]{2,}")
 MAX_KNOWN_WORDS = 200_000  # words whose terms a thread remembers (~30 MB); then it starts over
 _local = threading.local()
 
@@ -74,9 +72,9 @@ def analyse(text: str) -> list[str]:
 def _learn(known: dict[str, tuple[str, ...]], words: Iterable[str]) -> None:
     """Each word's index terms: its stem, or the stems of its letters-and-digits pieces
     ("caroline's" -> "carolin"), or none (no piece of two letters)."""
+    stemmer = _stemmer()
     for word in words:
-        pieces = [word] if word.isalnum() else [p for p in _PIECE.findall(word) if text_analysis.is_term(p)]
-        known[word] = tuple(sys.intern(stem) for stem in _stemmer().stemWords(pieces))
+        known[word] = tuple(sys.intern(stem) for stem in stemmer.stemWords(text_analysis.term_pieces(word)))
 
 
 def _known() -> dict[str, tuple[str, ...]]:
@@ -126,10 +124,6 @@ class Bm25WordIndex:
     @property
     def held_bytes(self) -> int:
         return self._postings * POSTING_BYTES + len(self._keys) * ROW_BYTES
-
-    def keys(self) -> set[str]:
-        with self._lock:
-            return set(self._rows)
 
     def add(self, chunks: Iterable[tuple[str, str]]) -> None:
         """Chunks as (key, text); a key held already is replaced. Analysed before the lock

@@ -25,6 +25,7 @@ Agent = tuple[str, str]  # (tenant, agent)
 # An index of at most this many chunks is searched on the event loop (tens of µs); larger
 # ones off it, so one agent's large knowledge base never stalls other requests.
 INLINE_SEARCH_CHUNKS = 2048
+INLINE_ADD_CHUNKS = 64  # rewritten chunks analysed on the loop (~50 µs each); more, off it
 READ_TRIES = 3
 
 
@@ -122,7 +123,7 @@ class ResidentWords:
         raced = self._stale.get(agent, set())  # changed again while read: read by a later search
         fresh = [(key, text) for key, text in texts if split_chunk_key(key)[0] not in raced]
         index.remove_documents(documents - raced)
-        if len(fresh) > INLINE_SEARCH_CHUNKS // 32:  # analysing takes ~50 µs a chunk
+        if len(fresh) > INLINE_ADD_CHUNKS:
             await asyncio.to_thread(index.add, fresh)
         else:
             index.add(fresh)

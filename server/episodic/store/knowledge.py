@@ -43,6 +43,7 @@ from episodic.domain.knowledge import (
     KnowledgeFilter,
     chunk_key,
     expired,
+    headed_text,
     knowledge_scope,
     metadata_of,
     split_chunk_key,
@@ -353,8 +354,7 @@ def _pairs(
 
 def _matched_text(r: RowMapping) -> str:
     """`embedded_text` from a chunk row with its document's title."""
-    head = " > ".join(p for p in (r["title"], *(r["heading_path"] or ())) if p)
-    return f"{head}\n{r['text']}" if head else str(r["text"])
+    return headed_text(r["title"], r["heading_path"] or (), r["text"])
 
 
 def _chunk_from_row(r: RowMapping) -> DocumentChunk:
