@@ -303,3 +303,24 @@ def test_a_large_scope_searched_through_its_8_bit_copy_stays_right_through_every
         key = sorted(model)[step % len(model)]
         assert index.search(ALICE, model[key], 1)[0].episode_id == key
     assert found / wanted > 0.97
+
+
+def test_a_row_beyond_the_byte_copys_scale_is_found_after_the_copy_is_encoded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The 8-bit copy maps the largest magnitude it was made from to 127: a later row with a
+    larger one would be clipped, so the copy is encoded again and the row finds itself."""
+    monkeypatch.setattr(shard_module, "COARSE_ROWS", 64)
+    monkeypatch.setattr(shard_module, "RERANK", 1)
+    monkeypatch.setattr(shard_module, "RERANK_MIN", 1)
+    rng = np.random.default_rng(3)
+    rows = np.abs(unit(rng, 100)) + 1.0  # components of about the same size
+    rows[0] = 0.1
+    rows[0][0] = 1.0  # a decoy near the spike, and the largest magnitude
+    index = FaissVectorIndex(DIM)
+    index.add(ALICE, [f"ep_{i}#0" for i in range(100)], rows)
+    index.search(ALICE, rows[1], 1)  # the copy is made, its scale set by these rows
+    spike = np.zeros(DIM)
+    spike[0] = 1.0  # beyond the scale: clipped or wrapped, the decoy would come first
+    index.add(ALICE, ["spike#0"], [spike])
+    assert index.search(ALICE, spike, 1)[0].episode_id == "spike#0"
