@@ -101,3 +101,30 @@ async def test_a_long_text_is_held_under_its_hash_and_embedded_once() -> None:
     await asyncio.sleep(0.05)  # finished before anyone asked
     assert await queries.of(long_text) == await queries.of(long_text)
     assert embedder.texts == [long_text]
+
+
+class InlineEmbedder(CountingEmbedder):
+    """Cheap enough to embed short texts on the calling thread."""
+
+    inline_chars = 16
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.threads.append(threading.current_thread().name)
+        return super().embed(texts)
+
+
+async def test_a_cheap_embedder_embeds_a_short_query_on_the_calling_thread_and_a_long_one_off_it() -> None:
+    embedder = InlineEmbedder()
+    queries = QueryVectors(embedder)
+    queries.prefetch("short")  # nothing to start: `of` embeds it at once
+    assert embedder.texts == []
+    assert await queries.of("short") == embedder.inner.embed(["short"])[0]
+    await queries.of("short")  # held
+    await queries.of("a text longer than sixteen characters")
+    here = threading.current_thread().name
+    assert embedder.texts == ["short", "a text longer than sixteen characters"]
+    assert embedder.threads[0] == here and embedder.threads[1] != here

@@ -74,6 +74,14 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+def embeds_inline(embedder: Embedder, text: str) -> bool:
+    """Whether embedding `text` costs less on the calling thread than a hop to another
+    (~0.3 ms). An embedder says so with an `inline_chars` attribute (texts up to that many
+    characters); a model has none: it is never run on the event loop."""
+    chars = getattr(embedder, "inline_chars", 0)
+    return isinstance(chars, int) and len(text) <= chars
+
+
 class MemoryExtractor(Protocol):
     """Finds discrete memories in a closed episode's transcript, each with the seqs that
     state it. `instructions`, when given, replace an LLM extractor's default prompt (the

@@ -13,7 +13,7 @@ from typing import Protocol
 from episodic.domain.access import require_agent
 from episodic.domain.excerpts import passage_scores, terms
 from episodic.domain.model import Caller
-from episodic.domain.ports import AgentStore, Clock, DigestReads, Embedder, ScopeIndex
+from episodic.domain.ports import AgentStore, Clock, DigestReads, Embedder, ScopeIndex, embeds_inline
 from episodic.domain.recall import (
     Digest,
     Hit,
@@ -67,6 +67,9 @@ class QueryVectorSource(Protocol):
 async def embed_query(embedder: Embedder, queries: QueryVectorSource | None, text: str) -> Vector:
     if queries is not None:
         return await queries.of(text)
+    if embeds_inline(embedder, text):
+        (vector,) = embedder.embed([text])
+        return vector
     (vector,) = await asyncio.to_thread(embedder.embed, [text])
     return vector
 

@@ -10,7 +10,7 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 
-from episodic.domain.ports import Embedder
+from episodic.domain.ports import Embedder, embeds_inline
 from episodic.domain.recall import Vector
 
 ENTRIES = 1024
@@ -36,7 +36,8 @@ class QueryVectors:
     def prefetch(self, text: str) -> None:
         """Starts embedding `text` unless it is held or under way; `of` picks the result up."""
         key = _key(text)
-        if text.strip() and key not in self._held and key not in self._running:
+        held = key in self._held or key in self._running
+        if text.strip() and not held and not embeds_inline(self._embedder, text):  # else `of` does, at once
             self._start(key, text)
 
     async def of(self, text: str) -> Vector:
@@ -45,6 +46,10 @@ class QueryVectors:
         if found is not None:
             self._held.move_to_end(key)
             return found
+        if key not in self._running and embeds_inline(self._embedder, text):
+            (vector,) = self._embedder.embed([text])
+            self._keep(key, vector)
+            return vector
         running = self._running.get(key) or self._start(key, text)
         # A cancelled caller must not cancel the embedding others (or the cache) wait for.
         (vector,) = await asyncio.shield(running)
@@ -62,6 +67,9 @@ class QueryVectors:
         self._running.pop(key, None)
         if done.cancelled() or done.exception() is not None:  # retrieved: a lone prefetch logs nothing
             return
-        self._held[key] = done.result()[0]
+        self._keep(key, done.result()[0])
+
+    def _keep(self, key: Key, vector: Vector) -> None:
+        self._held[key] = vector
         while len(self._held) > self._entries:
             self._held.popitem(last=False)
