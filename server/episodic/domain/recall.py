@@ -86,13 +86,19 @@ def reciprocal_rank_fusion(
     rankings: Mapping[Signal, Sequence[Hit]], k: int = RRF_K
 ) -> list[tuple[Hit, tuple[Signal, ...]]]:
     """Fuses ranked lists: score = sum of 1/(k + rank) over the lists an episode is in."""
-    scores = _rrf_scores(rankings.values(), k)
-    signals: dict[str, list[Signal]] = {}
+    scores: dict[str, float] = {}
+    signals: dict[str, tuple[Signal, ...]] = {}
     for signal, hits in rankings.items():
-        for hit in hits:
-            signals.setdefault(hit.episode_id, []).append(signal)
-    fused = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-    return [(Hit(episode_id, score), tuple(signals[episode_id])) for episode_id, score in fused]
+        for rank, hit in enumerate(hits, start=1):
+            key = hit.episode_id
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            signals[key] = (*signals.get(key, ()), signal)
+    fused = sorted(scores.items(), key=_best_first)
+    return [(Hit(key, score), signals[key]) for key, score in fused]
+
+
+def _best_first(item: tuple[str, float]) -> tuple[float, str]:
+    return -item[1], item[0]
 
 
 def fuse_with_passages(
