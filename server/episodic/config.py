@@ -568,6 +568,18 @@ class Settings:
         commands=CALLERS,
         check=at_least(1),
     )
+    tenant_knowledge_chunks_per_second: float = setting(
+        _SHARES.knowledge_chunks_per_second,
+        "Each tenant's share: chunks of documents it may write (create or update) per second, each one embedded.",
+        commands=CALLERS,
+        check=more_than_zero(),
+    )
+    tenant_knowledge_chunks_burst: int = setting(
+        _SHARES.knowledge_chunks_burst,
+        "Each tenant's share: document chunks it may write at once above that rate (a knowledge base is loaded in bulk; a larger batch is let through from a full bucket and slows the next ones).",
+        commands=CALLERS,
+        check=at_least(1),
+    )
     max_context_tokens: int = setting(
         1_000_000,
         "Largest context BuildContext renders, in tokens, whatever an agent's context_window_tokens says: a server limit no tenant's configuration lifts.",
@@ -693,6 +705,8 @@ class Settings:
             watchers=self.tenant_max_watchers,
             memory_writes_per_second=self.tenant_memory_writes_per_second,
             memory_writes_burst=self.tenant_memory_writes_burst,
+            knowledge_chunks_per_second=self.tenant_knowledge_chunks_per_second,
+            knowledge_chunks_burst=self.tenant_knowledge_chunks_burst,
             server_rpcs=self.max_concurrent_rpcs,
         )
 
@@ -795,10 +809,11 @@ def add_flags(parser: argparse.ArgumentParser, command: str) -> None:
     for o in OPTIONS:
         if command not in o.commands:
             continue
+        text = o.help.replace("%", "%%")  # argparse formats help with %: "15%" broke --help
         if o.kind is bool:
-            parser.add_argument(o.flag, action=argparse.BooleanOptionalAction, default=None, help=o.help)
+            parser.add_argument(o.flag, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
-            parser.add_argument(o.flag, default=None, help=f"{o.help} [env {o.env}]")
+            parser.add_argument(o.flag, default=None, help=f"{text} [env {o.env}]")
 
 
 def from_flags(args: argparse.Namespace) -> dict[str, object]:

@@ -250,3 +250,12 @@ def test_each_setting_is_declared_once_with_its_variable_and_flag_from_its_name(
 
 def test_the_embedder_choices_are_the_kinds_the_factory_builds() -> None:
     assert tuple(config.EmbedderKind) == KINDS
+
+
+@pytest.mark.parametrize("command", ["serve", "migrate", "reindex", "mcp", "keygen", "healthcheck"])
+def test_every_commands_help_prints(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse formats help text with %: a setting's "15%" once broke `episodic serve --help`."""
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    assert "usage: episodic" in capsys.readouterr().out
