@@ -624,6 +624,7 @@ def build_services(
         words=state.knowledge_words, changes=state.visibility, limits=limits, clock=clock,
         embed_pool=memories.embed_pool, queries=queries,
         timed=metered.knowledge_searched if metered else None, monotonic=a.monotonic, chunks=state.chunks,
+        quota=state.shares,
     )  # fmt: skip
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(

@@ -15,6 +15,7 @@ from grpc_status import rpc_status
 from episodic.v1 import (
     context_service_pb2,
     episode_service_pb2,
+    knowledge_service_pb2,
     memory_pb2,
     memory_service_pb2,
 )
@@ -149,6 +150,34 @@ async def test_memory_writes_are_metered_per_tenant(database_url: str) -> None:
             await client.memories.CreateMemories(_memories(agent, 3), metadata=client.auth)
         share, delay = await refused(a.memories.CreateMemories(_memories(agent, 1), metadata=a.auth))
         assert share == "memory_writes_per_second" and delay > 5
+
+
+async def test_document_chunks_are_metered_per_tenant_and_a_refused_batch_writes_nothing(
+    database_url: str,
+) -> None:
+    shares = {"tenant_knowledge_chunks_per_second": 0.1, "tenant_knowledge_chunks_burst": 3}
+    async with two_tenants(database_url, **shares) as (a, b):
+        agents = {}
+        for client in (a, b):
+            agents[client.auth] = agent = await client.create_agent()
+            await client.knowledge.CreateDocuments(_documents(agent, "first", 3), metadata=client.auth)
+        share, delay = await refused(
+            a.knowledge.CreateDocuments(_documents(agents[a.auth], "second", 2), metadata=a.auth)
+        )
+        assert share == "knowledge_chunks_per_second" and delay > 5
+        listed = await a.knowledge.ListDocuments(
+            knowledge_service_pb2.ListDocumentsRequest(agent_id=agents[a.auth]), metadata=a.auth
+        )
+        assert [d.document_id for d in listed.documents] == ["first-0", "first-1", "first-2"]
+
+
+def _documents(agent_id: str, prefix: str, count: int) -> knowledge_service_pb2.CreateDocumentsRequest:
+    """`count` documents of one chunk each."""
+    documents = [
+        knowledge_service_pb2.DocumentInput(document_id=f"{prefix}-{i}", text=f"Policy number {i} applies.")
+        for i in range(count)
+    ]
+    return knowledge_service_pb2.CreateDocumentsRequest(agent_id=agent_id, documents=documents)
 
 
 async def test_a_context_never_exceeds_the_servers_limit_whatever_the_agent_asks(database_url: str) -> None:

@@ -138,6 +138,18 @@ def test_memory_writes_have_a_rate_of_their_own_and_a_big_batch_slows_the_next()
     shares.write_memories("b", 20)
 
 
+def test_document_chunks_have_a_rate_of_their_own_apart_from_memory_writes() -> None:
+    clock = Clock()
+    shares = shares_with(clock, knowledge_chunks_per_second=100, knowledge_chunks_burst=1000)
+    shares.write_chunks("a", 1000)
+    error = refused(Share.KNOWLEDGE_CHUNKS, lambda: shares.write_chunks("a", 50))
+    assert error.retry_after == pytest.approx(0.5)
+    shares.write_memories("a", 1)  # another share
+    shares.write_chunks("b", 1000)  # another tenant
+    clock.now = 0.5
+    shares.write_chunks("a", 50)
+
+
 def test_a_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
     bucket = TokenBucket.full(rate=2, burst=4, now=0)
     assert bucket.reserve(4, now=0, max_wait=0) == 0

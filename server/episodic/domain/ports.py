@@ -60,6 +60,8 @@ class WriteQuota(Protocol):
 
     def write_memories(self, tenant_id: str, count: int) -> None: ...
 
+    def write_chunks(self, tenant_id: str, count: int) -> None: ...
+
 
 class Embedder(Protocol):
     """Turns texts into unit-length vectors. `model_id` and `dimension` are recorded with

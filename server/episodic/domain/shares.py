@@ -1,6 +1,6 @@
 """Each tenant's share of one server: how many calls it may start per second, hold in
 flight, run at once, keep streaming, leave unsent, and how many memories it may write per
-second. A tenant over its share is refused (`OverShare`) without touching anyone else's.
+second and how many document chunks (each one embedded too). A tenant over its share is refused (`OverShare`) without touching anyone else's.
 Pure: the accounting that holds the counters is state/shares.py."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ class Share(Enum):
     UNSENT = "unsent_response_bytes"
     WATCHERS = "watchers"
     MEMORY_WRITES = "memory_writes_per_second"
+    KNOWLEDGE_CHUNKS = "knowledge_chunks_per_second"
     SEARCH_TIME = "inspector_search_seconds_per_second"
     SERVER_RPCS = "server_rpcs_in_flight"
 
@@ -39,6 +40,11 @@ class ShareLimits:
     watchers: int = 64
     memory_writes_per_second: float = 20.0
     memory_writes_burst: int = 200
+    # Chunks of documents created or updated: each is embedded, on the server's one bulk
+    # embedding thread. A knowledge base is loaded in bulk, rarely: a large burst, and a
+    # rate that leaves that thread to others (MiniLM embeds ~150-300 chunks/s on 2 cores).
+    knowledge_chunks_per_second: float = 100.0
+    knowledge_chunks_burst: int = 20_000
     server_rpcs: int = 1000
 
 
@@ -100,4 +106,7 @@ class Unmetered:
     """The WriteQuota of a service run outside a server (tools, tests): nothing is refused."""
 
     def write_memories(self, tenant_id: str, count: int) -> None:
+        return None
+
+    def write_chunks(self, tenant_id: str, count: int) -> None:
         return None

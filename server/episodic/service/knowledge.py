@@ -15,7 +15,7 @@ from datetime import datetime
 
 from episodic.domain.access import require_agent
 from episodic.domain.changes import DocumentsRemoved, KnowledgeVectors
-from episodic.domain.chunking import chunk_document
+from episodic.domain.chunking import Chunk, chunk_document
 from episodic.domain.knowledge import (
     MAX_CHUNK_CHARS,
     MIN_CHUNK_CHARS,
@@ -45,8 +45,10 @@ from episodic.domain.ports import (
     KnowledgeStore,
     KnowledgeWords,
     ScopeIndex,
+    WriteQuota,
 )
 from episodic.domain.recall import Hit, SearchMode, Signal, Vector, reciprocal_rank_fusion
+from episodic.domain.shares import Unmetered
 from episodic.domain.validation import (
     Limits,
     Violations,
@@ -90,6 +92,7 @@ class KnowledgeService:
     timed: Callable[[str, float], None] | None = None  # told each search's mode and seconds (metrics)
     monotonic: Callable[[], float] = time.monotonic
     chunks: ChunkCache  # the rows searches render, kept right by the change owner
+    quota: WriteQuota = field(default_factory=Unmetered)  # each chunk written is embedded: metered
 
     # --- writes --------------------------------------------------------------------------
 
@@ -103,7 +106,10 @@ class KnowledgeService:
         check_drafts(v, drafts, now)
         v.raise_if_any()
         await self._require_writer(caller, agent_id)
-        writes = [await self._write(new_document(caller.tenant_id, agent_id, d, 0, now)) for d in drafts]
+        documents = [new_document(caller.tenant_id, agent_id, d, 0, now) for d in drafts]
+        pieces = [_pieces(d) for d in documents]
+        self.quota.write_chunks(caller.tenant_id, sum(map(len, pieces)))  # all or none, before embedding
+        writes = [await self._write(d, p) for d, p in zip(documents, pieces, strict=True)]
         committed = await self.changes.commit(
             lambda declared: self.store.create(writes, declared),
             lambda results: [_vectors(w) for (_, created), w in zip(results, writes, strict=True) if created],
@@ -128,7 +134,9 @@ class KnowledgeService:
         v = Violations()
         check_draft(v, "document", probe, now)
         v.raise_if_any()
-        write = await self._write(changed)
+        pieces = _pieces(changed)
+        self.quota.write_chunks(caller.tenant_id, len(pieces))
+        write = await self._write(changed, pieces)
         committed = await self.changes.commit(
             lambda declared: self.store.replace(write, declared), lambda _: [_vectors(write)]
         )
@@ -171,8 +179,7 @@ class KnowledgeService:
                 reason="KNOWLEDGE_READ_ONLY",
             )
 
-    async def _write(self, document: Document) -> DocumentWrite:
-        pieces = chunk_document(document.text, document.format, MAX_CHUNK_CHARS, MIN_CHUNK_CHARS)
+    async def _write(self, document: Document, pieces: Sequence[Chunk]) -> DocumentWrite:
         chunks = [
             DocumentChunk(document.document_id, i, c.text, c.start, c.end, c.heading_path)
             for i, c in enumerate(pieces)
@@ -343,6 +350,10 @@ class KnowledgeService:
         v.raise_if_any()
         assert q.mode is not None
         return q.mode, top_k
+
+
+def _pieces(document: Document) -> list[Chunk]:
+    return chunk_document(document.text, document.format, MAX_CHUNK_CHARS, MIN_CHUNK_CHARS)
 
 
 def _vectors(w: DocumentWrite) -> KnowledgeVectors:

@@ -35,6 +35,7 @@ MAX_REFUSAL_HOLD_SECONDS = 1.0
 class _Tenant:
     rate: TokenBucket
     memory: TokenBucket
+    chunks: TokenBucket
     rpcs: int = 0
     streams: int = 0
     active: int = 0
@@ -44,7 +45,8 @@ class _Tenant:
 
     def idle(self, now: float) -> bool:
         held = self.rpcs or self.streams or self.active or self.unsent or self.waiting or self.holding
-        return not held and self.rate.full_at(now) and self.memory.full_at(now)
+        full = self.rate.full_at(now) and self.memory.full_at(now) and self.chunks.full_at(now)
+        return not held and full
 
 
 @dataclass(slots=True)
@@ -173,6 +175,12 @@ class TenantShares:
         if wait > 0:
             self._refuse(Share.MEMORY_WRITES, self.limits.memory_writes_per_second, wait)
 
+    def write_chunks(self, tenant_id: str, count: int) -> None:
+        """Spends `count` document chunks of the tenant's share, or raises OverShare."""
+        wait = self._tenant(tenant_id).chunks.reserve(count, self._clock(), 0.0)
+        if wait > 0:
+            self._refuse(Share.KNOWLEDGE_CHUNKS, self.limits.knowledge_chunks_per_second, wait)
+
     # -- refusals ---------------------------------------------------------------------------
 
     async def hold(self, tenant_id: str, refusal: AtCapacity) -> None:
@@ -220,6 +228,7 @@ class TenantShares:
             tenant = self._tenants[tenant_id] = _Tenant(
                 TokenBucket.full(limits.rate_per_second, limits.rate_burst, now),
                 TokenBucket.full(limits.memory_writes_per_second, limits.memory_writes_burst, now),
+                TokenBucket.full(limits.knowledge_chunks_per_second, limits.knowledge_chunks_burst, now),
             )
         return tenant
 
