@@ -322,5 +322,5 @@ def test_a_row_beyond_the_byte_copys_scale_is_found_after_the_copy_is_encoded_ag
     index.search(ALICE, rows[1], 1)  # the copy is made, its scale set by these rows
     spike = np.zeros(DIM)
     spike[0] = 1.0  # beyond the scale: clipped or wrapped, the decoy would come first
-    index.add(ALICE, ["spike#0"], [spike])
+    index.add(ALICE, ["spike#0"], spike[np.newaxis])
     assert index.search(ALICE, spike, 1)[0].episode_id == "spike#0"
