@@ -18,11 +18,12 @@ from episodic_client import (
     NotFoundError,
     UnauthenticatedError,
     UnavailableError,
+    memory_input,
     message_input,
     tool_call,
     tool_result,
 )
-from episodic_client.v1 import agent_pb2, episode_pb2
+from episodic_client.v1 import agent_pb2, diagnostics_service_pb2, episode_pb2
 from tests.conftest import unique
 from tests.ports import refusing_port
 from tests.server_harness import KEY_A, RunningServer
@@ -156,8 +157,29 @@ async def test_errors_carry_the_servers_reason(server: RunningServer) -> None:
 
 
 def test_an_unknown_role_name_is_rejected_before_sending() -> None:
-    with EpisodicClient("127.0.0.1:1") as client, pytest.raises(ValueError, match="robot"):
+    with EpisodicClient("127.0.0.1:1") as client, pytest.raises(ValueError, match="robot") as refused:
         client.add_message("ep_x", "robot", "beep")
+    assert "unspecified" not in str(refused.value), "the zero value is not a role to offer"
+
+
+async def test_memories_list_by_state_and_erase_user_removes_them_and_the_index_stays_consistent(
+    server: RunningServer,
+) -> None:
+    async with async_client(server) as client:
+        agent_id = (await client.create_agent(unique("agent"))).agent.agent_id
+        user = unique("user")
+        episode_id = (await client.open_episode(agent_id, user)).episode.episode_id
+        await client.create_memories([memory_input("Prefers window seats")], agent_id=agent_id, user_id=user)
+        await client.create_memories([memory_input("Flying to Oslo on Friday", "event")], episode_id=episode_id)
+        pending = await client.list_memories(agent_id, user, state="pending")
+        promoted = await client.list_memories(agent_id, user, state="promoted", include_superseded=True)
+        assert [m.text for m in pending.memories] == ["Flying to Oslo on Friday"]
+        assert [m.text for m in promoted.memories] == ["Prefers window seats"]
+        receipt = (await client.erase_user(user, agent_id=agent_id)).receipt
+        assert receipt.episodes == 1 and receipt.erasure_id
+        assert not (await client.list_memories(agent_id, user)).memories
+        checked = await client.check_index(agent_id)
+    assert checked.status == diagnostics_service_pb2.CHECK_INDEX_STATUS_CONSISTENT
 
 
 def test_an_unreachable_server_is_unavailable_without_rich_details() -> None:

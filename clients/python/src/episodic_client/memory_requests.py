@@ -10,7 +10,7 @@ from google.protobuf import field_mask_pb2
 
 from episodic_client import values
 from episodic_client.v1 import memory_pb2, memory_service_pb2
-from episodic_client.values import JsonObject, SearchModeLike
+from episodic_client.values import JsonObject, MemoryStateLike, SearchModeLike, memory_state
 
 KindLike = str | int
 _KINDS = {name.removeprefix("MEMORY_KIND_").lower(): number for name, number in memory_pb2.MemoryKind.items()}
@@ -96,10 +96,24 @@ def search_memories(
 
 
 def list_memories(
-    agent_id: str, user_id: str, *, episode_id: str = "", page_size: int = 0, page_token: str = ""
+    agent_id: str,
+    user_id: str,
+    *,
+    state: MemoryStateLike = 0,
+    episode_id: str = "",
+    include_superseded: bool = False,
+    page_size: int = 0,
+    page_token: str = "",
 ) -> memory_service_pb2.ListMemoriesRequest:
+    """`state`: only "pending" or "promoted" memories (0, the default: both)."""
     return memory_service_pb2.ListMemoriesRequest(
-        agent_id=agent_id, user_id=user_id, episode_id=episode_id, page_size=page_size, page_token=page_token
+        agent_id=agent_id,
+        user_id=user_id,
+        state=memory_state(state),
+        episode_id=episode_id,
+        include_superseded=include_superseded,
+        page_size=page_size,
+        page_token=page_token,
     )
 
 

@@ -42,7 +42,14 @@ from episodic_client.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceSt
 from episodic_client.v1.episode_service_pb2_grpc import EpisodeServiceStub
 from episodic_client.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
 from episodic_client.v1.memory_service_pb2_grpc import MemoryServiceStub
-from episodic_client.values import CloseReasonLike, JsonObject, RoleLike, SearchModeLike, StateLike
+from episodic_client.values import (
+    CloseReasonLike,
+    JsonObject,
+    MemoryStateLike,
+    RoleLike,
+    SearchModeLike,
+    StateLike,
+)
 
 Req = TypeVar("Req", bound=ProtoMessage)
 Resp = TypeVar("Resp", bound=ProtoMessage)
@@ -213,6 +220,12 @@ class EpisodicClient:
         request = rq.list_episodes(agent_id=agent_id, user_id=user_id, state=state, page_size=page_size)
         for page in pages(partial(self._call, self._episodes.ListEpisodes), request):
             yield from page.episodes
+
+    def erase_user(self, user_id: str, *, agent_id: str = "") -> episode_service_pb2.EraseUserResponse:
+        """Erases the user's episodes, messages, digests, memories and model calls (every agent's,
+        or one agent's); the receipt says what was removed."""
+        request = episode_service_pb2.EraseUserRequest(user_id=user_id, agent_id=agent_id)
+        return self._call(self._episodes.EraseUser, request)
 
     def search_episodes(
         self,
@@ -408,10 +421,26 @@ class EpisodicClient:
         return self._call(self._memories.GetMemory, request)
 
     def list_memories(
-        self, agent_id: str, user_id: str, *, episode_id: str = "", page_size: int = 0, page_token: str = ""
+        self,
+        agent_id: str,
+        user_id: str,
+        *,
+        state: MemoryStateLike = 0,
+        episode_id: str = "",
+        include_superseded: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
     ) -> memory_service_pb2.ListMemoriesResponse:
+        """`state`: only "pending" or "promoted" memories (0, the default: both);
+        `include_superseded`: also memories a newer one replaced."""
         request = mq.list_memories(
-            agent_id, user_id, episode_id=episode_id, page_size=page_size, page_token=page_token
+            agent_id,
+            user_id,
+            state=state,
+            episode_id=episode_id,
+            include_superseded=include_superseded,
+            page_size=page_size,
+            page_token=page_token,
         )
         return self._call(self._memories.ListMemories, request)
 
@@ -548,6 +577,11 @@ class EpisodicClient:
 
     def echo(self, payload: bytes) -> diagnostics_service_pb2.EchoResponse:
         return self._call(self._diagnostics.Echo, rq.echo(payload))
+
+    def check_index(self, agent_id: str = "") -> diagnostics_service_pb2.CheckIndexResponse:
+        """Whether the vector indexes hold exactly what SQL holds (the tenant's, or one agent's)."""
+        request = diagnostics_service_pb2.CheckIndexRequest(agent_id=agent_id)
+        return self._call(self._diagnostics.CheckIndex, request)
 
 
 def _open_channel(

@@ -11,7 +11,7 @@ from typing import TypeAlias, TypeVar
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
-from episodic_client.v1 import episode_pb2, episode_service_pb2
+from episodic_client.v1 import episode_pb2, episode_service_pb2, memory_pb2
 
 JsonValue: TypeAlias = "str | float | bool | None | Mapping[str, JsonValue] | Sequence[JsonValue]"
 JsonObject: TypeAlias = "Mapping[str, JsonValue]"
@@ -19,19 +19,22 @@ RoleLike: TypeAlias = "str | int"
 CloseReasonLike: TypeAlias = "str | int"
 StateLike: TypeAlias = "str | int"
 SearchModeLike: TypeAlias = "str | int"
+MemoryStateLike: TypeAlias = "str | int"
 
 V = TypeVar("V", bound=int)
 
 
 def _names(items: Iterable[tuple[str, V]], prefix: str) -> dict[str, V]:
-    """Short lower-case names of an enum's values: ROLE_USER -> "user"."""
-    return {name.removeprefix(prefix).lower(): number for name, number in items}
+    """Short lower-case names of an enum's values: ROLE_USER -> "user". The zero value
+    (…_UNSPECIFIED) means "not set": the server refuses it, so it is not offered as a name."""
+    return {name.removeprefix(prefix).lower(): number for name, number in items if number != 0}
 
 
 _ROLES = _names(episode_pb2.Role.items(), "ROLE_")
 _CLOSE_REASONS = _names(episode_pb2.CloseReason.items(), "CLOSE_REASON_")
 _STATES = _names(episode_pb2.Episode.State.items(), "STATE_")
 _SEARCH_MODES = _names(episode_service_pb2.SearchMode.items(), "SEARCH_MODE_")
+_MEMORY_STATES = _names(memory_pb2.MemoryState.items(), "MEMORY_STATE_")
 
 
 def _lookup(table: Mapping[str, V], value: str, prefix: str) -> V:
@@ -63,6 +66,12 @@ def search_mode(value: SearchModeLike) -> episode_service_pb2.SearchMode.ValueTy
     if isinstance(value, str):
         return _lookup(_SEARCH_MODES, value, "SEARCH_MODE_")
     return episode_service_pb2.SearchMode.ValueType(value)
+
+
+def memory_state(value: MemoryStateLike) -> memory_pb2.MemoryState.ValueType:
+    if isinstance(value, str):
+        return _lookup(_MEMORY_STATES, value, "MEMORY_STATE_")
+    return memory_pb2.MemoryState.ValueType(value)
 
 
 def struct(data: JsonObject | struct_pb2.Struct | None) -> struct_pb2.Struct | None:
