@@ -6,6 +6,7 @@ Methods mirror the RPCs of episodic.v1 and return the generated response message
 (`episodic_client.v1.*_pb2`). Failures raise `EpisodicClientError` subclasses."""
 
 from episodic_client.aio_client import AsyncEpisodicClient
+from episodic_client.chat import ChatPrompt, to_chat_messages
 from episodic_client.context import BuiltContext
 from episodic_client.errors import (
     AlreadyExistsError,
@@ -31,6 +32,8 @@ from episodic_client.v1.knowledge_service_pb2 import DocumentInput, KnowledgeHit
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChatPrompt",
+    "to_chat_messages",
     "Agent",
     "AlreadyExistsError",
     "AsyncEpisodicClient",
