@@ -11,6 +11,10 @@
 //   AGENT_ID, USER_ID, EPISODE_ID   the path to click through (required)
 //   PHRASE                   typed into "Where did it go?" (required)
 //   OTHER_TENANT_EPISODE_ID  an episode of another tenant, visited by URL
+//   WHY_CALL_ID              a model call of EPISODE_ID that recalled a past episode: its
+//                            "Why recalled?" block is read (and screenshot)
+//   WHY_NOT_PHRASE           asked of that call's "Why not recalled?" (default: none)
+//   RECAP_EPISODE_ID, RECAP_PHRASE   a re-compaction case: "Where did it go?" for the phrase
 //   LONG_PHRASE_LENGTH       length of the over-long phrase typed last (default 10000)
 //   SCREENSHOT_DIR           where the PNGs go (default: no screenshots)
 //   CHROMIUM                 the browser (default /usr/bin/chromium)
@@ -30,6 +34,10 @@ const USER_ID = env.USER_ID || "";
 const EPISODE_ID = env.EPISODE_ID || "";
 const PHRASE = env.PHRASE || "";
 const OTHER = env.OTHER_TENANT_EPISODE_ID || "";
+const WHY_CALL = env.WHY_CALL_ID || "";
+const WHY_NOT = env.WHY_NOT_PHRASE || "";
+const RECAP_EPISODE = env.RECAP_EPISODE_ID || "";
+const RECAP_PHRASE = env.RECAP_PHRASE || "";
 const LONG = Number(env.LONG_PHRASE_LENGTH || 10000);
 const SHOTS = env.SCREENSHOT_DIR || "";
 const TIMEOUT = Number(env.STEP_TIMEOUT_MS || 10000);
@@ -67,10 +75,11 @@ async function shot(page, name) {
 }
 
 // Runs in the page: every element of the panels that must fit (the call's facts, the model-call
-// list, the token bars, the phrase trace) inside its panel (a table in a scrolling wrapper may
-// scroll), and whether the selected model call is in view inside its scrolling list.
+// list, the token bars, the phrase trace, "why recalled?") inside its panel (a table in a
+// scrolling wrapper may scroll), and whether the selected model call is in view inside its
+// scrolling list.
 function layoutFacts() {
-  const selectors = ['[data-testid="call-facts"]', '[data-testid="model-calls"]', '[data-testid="token-bars"]', '[data-testid="where-result"]'];
+  const selectors = ['[data-testid="call-facts"]', '[data-testid="model-calls"]', '[data-testid="token-bars"]', '[data-testid="where-result"]', '[data-testid="why-recalled"]'];
   const overflowing = [];
   for (const selector of selectors) {
     const panel = document.querySelector(selector);
@@ -172,6 +181,59 @@ async function diffView(page) {
     entered: await items("diff-entered"),
     left: await items("diff-left"),
   };
+}
+
+async function whyRecalledView(page) {
+  const block = page.locator(tid("why-recalled"));
+  await block.waitFor({ timeout: TIMEOUT });
+  return {
+    query: await page.locator(tid("why-query")).textContent(),
+    query_words: await texts(page, "why-query-word"),
+    unmatched: await texts(page, "why-missing"),
+    episodes: await page.locator(tid("why-episode")).evaluateAll((items) =>
+      items.map((d) => ({
+        episode_id: d.dataset.episodeId,
+        basis: d.dataset.basis,
+        rendered: d.dataset.rendered,
+        open: d.open,
+        matched: [...d.querySelectorAll('[data-testid="why-matched-word"]')].map((c) => c.textContent),
+        hits: [...d.querySelectorAll('[data-testid="why-hit"]')].map((m) => m.textContent),
+        passages: [...d.querySelectorAll('[data-testid="why-passage"] .why-text')].map((p) => p.textContent),
+        basis_text: d.querySelector('[data-testid="why-basis"]')?.textContent || "",
+      })),
+    ),
+    not_recorded: await page.locator(tid("why-not-recorded")).textContent(),
+  };
+}
+
+// Runs "Where did it go?" for a phrase on the episode shown, and reads the answer.
+async function tracePhrase(page, phrase) {
+  await page.locator(tid("where-input")).fill(phrase);
+  await page.locator(tid("where-submit")).click();
+  await page.locator(tid("where-summary")).waitFor({ timeout: TIMEOUT });
+  return {
+    summary: await page.locator(tid("where-summary")).textContent(),
+    gone: await page.locator(tid("phrase-gone")).evaluateAll((ps) =>
+      ps.map((p) => {
+        const a = p.querySelector("a");
+        const m = a ? /\/calls\/([^/]+)/.exec(a.getAttribute("href") || "") : null;
+        return { reason: p.dataset.reason, text: p.textContent, model_call_id: m ? decodeURIComponent(m[1]) : "" };
+      }),
+    ),
+    dropped: await page.locator(tid("dropped")).evaluateAll((divs) =>
+      divs.map((d) => ({ reason: d.dataset.reason, text: d.textContent })),
+    ),
+    cells: await page.locator(tid("where-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.fate)),
+  };
+}
+
+// Scrolls the element to the top of the window, below the sticky top bar.
+async function scrollUnderTopbar(page, selector) {
+  await page.locator(selector).first().evaluate((el) => {
+    const bar = document.querySelector(".topbar");
+    const top = el.getBoundingClientRect().top + window.scrollY - (bar ? bar.getBoundingClientRect().height : 0) - 8;
+    window.scrollTo(0, Math.max(top, 0));
+  });
 }
 
 async function enterKey(page, key) {
@@ -344,6 +406,30 @@ async function drive(page) {
     out.asked_for_key_after_reload = await page.locator(tid("key-form")).isVisible();
   });
 
+  if (WHY_CALL) {
+    await step("why recalled?", async () => {
+      await page.evaluate(
+        ([episode, call]) => {
+          location.hash = `#/episodes/${encodeURIComponent(episode)}/calls/${encodeURIComponent(call)}`;
+        },
+        [EPISODE_ID, WHY_CALL],
+      );
+      await page.waitForFunction((c) => location.hash.includes(encodeURIComponent(c)), WHY_CALL, { timeout: TIMEOUT });
+      await page.locator(tid("call-id")).filter({ hasText: WHY_CALL }).waitFor({ timeout: TIMEOUT });
+      out.why = await whyRecalledView(page);
+      out.why.url = page.url();
+      if (WHY_NOT) {
+        await page.locator(tid("why-not-input")).fill(WHY_NOT);
+        await page.locator(tid("why-not-submit")).click();
+        const verdict = page.locator(tid("why-not-verdict"));
+        await verdict.waitFor({ timeout: TIMEOUT });
+        out.why.why_not = { verdict: await verdict.getAttribute("data-verdict"), text: await verdict.textContent() };
+      }
+      await scrollUnderTopbar(page, tid("why-recalled"));
+      await shot(page, "08-why-recalled");
+    });
+  }
+
   await step("layout at 1400x900 and 1024x768", async () => {
     // the newest call, reached by its address (as from a link elsewhere) while the list shows
     // its top: the list must bring it into view (a click would scroll it there itself)
@@ -392,6 +478,16 @@ async function drive(page) {
         log_messages: await page.locator(tid("log-message")).count(),
       };
       await shot(page, "07-other-tenant");
+    });
+  }
+
+  if (RECAP_EPISODE && RECAP_PHRASE) {
+    await step("the re-compaction case", async () => {
+      await page.goto(`${BASE}/#/episodes/${encodeURIComponent(RECAP_EPISODE)}`);
+      await page.locator(tid("model-call")).first().waitFor({ timeout: TIMEOUT });
+      out.recompaction = await tracePhrase(page, RECAP_PHRASE);
+      await scrollUnderTopbar(page, tid("where-form"));
+      await shot(page, "09-recompaction");
     });
   }
 

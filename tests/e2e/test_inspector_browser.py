@@ -2,11 +2,14 @@
 a conversation seeded through the Python client whose early detail ("my cat is called
 Zanzibar") is compacted away, and Debian's Chromium driven by tests/browser/inspect.mjs
 (Playwright) like a user: key prompt (a wrong key first), agent → user → episode, a model
-call, "Where did it go?", the diff, a reload, an over-long phrase, another tenant's episode.
+call, "Where did it go?", the diff, a reload, "Why recalled?" for a call that asked about a
+past episode, an over-long phrase, another tenant's episode, and the re-compaction case of
+issue 28 (a 250-token budget, 13 turns, "Zanzibar" lost from the summary by a re-compaction).
 The script reports what the page showed; the assertions are here.
 
 Needs /usr/bin/chromium, node and `npm ci` in tests/browser: skipped without them, failed
-without them when EPISODIC_REQUIRE_BROWSER=1 (CI). Screenshots go to build/inspector/."""
+without them when EPISODIC_REQUIRE_BROWSER=1 (CI). Screenshots go to build/inspector/;
+docs/inspector-why-recalled.png and docs/inspector-recompaction.png are copies of two of them."""
 
 from __future__ import annotations
 
@@ -59,6 +62,64 @@ FILLER = [
     "Mulch deeply, water at the roots early in the morning, and collect rain in a barrel.",
     "And the peppers, do they need anything special compared with the tomatoes?",
     "Peppers like the same sun but warmer soil; wait two weeks longer before planting them out.",
+]
+# "Why recalled?": a turn asking about the past episode ("Last spring my roses got black spot;
+# I sprayed them with neem oil."). "sprayed" is not "spray": the word no recalled episode holds.
+RECALL_QUESTION = "Which oil did I spray on my roses last spring, against the black spot?"
+RECALLED_WORDS = ["oil", "roses", "last", "spring", "black", "spot"]
+# Issue 28's reporter: an agent with a 250-token budget, 13 turns, "Zanzibar" in the first. The
+# first compaction's summary still says it; a re-compaction two turns later leaves it out.
+RECAP_AGENT_ID = "trip-bot"
+RECAP_USER_ID = "zoe"
+RECAP_BUDGET = 250
+RECAP_PHRASE = "Zanzibar"
+RECAP_TURNS = [
+    (
+        "Hi! We are planning a trip to Zanzibar in March, somewhere warm and quiet.",
+        "Zanzibar in March is hot and the long rains start soon after; book early.",
+    ),
+    (
+        "We fly from Lyon on 3 March and come back on 17 March.",
+        "Fourteen nights: enough for Stone Town and a beach week.",
+    ),
+    (
+        "Our budget is 4200 euros for two people, flights included.",
+        "That is workable; flights from Lyon run about 900 euros each.",
+    ),
+    (
+        "My wife Clara is vegetarian and I am allergic to peanuts.",
+        "I will flag both for restaurants and the airline.",
+    ),
+    (
+        "We would like a hotel with a pool in Stone Town for 4 nights.",
+        "Emerson Spice and Tembo House both have pools.",
+    ),
+    (
+        "Then 10 nights on the east coast, in Paje or Jambiani.",
+        "Paje is livelier, Jambiani calmer; both have kite schools.",
+    ),
+    ("Clara wants to try kitesurfing, 3 lessons of 2 hours.", "Lessons run about 60 euros an hour in Paje."),
+    (
+        "I want to visit the spice farm and Prison Island on day 2.",
+        "Both fit in one day with an early start.",
+    ),
+    (
+        "Can we see the Jozani forest red colobus monkeys too?",
+        "Yes, a half-day tour from Paje, about 35 euros each.",
+    ),
+    (
+        "What vaccines do we need before 3 March?",
+        "Hepatitis A and typhoid are advised; yellow fever only from endemic countries.",
+    ),
+    (
+        "Should we take cash? Which currency?",
+        "US dollars printed after 2013 and some Tanzanian shillings for markets.",
+    ),
+    (
+        "Remind me of the luggage limit with the Lyon flight, 23 kg?",
+        "23 kg in the hold and 8 kg in the cabin per person.",
+    ),
+    ("Summing up: what have we planned so far?", "Here is the plan so far."),
 ]
 # Chromium logs every non-2xx fetch; these are the answers the steps provoke on purpose.
 EXPECTED_CONSOLE = (
@@ -188,6 +249,9 @@ class Seeded:
     episode_id: str
     other_tenant_episode_id: str
     calls: list[str]  # model call ids, oldest first
+    recall_call: str = ""  # the call that asked about the past episode
+    recap_episode_id: str = ""  # the re-compaction case
+    recap_calls: list[str] = field(default_factory=list)
 
 
 def weather(call_id: str, city: str, forecast: str, high: int) -> list[episode_pb2.MessageInput]:
@@ -254,15 +318,36 @@ def seed(address: str) -> Seeded:
         turn(HOSTILE, "That looks like markup; I will treat it as plain text.")
         for question, answer in zip(FILLER[::2], FILLER[1::2], strict=True):
             turn(question, answer)
+        turn(RECALL_QUESTION, "Neem oil, last spring; and clear the fallen leaves.")
+        recall_call = calls[-1]
         notes = [message_input("user" if k % 2 == 0 else "assistant", f"note {k}: ok") for k in range(60)]
         client.add_messages(episode_id, notes)
         roomy = MemoryConfig(max_working_memory_tokens=6000, context_window_tokens=16000)
         turn("Summing up: what did we decide?", config=roomy)
+        recap_episode_id, recap_calls = seed_recompaction(client)
     with EpisodicClient(address, api_key=KEY_B) as client:
         client.create_agent("other-bot", model="gpt-4")
         other = client.open_episode("other-bot", "bob").episode.episode_id
         client.add_message(other, "user", SECRET_OF_B)
-    return Seeded(episode_id, other, calls)
+    return Seeded(episode_id, other, calls, recall_call, recap_episode_id, recap_calls)
+
+
+def seed_recompaction(client: EpisodicClient) -> tuple[str, list[str]]:
+    """Issue 28's case, with the default (extractive) summarizer: a summary keeps a bounded
+    number of sentences, so a re-compaction keeps the later, denser ones."""
+    client.create_agent(
+        RECAP_AGENT_ID,
+        system_prompt="You are a helpful travel assistant.",
+        model="gpt-4",
+        memory_config=MemoryConfig(max_working_memory_tokens=RECAP_BUDGET, context_window_tokens=WINDOW),
+    )
+    episode_id = client.open_episode(RECAP_AGENT_ID, RECAP_USER_ID).episode.episode_id
+    calls = []
+    for user, reply in RECAP_TURNS:
+        built = client.build_context(episode_id, user_message=user, append_user_message=True)
+        calls.append(built.report.model_call_id)
+        client.add_message(episode_id, "assistant", reply)
+    return episode_id, calls
 
 
 def run_driver(node: str, server: Server, seeded: Seeded) -> dict[str, Any]:
@@ -278,6 +363,10 @@ def run_driver(node: str, server: Server, seeded: Seeded) -> dict[str, Any]:
         "EPISODE_ID": seeded.episode_id,
         "PHRASE": PHRASE,
         "OTHER_TENANT_EPISODE_ID": seeded.other_tenant_episode_id,
+        "WHY_CALL_ID": seeded.recall_call,
+        "WHY_NOT_PHRASE": "neem oil",
+        "RECAP_EPISODE_ID": seeded.recap_episode_id,
+        "RECAP_PHRASE": RECAP_PHRASE,
         "SCREENSHOT_DIR": str(SCREENSHOTS),
     }
     done = subprocess.run(
@@ -307,7 +396,7 @@ def test_the_inspector_shows_where_a_detail_went_in_a_real_browser(node: str, se
     seeded = seed(f"127.0.0.1:{server.grpc_port}")
     with EpisodicClient(f"127.0.0.1:{server.grpc_port}", api_key=KEY_A) as client:
         log = list(client.iter_messages(seeded.episode_id))
-        calls = {c: client.get_model_call(c).model_call for c in seeded.calls}
+        calls = {c: client.get_model_call(c).model_call for c in [*seeded.calls, *seeded.recap_calls]}
     status, answer = get_json(f"{server.inspector_url}/api/session", KEY_A)
     assert (status, answer["tenant_id"]) == (200, TENANT_A)
 
@@ -317,7 +406,9 @@ def test_the_inspector_shows_where_a_detail_went_in_a_real_browser(node: str, se
     assert_navigation(seen, seeded)
     assert_the_log(seen, len(log))
     assert_the_newest_call(seen, calls[seeded.calls[-1]])
-    assert_where_it_went(seen, seeded, phrase_truth(seeded, calls))
+    assert_where_it_went(seen, seeded, phrase_truth(seeded.calls, calls))
+    assert_why_recalled(seen, calls[seeded.recall_call])
+    assert_the_recompaction_case(seen, phrase_truth(seeded.recap_calls, calls))
     assert_the_diff(seen)
     assert_the_layout(seen)
     assert_bad_input(seen)
@@ -344,7 +435,7 @@ def assert_key_handling(seen: dict[str, Any]) -> None:
 
 
 def assert_navigation(seen: dict[str, Any], seeded: Seeded) -> None:
-    assert seen["agents"] == [AGENT_ID], "tenant B's agent must not be listed"
+    assert sorted(seen["agents"]) == sorted([AGENT_ID, RECAP_AGENT_ID]), "tenant B's agent must not be listed"
     assert seen["users"] == [USER_ID]
     assert len(seen["episodes"]) == 2 and seen["episodes"][0] == seeded.episode_id, "newest first"
     assert seen["episode_url"].endswith(f"#/episodes/{seeded.episode_id}")
@@ -409,10 +500,10 @@ class PhraseTruth:
     reason: str  # why, when gone_at
 
 
-def phrase_truth(seeded: Seeded, calls: dict[str, Any]) -> PhraseTruth:
+def phrase_truth(call_ids: list[str], calls: dict[str, Any]) -> PhraseTruth:
     fates: list[str] = []
     present: list[bool] = []
-    for call_id in seeded.calls:
+    for call_id in call_ids:
         call = calls[call_id]
         texts = [m.content.casefold() for m in call.messages]
         present.append(any("zanzibar" in t for t in texts))
@@ -420,7 +511,7 @@ def phrase_truth(seeded: Seeded, calls: dict[str, Any]) -> PhraseTruth:
         if report.summary_from_seq <= 1 <= report.summary_to_seq:
             summary = [m.content for m in call.messages if m.section == context_pb2.CONTEXT_SECTION_SUMMARY]
             fates.append("summarized" if "zanzibar" in "".join(summary).casefold() else "lost")
-        elif call_id == seeded.calls[0] or any("zanzibar" in t for t in texts):
+        elif call_id == call_ids[0] or any("zanzibar" in t for t in texts):
             fates.append("verbatim")
         else:
             fates.append("pruned")
@@ -430,7 +521,7 @@ def phrase_truth(seeded: Seeded, calls: dict[str, Any]) -> PhraseTruth:
                 reason = "recompaction" if fates[i - 1] == "summarized" else "compaction"
             else:
                 reason = "window"
-            return PhraseTruth(fates, seeded.calls[i], reason)
+            return PhraseTruth(fates, call_ids[i], reason)
     return PhraseTruth(fates, None, "")
 
 
@@ -455,6 +546,40 @@ def assert_where_it_went(seen: dict[str, Any], seeded: Seeded, truth: PhraseTrut
     assert seen["drop_call_url"].endswith(f"/calls/{truth.gone_at}"), "the verdict links to its model call"
     at_drop = seen["drop_call"]
     assert not [m for m in at_drop["rendered_messages"] if "zanzibar" in m["content"].casefold()]
+
+
+def assert_why_recalled(seen: dict[str, Any], call: Any) -> None:
+    """For the call that asked about the past episode, the page shows the query's words that
+    episode's rendered entry holds, highlighted in it, and the passage that matched them; the
+    word it lacks ("spray": it said "sprayed") is named; "why not?" finds a phrase in it."""
+    why = seen["why"]
+    [recalled] = [e for e in call.report.recalled_episodes if e.rendered]
+    assert why["url"].endswith(f"/calls/{call.model_call_id}")
+    assert RECALL_QUESTION in why["query"]
+    [shown] = [e for e in why["episodes"] if e["episode_id"] == recalled.episode_id]
+    assert shown["matched"] == RECALLED_WORDS, shown
+    assert shown["rendered"] == "true" and shown["basis"] == "passages"
+    assert {h.casefold() for h in shown["hits"]} == set(RECALLED_WORDS), (
+        "each word highlighted where it stands"
+    )
+    assert shown["passages"] and all("neem oil" in p.casefold() for p in shown["passages"]), shown["passages"]
+    assert why["unmatched"] == ["spray", "against"]
+    verdict = why["why_not"]
+    assert verdict["verdict"] == "rendered" and recalled.episode_id in verdict["text"], verdict
+    assert "oil" in verdict["text"]
+
+
+def assert_the_recompaction_case(seen: dict[str, Any], truth: PhraseTruth) -> None:
+    """Issue 28's done-when: "where did it go?" names the re-compaction that dropped the
+    phrase from the summary, not the first compaction whose summary still said it."""
+    assert truth.reason == "recompaction", truth
+    first_summarized = truth.fates.index("summarized")
+    assert truth.fates.index("lost") > first_summarized, truth.fates
+    recap = seen["recompaction"]
+    [gone] = recap["gone"]
+    assert gone["reason"] == "recompaction" and "stopped seeing it" in gone["text"], gone
+    assert gone["model_call_id"] == truth.gone_at
+    assert recap["dropped"] and recap["dropped"][0]["reason"] == "recompaction"
 
 
 def assert_the_layout(seen: dict[str, Any]) -> None:

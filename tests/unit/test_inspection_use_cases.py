@@ -104,6 +104,13 @@ async def test_an_empty_or_overlong_phrase_is_refused_naming_it(phrase: str) -> 
     assert [v.field for v in refused.value.violations] == ["phrase"]
 
 
+@pytest.mark.parametrize("about", ["", "   ", "x" * 1001])
+async def test_why_not_recalled_refuses_an_empty_or_overlong_question_naming_it(about: str) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        await service(HeldLog()).candidacy(Caller("t"), "mc_1", about)
+    assert [v.field for v in refused.value.violations] == ["about"]
+
+
 # --- fairness ---------------------------------------------------------------------------
 
 

@@ -154,6 +154,7 @@ class _Routes:
             "/api/episodes/{episode_id}/where": self.where,
             "/api/model-calls/{model_call_id}": self.model_call,
             "/api/model-calls/{model_call_id}/diff": self.diff,
+            "/api/model-calls/{model_call_id}/why-not": self.why_not,
             "/api/agents/{agent_id}/documents/{document_id}": self.document,
         }
 
@@ -197,6 +198,11 @@ class _Routes:
 
     async def diff(self, request: Request, caller: Caller) -> views.Json:
         return views.diff(await self._use.diff(caller, _path(request, "model_call_id")))
+
+    async def why_not(self, request: Request, caller: Caller) -> views.Json:
+        about = request.query_params.get("about", "")
+        call, found = await self._use.candidacy(caller, _path(request, "model_call_id"), about)
+        return views.candidacy(call, found)
 
     async def where(self, request: Request, caller: Caller) -> views.Json:
         phrase = request.query_params.get("phrase", "")

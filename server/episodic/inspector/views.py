@@ -12,6 +12,7 @@ from episodic.domain.context import ModelCall, RenderedMessage, Section, Span
 from episodic.domain.inspection import FateRun, UserSummary, log_seq, preview
 from episodic.domain.knowledge import Document, DocumentChunk, RenderedKnowledge
 from episodic.domain.model import Agent, Episode, Message, ToolCall, ToolResult
+from episodic.domain.why_recalled import Candidacy, Part, RecallExplanation, WhyRecalled
 from episodic.service.inspection import Diffed, InspectedCall, Traced
 
 Json = dict[str, Any]
@@ -148,6 +149,7 @@ def model_call(inspected: InspectedCall, offset: int, template: str) -> Json:
             {"memory_id": m.memory_id, "score": m.score, "rendered": m.rendered, "pending": m.pending}
             for m in r.memories
         ],
+        "why_recalled": why_recalled(inspected.why_recalled),
         "session_data_keys": list(r.session_keys),
         "knowledge": [_knowledge(c, k) for k in r.knowledge],
         "reply": _reply(c),
@@ -155,6 +157,66 @@ def model_call(inspected: InspectedCall, offset: int, template: str) -> Json:
         "offset": offset,
         "messages": [_rendered(c, offset + i, m) for i, m in enumerate(page)],
         "next_offset": following if following < len(c.messages) else None,
+    }
+
+
+# What the call record lacks to say more (docs/inspector.md, "Why recalled?").
+NOT_RECORDED = (
+    "The call does not record the recall query (a caller's recall_query, if sent, replaced the user message) "
+    "nor which signals (semantic, lexical, recency) ranked each episode: the words are the user message's, "
+    "matched against what the call rendered."
+)
+
+
+def why_recalled(why: RecallExplanation | None) -> Json | None:
+    """Why each recalled episode ranked: the query's words its rendered entry holds, and the
+    passages (excerpts) that matched them."""
+    if why is None:
+        return None
+    return {
+        "query": why.query,
+        "query_source": why.source.value,
+        "query_words": list(why.words),
+        "unmatched_words": list(why.unmatched),
+        "split": why.split,
+        "not_recorded": NOT_RECORDED,
+        "episodes": [_why_episode(e) for e in why.episodes],
+    }
+
+
+def _why_episode(e: WhyRecalled) -> Json:
+    return {
+        "episode_id": e.episode_id,
+        "rank": e.rank,
+        "candidates": e.candidates,
+        "score": e.score,
+        "rendered": e.rendered,
+        "basis": e.basis.value,
+        "matched_words": list(e.matched),
+        "missing_words": list(e.missing),
+        "parts": [_part(p) for p in e.parts],
+        "passages": [_part(p) for p in e.passages],
+    }
+
+
+def _part(p: Part) -> Json:
+    return {
+        "kind": p.kind.value,
+        "text": p.text,
+        "matched_words": list(p.matched),
+        "segments": [{"text": s.text, "word": s.word} for s in p.segments],
+    }
+
+
+def candidacy(call: ModelCall, c: Candidacy) -> Json:
+    return {
+        "model_call_id": call.model_call_id,
+        "about": c.about,
+        "verdict": c.verdict.value,
+        "episode_ids": list(c.episode_ids),
+        "shared_words": list(c.shared),
+        "unseen_candidates": c.unseen,
+        "candidates": len(call.report.recalled),
     }
 
 

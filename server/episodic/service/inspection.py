@@ -38,6 +38,7 @@ from episodic.domain.paging import decode_token, page_of, read_id
 from episodic.domain.ports import ContextStore, EpisodeFilter, EpisodeStore, UserDirectory
 from episodic.domain.shares import OverShare, Share, TokenBucket
 from episodic.domain.validation import Violations, check_id
+from episodic.domain.why_recalled import Candidacy, RecallExplanation, candidacy, explain_recall
 from episodic.errors import AtCapacity, InvalidArgument
 from episodic.service.agents import AgentService
 from episodic.service.episodes import EpisodeService
@@ -80,6 +81,7 @@ class Traced:
 class InspectedCall:
     call: ModelCall
     fates: list[FateRun]  # every log seq up to the call, as runs of one fate
+    why_recalled: RecallExplanation | None = None  # why each recalled episode ranked
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,17 @@ class InspectionService:
 
     async def get_model_call(self, caller: Caller, model_call_id: str) -> InspectedCall:
         call = await self.model_calls.get_model_call(caller, model_call_id)
-        return InspectedCall(call, fates(call))
+        return InspectedCall(call, fates(call), explain_recall(call))
+
+    async def candidacy(self, caller: Caller, model_call_id: str, about: str) -> tuple[ModelCall, Candidacy]:
+        """Why not recalled: whether an episode id or a phrase was among what the call's
+        recall found (and rendered)."""
+        v = Violations()
+        if not 1 <= len(about.strip()) <= MAX_PHRASE_CHARS:
+            v.add("about", f"must be 1 to {MAX_PHRASE_CHARS} characters: an episode id or a phrase")
+        v.raise_if_any()
+        call = await self.model_calls.get_model_call(caller, model_call_id)
+        return call, candidacy(call, about)
 
     async def diff(self, caller: Caller, model_call_id: str) -> Diffed:
         """The call against the one before it in its episode (None for the first)."""

@@ -9,6 +9,7 @@ import { callHref, episodeHref } from "./routes.js";
 import { tokenBars } from "./token-bars.js";
 import { renderedMessages } from "./rendered-messages.js";
 import { showDiff } from "./call-diff.js";
+import { whyRecalled } from "./why-recalled.js";
 
 // Fills `container` with the call on `tab` ("context" or "diff"). episode: what the call's
 // page needs from the episode around it (see episode.js).
@@ -180,6 +181,7 @@ function recalled(call) {
         h("td", {}, renderedChip(e.rendered)),
       ),
     ),
+    whyRecalled(call),
     recalledTable("Recalled memories", memories, [th("Memory"), th("Score", "num"), th(""), th("")], (m) =>
       h(
         "tr",
