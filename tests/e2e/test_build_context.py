@@ -117,6 +117,7 @@ async def test_past_conversations_come_between_the_system_prompt_and_history(cli
     assert "Date: " in past.content and "Summary: " in past.content
     assert past.content.endswith("Use this context to personalise your response.")
     assert [(e.episode_id, e.rendered) for e in built.report.recalled_episodes] == [(before, True)]
+    assert list(built.report.recalled_episodes[0].signals) == [episode_service_pb2.MATCH_SIGNAL_RECENCY]
     other_user = await client.open_episode(agent_id, user_id="someone-else")
     assert not (await build(client, other_user, user_message="Where were we?")).report.recalled_episodes
 

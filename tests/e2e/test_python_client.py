@@ -170,7 +170,9 @@ async def test_memories_list_by_state_and_erase_user_removes_them_and_the_index_
         user = unique("user")
         episode_id = (await client.open_episode(agent_id, user)).episode.episode_id
         await client.create_memories([memory_input("Prefers window seats")], agent_id=agent_id, user_id=user)
-        await client.create_memories([memory_input("Flying to Oslo on Friday", "event")], episode_id=episode_id)
+        await client.create_memories(
+            [memory_input("Flying to Oslo on Friday", "event")], episode_id=episode_id
+        )
         pending = await client.list_memories(agent_id, user, state="pending")
         promoted = await client.list_memories(agent_id, user, state="promoted", include_superseded=True)
         assert [m.text for m in pending.memories] == ["Flying to Oslo on Friday"]

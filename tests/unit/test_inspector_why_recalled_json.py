@@ -3,7 +3,10 @@ passages), and the why-not answer names the candidate or says it was none (issue
 
 from __future__ import annotations
 
+import dataclasses
+
 from episodic.domain.inspection import fates
+from episodic.domain.recall import Signal
 from episodic.domain.why_recalled import candidacy, explain_recall
 from episodic.inspector import views
 from episodic.service.inspection import InspectedCall
@@ -59,3 +62,13 @@ def test_the_why_not_json_says_whether_it_was_a_candidate() -> None:
         "candidates": 2,
     }
     assert views.candidacy(call, candidacy(call, "ep_gone"))["verdict"] == "not_found"
+
+
+def test_each_recalled_episode_shows_the_signals_that_found_it() -> None:
+    found = dataclasses.replace(ROSES, signals=(Signal.SEMANTIC, Signal.LEXICAL))
+    call = call_with([found, LYON])
+
+    shown = views.model_call(InspectedCall(call, fates(call), explain_recall(call)), 0, "")
+
+    assert [e["signals"] for e in shown["why_recalled"]["episodes"]] == [["semantic", "lexical"], []]
+    assert [e["signals"] for e in shown["recalled_episodes"]] == [["semantic", "lexical"], []]

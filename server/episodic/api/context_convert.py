@@ -125,7 +125,12 @@ def report_out(r: ContextReport) -> context_pb2.ContextReport:
 
 
 def _recalled_out(e: RecalledEpisode) -> context_pb2.RecalledEpisode:
-    out = context_pb2.RecalledEpisode(episode_id=e.episode_id, score=e.score, rendered=e.rendered)
+    out = context_pb2.RecalledEpisode(
+        episode_id=e.episode_id,
+        score=e.score,
+        rendered=e.rendered,
+        signals=[c.SIGNAL_NUMBERS[s] for s in e.signals],
+    )
     if e.ended_at is not None:
         out.end_time.CopyFrom(c.time_out(e.ended_at))
     return out

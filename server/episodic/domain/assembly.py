@@ -311,5 +311,6 @@ def _sentence(fact: str) -> str:
 def _recalled(snippets: Sequence[Snippet], chosen: Sequence[int]) -> tuple[RecalledEpisode, ...]:
     picked = set(chosen)
     return tuple(
-        RecalledEpisode(s.episode_id, s.score, s.ended_at, i in picked) for i, s in enumerate(snippets)
+        RecalledEpisode(s.episode_id, s.score, s.ended_at, i in picked, s.signals)
+        for i, s in enumerate(snippets)
     )

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from episodic.domain.knowledge import RenderedKnowledge
 from episodic.domain.model import Role, ToolCall
+from episodic.domain.recall import Signal
 
 
 class Section(enum.StrEnum):
@@ -66,6 +67,7 @@ class RecalledEpisode:
     score: float
     ended_at: datetime | None
     rendered: bool
+    signals: tuple[Signal, ...] = ()  # what found it
 
 
 @dataclass(frozen=True, slots=True)

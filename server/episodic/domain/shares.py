@@ -1,6 +1,7 @@
 """Each tenant's share of one server: how many calls it may start per second, hold in
 flight, run at once, keep streaming, leave unsent, and how many memories it may write per
-second and how many document chunks (each one embedded too). A tenant over its share is refused (`OverShare`) without touching anyone else's.
+second and how many document chunks (each one embedded too). A tenant over its
+share is refused (`OverShare`) without touching anyone else's.
 Pure: the accounting that holds the counters is state/shares.py."""
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ entry (summary, key facts, excerpts) holds, highlighted where they occur, and th
 (excerpts: its messages that matched the query's words) the call rendered with it.
 
 Computed from the stored call alone, never re-run: a call keeps, of recall, each candidate's
-id, fused score, end time and whether it was rendered, and the rendered "[Past
-Conversations]" text; it keeps neither the recall query (a caller's `recall_query`
-overrides the user message, and is not stored) nor which signals (semantic, lexical,
-recency) ranked each episode. The query is therefore taken to be the call's user message,
-and the explanation says so; the words are read as every reader of the project reads them
+id, fused score, end time, whether it was rendered and the signals that found it (semantic,
+lexical, recency; calls stored before 2026-11-27 have none), and the rendered "[Past
+Conversations]" text; it does not keep the recall query (a caller's `recall_query`
+overrides the user message, and is not stored). The query is therefore taken to be the
+call's user message, and the explanation says so; the words are read as every reader of the project reads them
 (`text_analysis.terms`: folded, stop words out), so "Roses" in the query is "roses" in an
 excerpt. Pure; linear in the call's rendered text."""
 
@@ -86,6 +86,7 @@ class WhyRecalled:
     matched: tuple[str, ...]  # the query's words its rendered entry holds, in the query's order
     missing: tuple[str, ...]  # the query's words it does not hold
     parts: tuple[Part, ...]  # its rendered entry: summary, key facts, each excerpt
+    signals: tuple[str, ...] = ()  # what found it (semantic, lexical, recency), as the call recorded
 
     @property
     def passages(self) -> tuple[Part, ...]:
@@ -183,7 +184,10 @@ def _why(
         basis = Basis.WORDS
     else:
         basis = Basis.MEANING
-    return WhyRecalled(e.episode_id, rank, candidates, e.score, e.rendered, basis, matched, missing, parts)
+    signals = tuple(s.value for s in e.signals)
+    return WhyRecalled(
+        e.episode_id, rank, candidates, e.score, e.rendered, basis, matched, missing, parts, signals
+    )
 
 
 def _block(call: ModelCall) -> str:

@@ -142,6 +142,7 @@ def model_call(inspected: InspectedCall, offset: int, template: str) -> Json:
                 "score": e.score,
                 "end_time": _time(e.ended_at),
                 "rendered": e.rendered,
+                "signals": [s.value for s in e.signals],
             }
             for e in r.recalled
         ],
@@ -162,9 +163,9 @@ def model_call(inspected: InspectedCall, offset: int, template: str) -> Json:
 
 # What the call record lacks to say more (docs/inspector.md, "Why recalled?").
 NOT_RECORDED = (
-    "The call does not record the recall query (a caller's recall_query, if sent, replaced the user message) "
-    "nor which signals (semantic, lexical, recency) ranked each episode: the words are the user message's, "
-    "matched against what the call rendered."
+    "The call does not record the recall query (a caller's recall_query, if sent, replaced the user "
+    "message): the words are the user message's, matched against what the call rendered. Which signals "
+    "found each episode is recorded since calls of 2026-11-27 on."
 )
 
 
@@ -192,6 +193,7 @@ def _why_episode(e: WhyRecalled) -> Json:
         "score": e.score,
         "rendered": e.rendered,
         "basis": e.basis.value,
+        "signals": list(e.signals),
         "matched_words": list(e.matched),
         "missing_words": list(e.missing),
         "parts": [_part(p) for p in e.parts],

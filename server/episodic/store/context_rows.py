@@ -22,6 +22,7 @@ from episodic.domain.context import (
 )
 from episodic.domain.knowledge import KnowledgeFate, KnowledgeOrigin, RenderedKnowledge
 from episodic.domain.model import Role, ToolCall
+from episodic.domain.recall import Signal
 
 
 def summary_values(s: Summary) -> dict[str, Any]:
@@ -191,12 +192,19 @@ def _knowledge_from_json(d: dict[str, Any]) -> RenderedKnowledge:
 
 def _recalled_json(e: RecalledEpisode) -> dict[str, Any]:
     ended = e.ended_at.isoformat() if e.ended_at else None
-    return {"episode_id": e.episode_id, "score": e.score, "ended_at": ended, "rendered": e.rendered}
+    return {
+        "episode_id": e.episode_id,
+        "score": e.score,
+        "ended_at": ended,
+        "rendered": e.rendered,
+        "signals": [s.value for s in e.signals],
+    }
 
 
 def _recalled_from_json(d: dict[str, Any]) -> RecalledEpisode:
     ended = datetime.fromisoformat(d["ended_at"]) if d["ended_at"] else None
-    return RecalledEpisode(d["episode_id"], d["score"], ended, d["rendered"])
+    signals = tuple(Signal(s) for s in d.get("signals", ()))  # calls stored before 0.x have none
+    return RecalledEpisode(d["episode_id"], d["score"], ended, d["rendered"], signals)
 
 
 def reply_json(r: ModelReply) -> dict[str, Any]:

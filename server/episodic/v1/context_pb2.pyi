@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from episodic.v1 import episode_pb2 as _episode_pb2
+from episodic.v1 import episode_service_pb2 as _episode_service_pb2
 from episodic.v1 import knowledge_pb2 as _knowledge_pb2
 from episodic.v1 import memory_pb2 as _memory_pb2
 from google.protobuf import descriptor as _descriptor
@@ -274,6 +275,7 @@ class RecalledEpisode(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     RENDERED_FIELD_NUMBER: _builtins.int
+    SIGNALS_FIELD_NUMBER: _builtins.int
     episode_id: _builtins.str
     """The episode."""
     score: _builtins.float
@@ -284,6 +286,10 @@ class RecalledEpisode(_message.Message):
     def end_time(self) -> _timestamp_pb2.Timestamp:
         """When it ended."""
 
+    @_builtins.property
+    def signals(self) -> _containers.RepeatedScalarFieldContainer[_episode_service_pb2.MatchSignal.ValueType]:
+        """The signals that found it (by meaning, by words, by recency), as SearchEpisodes says."""
+
     def __init__(
         self,
         *,
@@ -291,10 +297,11 @@ class RecalledEpisode(_message.Message):
         score: _builtins.float = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
         rendered: _builtins.bool = ...,
+        signals: _abc.Iterable[_episode_service_pb2.MatchSignal.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "episode_id", b"episode_id", "rendered", b"rendered", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "episode_id", b"episode_id", "rendered", b"rendered", "score", b"score", "signals", b"signals"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

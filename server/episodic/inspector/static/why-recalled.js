@@ -15,6 +15,8 @@ const BASES = {
   not_rendered: "found, but over the recall allowance: the model did not see it, and the call keeps none of its text",
 };
 
+const SIGNALS = { semantic: "meaning (semantic)", lexical: "words (lexical)", recency: "recency" };
+
 const PART_LABELS = { summary: "summary", key_facts: "key facts", excerpt: "excerpt", block: "rendered block" };
 
 const VERDICTS = {
@@ -89,6 +91,9 @@ function episodeNode(e) {
         : h("span", { class: "muted" }, "no query word"),
     ),
     h("p", { class: "small why-basis", testid: "why-basis" }, BASES[e.basis] || e.basis),
+    e.signals && e.signals.length
+      ? h("p", { class: "small", testid: "why-signals" }, "Found by: ", wordChips(e.signals.map((s) => SIGNALS[s] || s), "why-signal"))
+      : null,
     e.missing_words.length && e.rendered
       ? h("p", { class: "small muted" }, "Not in it: ", e.missing_words.join(", "))
       : null,

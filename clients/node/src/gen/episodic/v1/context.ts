@@ -9,6 +9,7 @@ import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import { Duration } from "../../google/protobuf/duration.js";
 import { Timestamp } from "../../google/protobuf/timestamp.js";
 import { Role, roleFromJSON, roleToJSON, ToolCall } from "./episode.js";
+import { MatchSignal, matchSignalFromJSON, matchSignalToJSON } from "./episode_service.js";
 import { RenderedKnowledge } from "./knowledge.js";
 import { MemoryState, memoryStateFromJSON, memoryStateToJSON } from "./memory.js";
 
@@ -235,6 +236,8 @@ export interface RecalledEpisode {
     | undefined;
   /** False when it was found but did not fit the budget. */
   rendered: boolean;
+  /** The signals that found it (by meaning, by words, by recency), as SearchEpisodes says. */
+  signals: MatchSignal[];
 }
 
 /** The final report of a BuildContext call. */
@@ -905,7 +908,7 @@ export const RecalledMemory: MessageFns<RecalledMemory> = {
 };
 
 function createBaseRecalledEpisode(): RecalledEpisode {
-  return { episodeId: "", score: 0, endTime: undefined, rendered: false };
+  return { episodeId: "", score: 0, endTime: undefined, rendered: false, signals: [] };
 }
 
 export const RecalledEpisode: MessageFns<RecalledEpisode> = {
@@ -921,6 +924,13 @@ export const RecalledEpisode: MessageFns<RecalledEpisode> = {
     }
     if (message.rendered !== false) {
       writer.uint32(32).bool(message.rendered);
+    }
+    if (message.signals.length !== 0) {
+      writer.uint32(42).fork();
+      for (const v of message.signals) {
+        writer.int32(v);
+      }
+      writer.join();
     }
     return writer;
   },
@@ -970,6 +980,24 @@ export const RecalledEpisode: MessageFns<RecalledEpisode> = {
             message.rendered = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag === 40) {
+              message.signals.push(reader.int32() as any);
+
+              continue;
+            }
+
+            if (tag === 42) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.signals.push(reader.int32() as any);
+              }
+
+              continue;
+            }
+
+            break;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -996,6 +1024,7 @@ export const RecalledEpisode: MessageFns<RecalledEpisode> = {
         ? fromJsonTimestamp(object.end_time)
         : undefined,
       rendered: isSet(object.rendered) ? globalThis.Boolean(object.rendered) : false,
+      signals: globalThis.Array.isArray(object?.signals) ? object.signals.map((e: any) => matchSignalFromJSON(e)) : [],
     };
   },
 
@@ -1013,6 +1042,9 @@ export const RecalledEpisode: MessageFns<RecalledEpisode> = {
     if (message.rendered !== false) {
       obj.rendered = message.rendered;
     }
+    if (message.signals?.length) {
+      obj.signals = message.signals.map((e) => matchSignalToJSON(e));
+    }
     return obj;
   },
 
@@ -1025,6 +1057,7 @@ export const RecalledEpisode: MessageFns<RecalledEpisode> = {
     message.score = object.score ?? 0;
     message.endTime = object.endTime ?? undefined;
     message.rendered = object.rendered ?? false;
+    message.signals = object.signals?.map((e) => e) || [];
     return message;
   },
 };
