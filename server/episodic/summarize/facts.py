@@ -216,6 +216,8 @@ _FINDERS = {anchor: _finder(anchor) for anchor in _MATCHERS[True]}
 _CLAUSE_BREAK = re.compile(
     r"[;–—]\s*|\s-\s+|:\s+|(?:,\s*|\s+)(?:and|but|so|because|although|though|whereas|while)\s+"
     r"(?=(?:I|it|we|he|she|they|you|that|this|there|my|our)\b)|,\s*(?:which|who)\b"
+    # A comma splice before a new first-person subject: "We met at work, I've known her since 2015".
+    r"|,\s+(?=(?:I|I'm|I've|I'd|I'll|we're|we've)\s)"
 )
 _DIGIT = re.compile(r"\d")
 _NUMBERS = frozenset({"#"})

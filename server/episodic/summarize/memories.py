@@ -4,11 +4,15 @@ deterministic; no model, no network.
 
 Only user messages speak for the user. Questions, hypotheticals and requests to the assistant
 state nothing. Cues are looked for only at first-person words ("I", "my", "we"...), at most
-`_MAX_ANCHORS` per sentence, with bounded patterns; sentences and messages are bounded by
+`_MAX_ANCHORS` per sentence, with bounded patterns; besides them, each sentence gets one
+anchored try for a report without its subject ("Started a pottery class last week"), one
+search for what matters to the speaker ("... is so special to me") and one anchored try for
+going on about the sentence before ("It's ..."); sentences and messages are bounded by
 `text.py`; so hostile text costs what prose of the same size costs."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Iterator, Sequence
@@ -40,6 +44,9 @@ _MIN_CONTENT_WORDS = 2
 _FRAGMENT_WORDS = 3
 _SUBJECT_WORDS = 4
 _MIN_ONGOING_WORDS = 3
+# A feeling, a plan, or what matters to one (no fact, no deed) - and a sentence that goes on
+# about a memory - must say this much to be worth keeping ("I'm so excited to start" is not).
+_MIN_STATE_WORDS = 4
 _BREAK_WORDS = re.compile(
     r"\W{0,8}(?:(?:and|but|so|because|although|though|whereas|while|which|who)\W{1,4})?"
 )
@@ -52,22 +59,40 @@ class Cue(enum.Enum):
     FACT = "fact"
     PAST = "past"  # something done
     PLAN = "plan"  # something to be done
+    FEELING = "feeling"  # how one feels about something in one's life
+    MATTERS = "matters"  # what something does or means to one, said of the thing ("... is special to me")
+    HAVE_DONE = (
+        "have done"  # a perfect: something done that still holds ("I've known my neighbours for years")
+    )
     ONGOING = "ongoing"  # something being done: a fact, or an event when it has a time
     TIME = "time"  # a time expression
 
 
-_ADVERB = r"(?:just|finally|also|actually|recently|already|once|even|then|first|still|really|all|both)"
+_ADVERB = r"(?:just|finally|also|actually|recently|already|once|even|then|first|still|really|all|both|always)"
 # Past tenses that are states or wishes rather than things done.
 _NOT_DONE = r"(?:wanted|needed|wondered|hoped|wished|guessed|supposed|used|meant|thought|liked|loved)\b"
 _IRREGULAR_PAST = (
     r"(?:went|ran|took|made|got|lost|bought|saw|met|had|did|found|won|left|began|flew|drove|wrote"
-    r"|became|came|gave|sold|built|broke|fell|caught|taught|quit|swam|sang|spent|threw|grew|rode|ate)\b"
+    r"|became|came|gave|sold|built|broke|fell|caught|taught|quit|swam|sang|spent|threw|grew|rode|ate"
+    r"|kept|held|sent|joined|started|chose|read)\b"
 )
-_AM_DOING = r"(?:i'm|i\s+am|we're|we\s+are)\s+(?:(?:also|just|now|currently|actually|still)\s+)?"
+# Past participles that are not "-ed" ("I've known", "I've given"), after "have".
+_PARTICIPLE = (
+    r"(?:known|seen|done|given|taken|gone|written|grown|begun|been\s+[a-z]{2,20}ed|gotten|chosen|won)\b"
+)
+# How one feels about one's own life: "I'm grateful for...", "I feel it's important to...".
+_FEELING = (
+    r"(?:grateful|thankful|proud|lucky|excited|thrilled|blessed|passionate|determined|motivated"
+    r"|inspired|hopeful|stoked|eager|nervous|scared|worried)\b"
+)
+_AM_DOING = (
+    r"(?:i'm|i\s+am|we're|we\s+are)\s+(?:(?:also|just|now|currently|actually|still|really|always)\s+)?"
+)
 # Passing states and talk, not things the speaker is doing in their life.
 _NOT_DOING = (
-    r"(?:looking|wondering|asking|trying|hoping|getting|feeling|doing|having|talking|saying|kidding"
-    r"|joking|guessing|thinking|staying|seeing|using|stepping|going\s+to\s+bed)\b"
+    r"(?:looking(?!\s+(?:into|for(?!ward)|forward\s+to\s+[a-z]{2,20}ing))|wondering|asking|trying|hoping"
+    r"|getting(?!\s+ready)|feeling|doing|having(?!\s+(?:a|an|my|our)\s)|talking|saying|kidding|joking|guessing"
+    r"|thinking(?!\s+(?:of|about)\s+[a-z]{2,20}ing)|staying|seeing|using|stepping|going\s+to\s+bed)\b"
 )
 _FIRST_PERSON = re.compile(r"(?<![\w'])(?:i'm|i've|i'd|i'll|i|my|we're|we've|we'll|we|our)(?![\w'])")
 _CUES = (
@@ -76,10 +101,18 @@ _CUES = (
         r"(?:i'm|i\s+am)\s+(?:a\s+|also\s+|strictly\s+)?(?:vegetarian|vegan|pescatarian|lactose|gluten"
         r"|kosher|halal|allergic|intolerant|teetotal)\b|i\s+(?:try\s+to\s+)?avoid\b",
     ),
-    (Cue.PAST, rf"(?:i|we)(?:\s+{_ADVERB})?\s+(?:was|were)\s+(?:[a-z]{{2,20}}ed|born|at|in|on)\b"),
+    (Cue.PREFERENCE, rf"i\s+(?:{_ADVERB}\s+)?(?:loved|enjoyed|adored|hated)\s+(?!it\b|that\b|this\b|them\b)"),
+    (Cue.FACT, r"(?:i|we)\s+used\s+to\s+(?!be\b|think\b)[a-z]"),
+    (Cue.PAST, rf"(?:i|we)(?:\s+{_ADVERB})?\s+(?:was|were)\s+(?:[a-z]{{2,20}}(?<!e)ed|born|at|in|on)\b"),
+    (Cue.HAVE_DONE, rf"(?:i|we)(?:'ve|\s+have)(?:\s+{_ADVERB})?\s+{_PARTICIPLE}"),
+    (
+        Cue.FEELING,
+        rf"(?:i'm|i\s+am|i\s+feel|i\s+felt|i\s+was|i've\s+been|we're|we\s+are)\s+(?:(?:so|really|super|very"
+        rf"|truly|pretty|extremely|also|just)\s+)?{_FEELING}|i\s+(?:really\s+|also\s+)?(?:feel|felt|believe)\b",
+    ),
     (
         Cue.PAST,
-        rf"(?:i|we)(?:'ve|\s+have)?(?:\s+{_ADVERB})?\s+(?!{_NOT_DONE})(?:[a-z]{{2,20}}ed\b|{_IRREGULAR_PAST})",
+        rf"(?:i|we)(?:'ve|\s+have)?(?:\s+{_ADVERB})?\s+(?!{_NOT_DONE})(?:[a-z]{{2,20}}(?<!e)ed\b|{_IRREGULAR_PAST})",
     ),
     (Cue.FACT, rf"(?:i|we)(?:'ve|\s+have)\s+been\s+(?!{_NOT_DOING})[a-z]{{2,20}}ing\b"),
     # Tried before the plan below, which also takes "going": "I'm going to" alone is no fact.
@@ -94,12 +127,37 @@ _CUES = (
         Cue.FACT,
         rf"i\s+(?:{_ADVERB}\s+)?(?:don't\s+|do\s+not\s+)?have\s+(?:a|an|any|no|two|three|four|five|\d{{1,3}})\s",
     ),
-    (Cue.FACT, r"my\s+(?:[a-z'-]{1,20}\s+){1,2}?(?:still\s+)?(?:is|are|was|were|lives|works|has)\b"),
+    (
+        Cue.FACT,
+        r"my\s+(?:[a-z'-]{1,20},?\s+(?:and\s+)?){1,4}?(?:still\s+)?(?:is|are|was|were|lives|works|has|have)\b",
+    ),
     (Cue.FACT, r"i'm\s+\d{1,3}\b(?!\s?%)"),
 )
+# "I'll keep going", "I'm gonna stay positive": resolutions to carry on state nothing new.
+_CARRY_ON = re.compile(
+    r"\b(?:will|'ll|gonna|going\s+to|want\s+to|need\s+to|hope\s+to)\s+(?:just\s+)?(?:keep|stay|try|do\s+my\s+best)\b",
+    re.IGNORECASE,
+)
+# What matters to the speaker, said of the thing: "The painting above the fireplace is so special to me".
+_MATTERS_TO_ME = re.compile(
+    r"\b(?:special|important|significant|precious|dear|meaningful|everything|a\s+lot)\s+(?:to|for)\s+me\b"
+    r"|\bsignificance\s+for\s+me\b",
+    re.IGNORECASE,
+)
+# A sentence without its subject opens on a verb: "Started learning Portuguese last week",
+# "Training for a marathon". A verb with a subject after it ("Knowing I can...") or followed
+# by a verb of its own ("Finding a dentist is hard") is a gerund subject, not a report.
+_SUBJECTLESS = re.compile(
+    rf"(?:(?:still|been|just|now|currently)\s+)?(?:(?P<past>(?!{_NOT_DONE})[a-z]{{3,20}}(?<!e)ed|{_IRREGULAR_PAST})|(?P<doing>(?!{_NOT_DOING})[a-z]{{3,20}}ing))"
+    r"\s+(?!(?:[\w'-]+\s+){0,6}?(?:is|are|was|were|has|have|can|could|will|makes?|helps?|means?|i|it's|i'm)\b)",
+    re.IGNORECASE,
+)
 _CUE_REGEX = re.compile("|".join(f"({pattern})" for _, pattern in _CUES), re.IGNORECASE)
-_DOINGS = frozenset({Cue.PAST, Cue.PLAN, Cue.ONGOING})
+_ANYWHERE = frozenset({Cue.TIME, Cue.MATTERS})  # cues that need not open their clause
+_DOINGS = frozenset({Cue.PAST, Cue.PLAN, Cue.ONGOING, Cue.HAVE_DONE})
 _FACTS = frozenset({Cue.FACT, Cue.ONGOING})
+# Facts only with enough words (`_thin`): what one means to do, has done, feels, or what matters.
+_STATES = frozenset({Cue.PLAN, Cue.HAVE_DONE, Cue.FEELING, Cue.MATTERS})
 _FROM_FACT_KIND = {
     Kind.PREFERENCE: Cue.PREFERENCE,
     Kind.PERSONAL: Cue.FACT,
@@ -126,9 +184,13 @@ _NOT_A_STATEMENT = re.compile(
     r"|\bi'd\s+(?!rather|prefer|love|like)|\bmy\s+[a-z]{2,20}\s+(?:said|says|told|thinks|thought|asked|wants)\b"
     r"|\b(?:love|like|enjoy|hate|prefer)\s+(?:to\s+[a-z]{2,20}\s+)?(?:that|it|this|them|those|these|something)\b"
     r"|\bmy\s+(?:question|problem|issue|point|guess|bad|pleasure|turn|fault)\b"
-    r"|\bi\s+(?:have|had|'ve\s+got)\s+(?:a|another|one)\s+(?:quick\s+)?(?:question|idea|problem)\b",
+    r"|\bi\s+(?:have|had|'ve\s+got)\s+(?:a|another|one)\s+(?:quick\s+)?(?:question|idea|problem)\b"
+    # A hedged intention ("I think I'll just go to bed") is a mood, not a plan.
+    r"|\bi\s+(?:think|guess|suppose|might)\s+(?:i'll|i\s+will|i\s+might|i\s+should|i'd)\b",
     re.IGNORECASE,
 )
+_GOES_ON = re.compile(r"(?:it|it's|it\s+was|they|they're|they've|she|he|she's|he's)\s", re.IGNORECASE)
+_INTERJECTION_START = re.compile(r"(?:(?:yeah|yes|yep|well|so|oh|wow|hey|also|and|but|plus)\b[\s,!.]*){1,3}")
 _NAME = re.compile(r"(?<![\w'])[A-Z][\w'-]{0,30}(?:\s(?:of\s|de\s|the\s)?[A-Z][\w'-]{0,30}){0,3}")
 _NOT_NAMES = frozenset(
     [
@@ -194,10 +256,14 @@ class _Clause:
     end: int
     cues: frozenset[Cue]
     message: Message
+    # The next sentence when it only goes on about what this clause said ("I adopted a
+    # greyhound. She loves long walks..."): it says what "she" is.
+    then: str = ""
 
     @property
     def text(self) -> str:
-        return self.sentence.text[self.start : self.end]
+        said = self.sentence.text[self.start : self.end]
+        return f"{tidy(said)}. {tidy(self.then)}" if self.then else said
 
 
 class ExtractiveMemoryExtractor:
@@ -219,12 +285,28 @@ class ExtractiveMemoryExtractor:
 
 
 def _clauses(transcript: Sequence[Message]) -> Iterator[_Clause]:
-    """Clauses of the user's statements that carry at least one cue about the user."""
+    """Clauses of the user's statements that carry at least one cue about the user; a
+    sentence that only goes on about the last one's clause joins it."""
     for utterance in utterances(transcript):
         if utterance.role is Role.USER:
             message = transcript[utterance.position]
-            for sentence in sentences_of(utterance):
-                yield from _clauses_of(_statement(sentence), message)
+            sentences = [_statement(sentence) for sentence in sentences_of(utterance)]
+            found = [list(_clauses_of(sentence, message)) for sentence in sentences]
+            for i, clauses in enumerate(found):
+                after = sentences[i + 1] if i + 1 < len(sentences) else None
+                if clauses and after is not None and not found[i + 1] and _goes_on(after.text):
+                    clauses[-1] = dataclasses.replace(clauses[-1], then=after.text)
+                yield from clauses
+
+
+def _goes_on(text: str) -> bool:
+    """Whether a sentence goes on about the one before ("It's a true story about...", "They
+    meet every week") and says something of its own, not to the listener."""
+    return (
+        _GOES_ON.match(text) is not None
+        and _NOT_A_STATEMENT.search(text) is None
+        and len(content_words(text)) >= _MIN_STATE_WORDS
+    )
 
 
 def _statement(sentence: Sentence) -> Sentence | None:
@@ -249,7 +331,7 @@ def _clauses_of(sentence: Sentence | None, message: Message) -> Iterator[_Clause
     by_clause: dict[tuple[int, int], set[Cue]] = {}
     for at, cue in cues:
         start, end = span = _whole_clause(sentence.text, breaks, at)
-        if cue is Cue.TIME or _opens(sentence.text, start, at):
+        if cue in _ANYWHERE or _opens(sentence.text, start, at):
             by_clause.setdefault(span, set()).add(cue)
     kept: list[tuple[int, int, set[Cue]]] = []
     for (start, end), found in sorted(by_clause.items()):
@@ -287,6 +369,12 @@ def _cues(sentence: Sentence) -> list[tuple[int, Cue]]:
         for at, kind in fact_matches(sentence, folded, folded_words(folded))
         if kind in _FROM_FACT_KIND
     ]
+    opening = _INTERJECTION_START.match(folded)
+    start = opening.end() if opening else 0
+    if (bare := _SUBJECTLESS.match(folded, start)) is not None:
+        found.append((start, Cue.PAST if bare.group("past") else Cue.ONGOING))
+    if (matters := _MATTERS_TO_ME.search(folded)) is not None:
+        found.append((matters.start(), Cue.MATTERS))
     for count, anchor in enumerate(_FIRST_PERSON.finditer(folded)):
         if count == _MAX_ANCHORS:
             break
@@ -301,6 +389,8 @@ def _memory(clause: _Clause) -> ExtractedMemory | None:
     text = tidy(clause.text)
     if kind is None or _NOT_A_STATEMENT.search(text) or _thin(text, clause.cues):
         return None
+    if clause.cues <= {Cue.PLAN, Cue.TIME} and _CARRY_ON.search(text):
+        return None
     labelled = shorten(clause.sentence.labelled(text), MAX_MEMORY_CHARS)
     seq = clause.message.seq
     when = _event_time(clause, text) if kind is MemoryKind.EVENT else None
@@ -310,23 +400,30 @@ def _memory(clause: _Clause) -> ExtractedMemory | None:
 def _thin(text: str, cues: frozenset[Cue]) -> bool:
     """Too little to remember: one content word is enough only when the clause ends on it ("I'm
     vegan", "I don't have any kids"), not on a pronoun ("I love it"); what one is doing takes
-    more ("I'm learning a ton" is not worth keeping)."""
+    more ("I'm learning a ton" is not worth keeping), and a feeling, a plan or what matters
+    to one, with no fact or deed, more still ("I'm so excited to start")."""
     words = tokens(text)
     meaning = content_words(text)
     if cues.isdisjoint({Cue.FACT, Cue.PREFERENCE, Cue.TIME}) and len(meaning) < _MIN_ONGOING_WORDS:
+        return True
+    if cues <= _STATES and len(meaning) < _MIN_STATE_WORDS:
         return True
     return len(meaning) < _MIN_CONTENT_WORDS and not (meaning and words[-1] == meaning[-1])
 
 
 def _kind(clause: _Clause) -> MemoryKind | None:
-    """A preference wins; a thing done or planned at a stated time is an event; otherwise a
-    fact if there is one. A plan, a time or a past action alone states nothing lasting."""
+    """A preference wins; a thing done or planned at a stated time is an event, and so is a
+    thing done without one (it happened by the time it was said); a plan without a time, or
+    something done that still holds ("I've known my neighbours for years"), is a fact. A time alone
+    states nothing. (`_thin` asks more words of the clauses without a fact cue.)"""
     cues = clause.cues
     if Cue.PREFERENCE in cues:
         return MemoryKind.PREFERENCE
     if Cue.TIME in cues and not cues.isdisjoint(_DOINGS):
         return MemoryKind.EVENT
-    return MemoryKind.FACT if not cues.isdisjoint(_FACTS) else None
+    if not cues.isdisjoint(_FACTS | _STATES):
+        return MemoryKind.FACT
+    return MemoryKind.EVENT if Cue.PAST in cues else None
 
 
 def _event_time(clause: _Clause, text: str) -> datetime:

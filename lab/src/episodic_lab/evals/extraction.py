@@ -175,9 +175,36 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed passes over LoCoMo (the fastest counts)")
     parser.add_argument("--errors", action="store_true", help="list false positives, misses and wrong kinds")
     parser.add_argument("--samples", type=int, default=0, help="print this many LoCoMo memories")
+    observed = parser.add_argument_group(
+        "observations",
+        "through the API: LoCoMo dev sessions closed on a real server, the listed memories scored "
+        "against the first speaker's annotated observations (extraction_observations.py)",
+    )
+    observed.add_argument(
+        "--observations",
+        action="store_true",
+        help="score against LoCoMo observations instead of the labelled set",
+    )
+    observed.add_argument(
+        "--embedder",
+        default="minilm",
+        choices=("minilm", "minilm-fp32", "hashing"),
+        help="the server's embedder (it decides near-duplicate merges)",
+    )
+    observed.add_argument("--gate", action="store_true", help="exit 1 below either floor")
+    observed.add_argument(
+        "--floor-recall", type=float, default=0.0, help="observation recall floor for --gate"
+    )
+    observed.add_argument(
+        "--floor-precision", type=float, default=0.0, help="memory precision floor for --gate"
+    )
 
 
 def run_eval_extraction(args: argparse.Namespace) -> int:
+    if args.observations:
+        from episodic_lab.evals.extraction_observations import run_eval_observations
+
+        return run_eval_observations(args)
     extractor = ExtractiveMemoryExtractor()
     episodes = load(args.labelled)
     score = evaluate(episodes, extractor)
