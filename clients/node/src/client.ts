@@ -9,6 +9,7 @@ import {
   Channel,
   type ChannelCredentials,
   type ChannelOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
   type CallOptions,
   credentials as grpcCredentials,
@@ -25,14 +26,31 @@ import {
   type CreateAgentResponse,
   type GetAgentResponse,
   type ListAgentsResponse,
+  UpdateAgentRequest,
+  type UpdateAgentResponse,
 } from "./gen/episodic/v1/agent_service.js";
 import {
   BuildContextRequest,
   type BuildContextResponse,
   ContextServiceClient,
   type GetModelCallResponse,
+  type ListModelCallsResponse,
+  RecordModelReplyRequest,
+  type RecordModelReplyResponse,
 } from "./gen/episodic/v1/context_service.js";
-import { CloseReason, type DeepPartial, type MessageInput, Role } from "./gen/episodic/v1/episode.js";
+import {
+  type CheckIndexResponse,
+  DiagnosticsServiceClient,
+  type EchoResponse,
+} from "./gen/episodic/v1/diagnostics_service.js";
+import {
+  CloseReason,
+  type DeepPartial,
+  Episode_State,
+  type MessageInput,
+  Role,
+  type ToolCall,
+} from "./gen/episodic/v1/episode.js";
 import {
   AddMessageRequest,
   type AddMessageResponse,
@@ -41,13 +59,20 @@ import {
   CloseEpisodeRequest,
   type CloseEpisodeResponse,
   EpisodeServiceClient,
+  type EraseUserResponse,
+  FinalizeAssistantMessageRequest,
+  type FinalizeAssistantMessageResponse,
   type GetEpisodeResponse,
+  ListEpisodesRequest,
+  type ListEpisodesResponse,
   type ListMessagesResponse,
   OpenEpisodeRequest,
   type OpenEpisodeResponse,
+  type PushAssistantDeltaResponse,
   SearchEpisodesRequest,
   type SearchEpisodesResponse,
   SearchMode,
+  type WatchEpisodeResponse,
 } from "./gen/episodic/v1/episode_service.js";
 import { DocumentFormat, type KnowledgeItem } from "./gen/episodic/v1/knowledge.js";
 import {
@@ -64,16 +89,28 @@ import {
   UpdateDocumentRequest,
   type UpdateDocumentResponse,
 } from "./gen/episodic/v1/knowledge_service.js";
-import type { MemoryKind } from "./gen/episodic/v1/memory.js";
+import { MemoryKind, MemoryState } from "./gen/episodic/v1/memory.js";
 import {
+  type CallMemoryToolResponse,
   CreateMemoriesRequest,
   type CreateMemoriesResponse,
+  type DeleteMemoryResponse,
+  type GetMemoryResponse,
+  type GetMemoryToolsResponse,
+  type GetSessionDataResponse,
+  ListMemoriesRequest,
+  type ListMemoriesResponse,
   type MemoryInput,
   type MemoryPlacement,
   MemoryServiceClient,
   SearchMemoriesRequest,
   type SearchMemoriesResponse,
+  UpdateMemoryRequest,
+  type UpdateMemoryResponse,
+  UpdateSessionDataRequest,
+  type UpdateSessionDataResponse,
 } from "./gen/episodic/v1/memory_service.js";
+import type { Duration } from "./gen/google/protobuf/duration.js";
 
 export const DEFAULT_DEADLINE_MS = 10_000;
 
@@ -98,6 +135,88 @@ export type SearchModeLike = SearchMode | "recency" | "semantic" | "hybrid";
 export type CloseReasonLike = CloseReason | "user_ended" | "agent_decision" | "idle_timeout";
 
 export type AgentOptions = Omit<DeepPartial<Agent>, "agentId" | "createTime" | "updateTime"> & CallSettings;
+
+/**
+ * UpdateAgent: the agent's new values, and `updateMask` naming the fields to change
+ * ("system_prompt", "memory_config.recall_top_k", "memory_config" for the whole
+ * configuration). Without a mask the server changes the fields given with a non-default value.
+ */
+export type AgentUpdate = AgentOptions & { updateMask?: string[] };
+
+export type EpisodeStateLike = Episode_State | "open" | "closed";
+export type MemoryStateLike = MemoryState | "pending" | "promoted";
+export type MemoryKindLike = MemoryKind | "fact" | "preference" | "event";
+
+export interface ListEpisodesOptions extends PageOptions {
+  /** Only episodes of this agent. */
+  agentId?: string;
+  /** Only episodes of this user. */
+  userId?: string;
+  /** Only episodes in this state (any state when absent). */
+  state?: EpisodeStateLike;
+}
+
+export interface EraseUserOptions extends CallSettings {
+  /** Only this agent's data of the user; every agent's when absent. */
+  agentId?: string;
+}
+
+export interface WatchEpisodeOptions extends CallSettings {
+  /** Replay the messages with a higher seq first (0: the whole log); absent: only what comes next. */
+  afterSeq?: number;
+}
+
+export interface FinalizeAssistantMessageOptions extends CallSettings {
+  /** The draft must have exactly this many characters (every push arrived). */
+  length?: number;
+  metadata?: Record<string, unknown>;
+  /** Tool-call directives the reply ends with. */
+  toolCalls?: DeepPartial<ToolCall>[];
+}
+
+export interface RecordModelReplyOptions extends CallSettings {
+  /** Input (prompt) tokens the provider billed. */
+  inputTokens?: number;
+  /** Output (completion) tokens the provider billed. */
+  outputTokens?: number;
+  /** The request's `latency`: the time the model took to answer, in milliseconds. */
+  latencyMs?: number;
+  /** Seq of the assistant message the reply was logged as (0: not logged). */
+  assistantMessageSeq?: number;
+}
+
+export interface ListMemoriesOptions extends PageOptions {
+  /** Only memories in this state: "pending" (in an open episode) or "promoted". */
+  state?: MemoryStateLike;
+  /** Only memories held by (pending) or extracted from this episode. */
+  episodeId?: string;
+  /** Also superseded memories. */
+  includeSuperseded?: boolean;
+}
+
+/** UpdateMemory: the fields to set; each one given (not undefined) is named in the update mask. */
+export interface MemoryUpdate extends CallSettings {
+  text?: string;
+  kind?: MemoryKindLike;
+  topics?: string[];
+  entities?: string[];
+  /** null clears it. */
+  eventTime?: Date | null;
+  /** null removes the expiry. */
+  expireTime?: Date | null;
+}
+
+export interface UpdateSessionDataOptions extends CallSettings {
+  /** Apply only if the stored etag is this one (AbortedError otherwise). */
+  etag?: string;
+  /** The request's `ttl`: the data expires this many milliseconds from now (at least 1000). */
+  ttlMs?: number;
+}
+
+export interface CheckIndexOptions extends CallSettings {
+  /** Only this agent's vectors; the whole tenant when absent. */
+  agentId?: string;
+}
 
 export interface OpenEpisodeOptions extends CallSettings {
   /** Client-chosen id; opening it again returns the same episode (`created` false). */
@@ -146,9 +265,14 @@ export interface SearchMemoriesOptions extends CallSettings {
   mode?: SearchModeLike;
   topK?: number;
   minScore?: number;
-  kinds?: MemoryKind[];
+  kinds?: MemoryKindLike[];
   topics?: string[];
   entities?: string[];
+  /** Only memories created (events: whose event_time is) at or after this time. */
+  after?: Date;
+  /** Only memories created (events: whose event_time is) before this time. */
+  before?: Date;
+  /** Also the pending memories of this open episode of the user. */
   episodeId?: string;
   includeSuperseded?: boolean;
 }
@@ -210,6 +334,7 @@ export class EpisodicClient {
   private readonly context: ContextServiceClient;
   private readonly memories: MemoryServiceClient;
   private readonly knowledge: KnowledgeServiceClient;
+  private readonly diagnostics: DiagnosticsServiceClient;
   private closed = false;
 
   /** `address` is host:port, or any grpc-js target (`dns:///name:50051`, `ipv4:a:p,b:p`). */
@@ -224,6 +349,7 @@ export class EpisodicClient {
     this.context = new ContextServiceClient(address, creds, shared);
     this.memories = new MemoryServiceClient(address, creds, shared);
     this.knowledge = new KnowledgeServiceClient(address, creds, shared);
+    this.diagnostics = new DiagnosticsServiceClient(address, creds, shared);
   }
 
   /** Closes the channel; later calls reject with ClientClosedError. Safe to call twice. */
@@ -248,6 +374,13 @@ export class EpisodicClient {
 
   getAgent(agentId: string, settings: CallSettings = {}): Promise<GetAgentResponse> {
     return this.unary((md, opts, cb) => this.agents.getAgent({ agentId }, md, opts, cb), settings.deadlineMs);
+  }
+
+  /** Changes the fields named by `updateMask` (or, without one, those given with a non-default value). */
+  updateAgent(agentId: string, update: AgentUpdate): Promise<UpdateAgentResponse> {
+    const { deadlineMs, updateMask, ...agent } = update;
+    const request = UpdateAgentRequest.fromPartial({ agent: { ...agent, agentId }, updateMask: updateMask ?? [] });
+    return this.unary((md, opts, cb) => this.agents.updateAgent(request, md, opts, cb), deadlineMs);
   }
 
   listAgents(options: PageOptions = {}): Promise<ListAgentsResponse> {
@@ -275,6 +408,22 @@ export class EpisodicClient {
       reason: toCloseReason(reason ?? CloseReason.CLOSE_REASON_USER_ENDED),
     });
     return this.unary((md, opts, cb) => this.episodes.closeEpisode(request, md, opts, cb), deadlineMs);
+  }
+
+  /** One page of episodes, newest first, filtered by agent, user and state when given. */
+  listEpisodes(options: ListEpisodesOptions = {}): Promise<ListEpisodesResponse> {
+    const { deadlineMs, state, ...rest } = options;
+    const request = ListEpisodesRequest.fromPartial({ ...rest, state: toEpisodeState(state) });
+    return this.unary((md, opts, cb) => this.episodes.listEpisodes(request, md, opts, cb), deadlineMs);
+  }
+
+  /**
+   * Erases every row and vector of the user (of one agent with `agentId`): episodes, messages,
+   * model calls, memories, session data. Idempotent; the receipt counts what was removed.
+   */
+  eraseUser(userId: string, options: EraseUserOptions = {}): Promise<EraseUserResponse> {
+    const request = { userId, agentId: options.agentId ?? "" };
+    return this.unary((md, opts, cb) => this.episodes.eraseUser(request, md, opts, cb), options.deadlineMs);
   }
 
   searchEpisodes(
@@ -326,6 +475,43 @@ export class EpisodicClient {
     return this.unary((md, opts, cb) => this.episodes.listMessages(request, md, opts, cb), options.deadlineMs);
   }
 
+  // --- live watching --------------------------------------------------------------------
+
+  /**
+   * The episode's events as they happen, `for await (const event of client.watchEpisode(id))`:
+   * `messageAppended`, `draftText`, `draftFinalized`, `draftDiscarded`, `heartbeat`, and
+   * `episodeClosed` last. No deadline unless `deadlineMs` is given; leaving the loop early
+   * cancels it. A watcher that fell behind gets ResourceExhaustedError: watch again with `afterSeq`.
+   */
+  async *watchEpisode(episodeId: string, options: WatchEpisodeOptions = {}): AsyncGenerator<WatchEpisodeResponse> {
+    const request = { episodeId, afterSeq: options.afterSeq };
+    const callOptions = options.deadlineMs === undefined ? {} : this.callOptions(options.deadlineMs);
+    yield* this.stream(() => this.episodes.watchEpisode(request, this.metadata(), callOptions));
+  }
+
+  /** Adds `text` to the reply in progress `draftId`; `offset`: the characters already pushed. */
+  pushAssistantDelta(
+    episodeId: string,
+    draftId: string,
+    offset: number,
+    text: string,
+    settings: CallSettings = {},
+  ): Promise<PushAssistantDeltaResponse> {
+    const request = { episodeId, draftId, offset, text };
+    return this.unary((md, opts, cb) => this.episodes.pushAssistantDelta(request, md, opts, cb), settings.deadlineMs);
+  }
+
+  /** Writes the draft's text to the log as an assistant message (client_message_id = draftId). */
+  finalizeAssistantMessage(
+    episodeId: string,
+    draftId: string,
+    options: FinalizeAssistantMessageOptions = {},
+  ): Promise<FinalizeAssistantMessageResponse> {
+    const { deadlineMs, ...rest } = options;
+    const request = FinalizeAssistantMessageRequest.fromPartial({ ...rest, episodeId, draftId });
+    return this.unary((md, opts, cb) => this.episodes.finalizeAssistantMessage(request, md, opts, cb), deadlineMs);
+  }
+
   // --- context --------------------------------------------------------------------------
 
   /**
@@ -335,20 +521,7 @@ export class EpisodicClient {
   async *buildContext(episodeId: string, options: BuildContextOptions = {}): AsyncGenerator<BuildContextResponse> {
     const { deadlineMs, ...rest } = options;
     const request = BuildContextRequest.fromPartial({ ...rest, episodeId });
-    this.ensureOpen();
-    const call = this.context.buildContext(request, this.metadata(), this.callOptions(deadlineMs));
-    // The loop below sees the stream's errors; this listener keeps the CANCELLED that call.cancel()
-    // raises after an early break from being an unhandled 'error' event.
-    call.on("error", () => {});
-    try {
-      for await (const frame of call) {
-        yield frame as BuildContextResponse;
-      }
-    } catch (error) {
-      throw fromServiceError(error);
-    } finally {
-      call.cancel(); // a no-op once the stream has ended
-    }
+    yield* this.stream(() => this.context.buildContext(request, this.metadata(), this.callOptions(deadlineMs)));
   }
 
   /** Runs BuildContext to its end: the whole messages (parts joined), the report and the rendered text. */
@@ -358,6 +531,23 @@ export class EpisodicClient {
 
   getModelCall(modelCallId: string, settings: CallSettings = {}): Promise<GetModelCallResponse> {
     return this.unary((md, opts, cb) => this.context.getModelCall({ modelCallId }, md, opts, cb), settings.deadlineMs);
+  }
+
+  /** One page of the episode's model calls, newest first. */
+  listModelCalls(episodeId: string, options: PageOptions = {}): Promise<ListModelCallsResponse> {
+    const request = { episodeId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" };
+    return this.unary((md, opts, cb) => this.context.listModelCalls(request, md, opts, cb), options.deadlineMs);
+  }
+
+  /** Attaches the model's reply (usage, latency, assistant message) to a model call. */
+  recordModelReply(modelCallId: string, options: RecordModelReplyOptions = {}): Promise<RecordModelReplyResponse> {
+    const { deadlineMs, latencyMs, ...rest } = options;
+    const request = RecordModelReplyRequest.fromPartial({
+      ...rest,
+      modelCallId,
+      latency: latencyMs === undefined ? undefined : toDuration(latencyMs),
+    });
+    return this.unary((md, opts, cb) => this.context.recordModelReply(request, md, opts, cb), deadlineMs);
   }
 
   // --- memories -------------------------------------------------------------------------
@@ -379,15 +569,89 @@ export class EpisodicClient {
     query: string,
     options: SearchMemoriesOptions = {},
   ): Promise<SearchMemoriesResponse> {
-    const { deadlineMs, mode, ...rest } = options;
+    const { deadlineMs, mode, kinds, ...rest } = options;
     const request = SearchMemoriesRequest.fromPartial({
       ...rest,
       agentId,
       userId,
       query,
       mode: toSearchMode(mode ?? SearchMode.SEARCH_MODE_HYBRID),
+      kinds: kinds?.map(toMemoryKind),
     });
     return this.unary((md, opts, cb) => this.memories.searchMemories(request, md, opts, cb), deadlineMs);
+  }
+
+  getMemory(memoryId: string, settings: CallSettings = {}): Promise<GetMemoryResponse> {
+    return this.unary((md, opts, cb) => this.memories.getMemory({ memoryId }, md, opts, cb), settings.deadlineMs);
+  }
+
+  /** One page of the user's memories, newest first (superseded ones only with `includeSuperseded`). */
+  listMemories(agentId: string, userId: string, options: ListMemoriesOptions = {}): Promise<ListMemoriesResponse> {
+    const { deadlineMs, state, ...rest } = options;
+    const request = ListMemoriesRequest.fromPartial({ ...rest, agentId, userId, state: toMemoryState(state) });
+    return this.unary((md, opts, cb) => this.memories.listMemories(request, md, opts, cb), deadlineMs);
+  }
+
+  /** Sets the fields given (text, kind, topics, entities, eventTime, expireTime). */
+  updateMemory(memoryId: string, update: MemoryUpdate): Promise<UpdateMemoryResponse> {
+    const { deadlineMs, ...fields } = update;
+    const updateMask = MEMORY_FIELDS.filter(([name]) => fields[name] !== undefined).map(([, path]) => path);
+    const request = UpdateMemoryRequest.fromPartial({
+      memory: {
+        ...fields,
+        memoryId,
+        kind: fields.kind === undefined ? undefined : toMemoryKind(fields.kind),
+        eventTime: fields.eventTime ?? undefined,
+        expireTime: fields.expireTime ?? undefined,
+      },
+      updateMask,
+    });
+    return this.unary((md, opts, cb) => this.memories.updateMemory(request, md, opts, cb), deadlineMs);
+  }
+
+  /** Deletes the memory and its vector; resolves to the memory as it was. */
+  deleteMemory(memoryId: string, settings: CallSettings = {}): Promise<DeleteMemoryResponse> {
+    return this.unary((md, opts, cb) => this.memories.deleteMemory({ memoryId }, md, opts, cb), settings.deadlineMs);
+  }
+
+  getSessionData(episodeId: string, settings: CallSettings = {}): Promise<GetSessionDataResponse> {
+    const request = { episodeId };
+    return this.unary((md, opts, cb) => this.memories.getSessionData(request, md, opts, cb), settings.deadlineMs);
+  }
+
+  /** Merges `data` into the episode's session data (JSON merge patch: a null value removes its key). */
+  updateSessionData(
+    episodeId: string,
+    data: Record<string, unknown>,
+    options: UpdateSessionDataOptions = {},
+  ): Promise<UpdateSessionDataResponse> {
+    const { deadlineMs, ttlMs, ...rest } = options;
+    const request = UpdateSessionDataRequest.fromPartial({
+      ...rest,
+      episodeId,
+      data,
+      ttl: ttlMs === undefined ? undefined : toDuration(ttlMs),
+    });
+    return this.unary((md, opts, cb) => this.memories.updateSessionData(request, md, opts, cb), deadlineMs);
+  }
+
+  /** The memory tools in OpenAI function-calling shape (`tool.definition` is the whole tool). */
+  getMemoryTools(settings: CallSettings = {}): Promise<GetMemoryToolsResponse> {
+    return this.unary((md, opts, cb) => this.memories.getMemoryTools({}, md, opts, cb), settings.deadlineMs);
+  }
+
+  /**
+   * Runs one memory tool call of the model in the episode; `args` as the model wrote them
+   * (JSON text, or an object to serialize). `result` is the JSON to hand back to the model.
+   */
+  callMemoryTool(
+    episodeId: string,
+    name: string,
+    args: string | Record<string, unknown>,
+    settings: CallSettings = {},
+  ): Promise<CallMemoryToolResponse> {
+    const request = { episodeId, name, arguments: typeof args === "string" ? args : JSON.stringify(args) };
+    return this.unary((md, opts, cb) => this.memories.callMemoryTool(request, md, opts, cb), settings.deadlineMs);
   }
 
   // --- knowledge ------------------------------------------------------------------------
@@ -457,7 +721,39 @@ export class EpisodicClient {
     return this.unary((md, opts, cb) => this.knowledge.searchKnowledge(request, md, opts, cb), deadlineMs);
   }
 
+  // --- diagnostics ----------------------------------------------------------------------
+
+  /** Sends `payload` (at most 64 KiB; a string is sent as UTF-8) and resolves to it unchanged. */
+  echo(payload: Uint8Array | string = new Uint8Array(), settings: CallSettings = {}): Promise<EchoResponse> {
+    const request = { payload: Buffer.from(payload) };
+    return this.unary((md, opts, cb) => this.diagnostics.echo(request, md, opts, cb), settings.deadlineMs);
+  }
+
+  /** Compares the in-memory vector indexes with SQL for the tenant (or one agent): an operator's tool. */
+  checkIndex(options: CheckIndexOptions = {}): Promise<CheckIndexResponse> {
+    const request = { agentId: options.agentId ?? "" };
+    return this.unary((md, opts, cb) => this.diagnostics.checkIndex(request, md, opts, cb), options.deadlineMs);
+  }
+
   // --- plumbing -------------------------------------------------------------------------
+
+  /** A server stream as an async generator: errors mapped, the call cancelled when the loop is left. */
+  private async *stream<Res>(start: () => ClientReadableStream<Res>): AsyncGenerator<Res> {
+    this.ensureOpen();
+    const call = start();
+    // The loop below sees the stream's errors; this listener keeps the CANCELLED that call.cancel()
+    // raises after an early break from being an unhandled 'error' event.
+    call.on("error", () => {});
+    try {
+      for await (const item of call) {
+        yield item as Res;
+      }
+    } catch (error) {
+      throw fromServiceError(error);
+    } finally {
+      call.cancel(); // a no-op once the stream has ended
+    }
+  }
 
   private unary<Res>(invoke: UnaryInvoker<Res>, deadlineMs: number | undefined): Promise<Res> {
     return new Promise<Res>((resolve, reject) => {
@@ -529,6 +825,57 @@ const DOCUMENT_FIELDS: ReadonlyArray<readonly [keyof Omit<DocumentUpdate, "deadl
   ["metadata", "metadata"],
   ["expireTime", "expire_time"],
 ];
+
+const EPISODE_STATES: Record<Exclude<EpisodeStateLike, Episode_State>, Episode_State> = {
+  open: Episode_State.STATE_OPEN,
+  closed: Episode_State.STATE_CLOSED,
+};
+
+const MEMORY_STATES: Record<Exclude<MemoryStateLike, MemoryState>, MemoryState> = {
+  pending: MemoryState.MEMORY_STATE_PENDING,
+  promoted: MemoryState.MEMORY_STATE_PROMOTED,
+};
+
+const MEMORY_KINDS: Record<Exclude<MemoryKindLike, MemoryKind>, MemoryKind> = {
+  fact: MemoryKind.MEMORY_KIND_FACT,
+  preference: MemoryKind.MEMORY_KIND_PREFERENCE,
+  event: MemoryKind.MEMORY_KIND_EVENT,
+};
+
+// The update mask's paths of MemoryUpdate's fields, in the order of the proto.
+const MEMORY_FIELDS: ReadonlyArray<readonly [keyof Omit<MemoryUpdate, "deadlineMs">, string]> = [
+  ["text", "text"],
+  ["kind", "kind"],
+  ["topics", "topics"],
+  ["entities", "entities"],
+  ["eventTime", "event_time"],
+  ["expireTime", "expire_time"],
+];
+
+// A filter left out is UNSPECIFIED (any); an unknown name is sent as -1, which the server refuses.
+function toEpisodeState(state: EpisodeStateLike | undefined): Episode_State {
+  if (state === undefined || typeof state === "number") {
+    return state ?? Episode_State.STATE_UNSPECIFIED;
+  }
+  return EPISODE_STATES[state] ?? Episode_State.UNRECOGNIZED;
+}
+
+function toMemoryState(state: MemoryStateLike | undefined): MemoryState {
+  if (state === undefined || typeof state === "number") {
+    return state ?? MemoryState.MEMORY_STATE_UNSPECIFIED;
+  }
+  return MEMORY_STATES[state] ?? MemoryState.UNRECOGNIZED;
+}
+
+function toMemoryKind(kind: MemoryKindLike): MemoryKind {
+  return typeof kind === "number" ? kind : (MEMORY_KINDS[kind] ?? MemoryKind.MEMORY_KIND_UNSPECIFIED);
+}
+
+/** Milliseconds as a google.protobuf.Duration. */
+function toDuration(ms: number): Duration {
+  const seconds = Math.trunc(ms / 1000);
+  return { seconds, nanos: Math.round((ms - seconds * 1000) * 1_000_000) };
+}
 
 // An unknown name becomes UNSPECIFIED (0), which the server refuses naming the field.
 function toRole(role: RoleLike): Role {

@@ -14,17 +14,25 @@ export {
   type ModelCall,
 } from "./gen/episodic/v1/context.js";
 export type { BuildContextResponse } from "./gen/episodic/v1/context_service.js";
+export { CheckIndexStatus, type CheckIndexResponse } from "./gen/episodic/v1/diagnostics_service.js";
 export {
   CloseReason,
   DigestState,
   Episode,
+  Episode_State,
   Role,
   type Message,
   type MessageInput,
   type ToolCall,
   type ToolResult,
 } from "./gen/episodic/v1/episode.js";
-export { MatchSignal, SearchMode, type EpisodeSnippet } from "./gen/episodic/v1/episode_service.js";
+export {
+  MatchSignal,
+  SearchMode,
+  type EpisodeSnippet,
+  type ErasureReceipt,
+  type WatchEpisodeResponse,
+} from "./gen/episodic/v1/episode_service.js";
 export {
   DocumentFormat,
   KnowledgeFate,
@@ -35,6 +43,12 @@ export {
   type RenderedKnowledge,
 } from "./gen/episodic/v1/knowledge.js";
 export type { DocumentInput, KnowledgeHit } from "./gen/episodic/v1/knowledge_service.js";
-export { MemoryKind, MemoryState, type Memory } from "./gen/episodic/v1/memory.js";
-export { MemoryPlacement, MemoryOutcome, type MemoryHit } from "./gen/episodic/v1/memory_service.js";
+export { MemoryKind, MemoryState, type Memory, type SessionData } from "./gen/episodic/v1/memory.js";
+export {
+  MemoryPlacement,
+  MemoryOutcome,
+  type MemoryHit,
+  type MemoryInput,
+  type MemoryTool,
+} from "./gen/episodic/v1/memory_service.js";
 export { status as GrpcStatus } from "@grpc/grpc-js";
