@@ -28,11 +28,12 @@ from tests.contracts.conftest import ENCODING, World
 
 
 def model_call(world: World, episode: Episode, request_id: str = "", call_id: str = "") -> ModelCall:
+    found = RecalledEpisode("ep_before", 0.42, world.clock(), True, (Signal.SEMANTIC, Signal.LEXICAL))
     report = ContextReport(
         section_tokens={Section.SYSTEM: 3, Section.USER_MESSAGE: 4}, reply_priming=3, budget=100,
         ceiling=200, over_budget=False, pruned=1, stubbed=0, summarized=2, summary_span=Span(1, 2),
         history_span=Span(3, 4), compaction=Compaction.NONE, pending_digests=0,
-        recalled=(RecalledEpisode("ep_before", 0.42, world.clock(), True, (Signal.SEMANTIC, Signal.LEXICAL)),),
+        recalled=(found,),
         model="gpt-4o", token_encoding=ENCODING, trace_id="t" * 32, user_message_seq=5,
     )  # fmt: skip
     messages = (

@@ -22,6 +22,7 @@ from episodic_lab.evals.extraction import add_flags as add_eval_extraction_flags
 from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
 from episodic_lab.evals.flags import add_pii_flags
 from episodic_lab.evals.knowledge_flags import add_flags as add_eval_knowledge_flags
+from episodic_lab.evals.known_facts_flags import add_flags as add_eval_known_facts_flags
 from episodic_lab.evals.locomo_data import MissingData
 from episodic_lab.report.options import add_flags as add_report_flags
 from episodic_lab.soak.options import add_flags as add_soak_flags
@@ -49,6 +50,8 @@ TOOLS = (
     Tool("eval-knowledge", "LoCoMo observations as documents: SearchKnowledge nDCG@10/R@5 next to BM25, "
          "and what [Knowledge] renders", add_eval_knowledge_flags,
          "episodic_lab.evals.knowledge:run_eval_knowledge"),
+    Tool("eval-known-facts", "what [Known Facts] renders on a labelled set: answered, precision, duplicates",
+         add_eval_known_facts_flags, "episodic_lab.evals.known_facts:run_eval_known_facts"),
     Tool("eval-pii", "precision/recall of PII detectors on a labelled set", add_pii_flags,
          "episodic_lab.evals.pii:run_eval_pii"),
     Tool("bench-index", "the FAISS index alone: build and search times, RSS, by size", add_bench_index_flags,
@@ -60,7 +63,8 @@ TOOLS = (
          "episodic_lab.bench_knowledge.main:run_bench_knowledge"),
     Tool("bench-replicas", "replicas on one PostgreSQL: visibility latency, start-up and RSS, throughput",
          add_bench_replicas_flags, "episodic_lab.bench_replicas:run_bench_replicas"),
-    Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo",
+    Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo; "
+         "--observations: recall/precision against LoCoMo observations through the API",
          add_eval_extraction_flags, "episodic_lab.evals.extraction:run_eval_extraction"),
     Tool("bench-fairness", "how much one tenant's abuse slows another's calls, as ratios to alone (prints)",
          add_bench_fairness_flags, "episodic_lab.bench_fairness.main:run_bench_fairness"),

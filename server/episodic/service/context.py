@@ -24,9 +24,9 @@ from episodic.domain.context import Compaction, ContextReport, ModelCall, Summar
 from episodic.domain.excerpts import choose_excerpts, terms
 from episodic.domain.knowledge import KnowledgeItem, check_items, stored_item
 from episodic.domain.knowledge_block import Trim
-from episodic.domain.known_facts import KnownFact
+from episodic.domain.known_facts import KnownFact, selected, subject_words
 from episodic.domain.log import PreparedMessage, countable_text
-from episodic.domain.memories import Memory
+from episodic.domain.memories import Memory, MemoryOrigin
 from episodic.domain.model import (
     Caller,
     EpisodeState,
@@ -77,6 +77,7 @@ T = TypeVar("T")
 # Excerpts of recalled episodes: how many matching messages each (each with its reply), how long.
 EXCERPTS_PER_EPISODE = 3
 EXCERPT_CHARS = 300
+PROFILE_POOL = 4  # "[Known Facts]" fills its unmatched slots from this many times top-K newest memories
 _RECALL_MODES = {
     RecallMode.RECENCY: SearchMode.RECENCY,
     RecallMode.SEMANTIC: SearchMode.SEMANTIC,
@@ -300,21 +301,31 @@ class ContextService:
         self, ws: WorkingSet, config: MemoryConfig, query: TurnQuery, pending: list[Memory] | None
     ) -> list[KnownFact]:
         """This episode's PENDING memories (its working memory) first, then the user's long-term
-        memories that match the turn (the newest when there is nothing to match)."""
+        memories that match the turn (HYBRID, `memory_min_score` on the cosine), then the user's
+        profile for the slots of `memory_top_k` the match left (facts and preferences before
+        events, newest first; scored 0), without the ones that repeat a fact before them."""
         if not config.known_facts:
             return []
         e = ws.episode
         if pending is None:
             pending = [m for m, _ in await self.memory_store.pending(e.tenant_id, e.episode_id)]
-        held = pending
-        mode = SearchMode.HYBRID if query.matchable else SearchMode.RECENCY
-        min_score = config.memory_min_score if mode is SearchMode.HYBRID else None
-        q = MemoryQuery(e.agent_id, e.user_id, mode, query.text, config.memory_top_k, min_score)
-        hits = await self.memories.ranked(
-            Scope(e.tenant_id, e.agent_id, e.user_id), q, mode, config.memory_top_k
-        )
-        facts = [_fact(m, 1.0, pending=True) for m in reversed(held)]
-        return facts + [_fact(h.memory, h.score) for h in hits if h.memory.episode_id != e.episode_id]
+        scope, top_k = Scope(e.tenant_id, e.agent_id, e.user_id), config.memory_top_k
+        matched: list[KnownFact] = []
+        if query.matchable:
+            q = MemoryQuery(
+                e.agent_id, e.user_id, SearchMode.HYBRID, query.text, top_k, config.memory_min_score
+            )
+            hits = await self.memories.ranked(scope, q, SearchMode.HYBRID, top_k)
+            matched = [_fact(h.memory, h.score) for h in hits if h.memory.episode_id != e.episode_id]
+        newest: list[KnownFact] = []
+        # (a matching search loaded the scope: known to hold nothing, it has no profile to read)
+        if len(matched) < top_k and not (query.matchable and not self.memories.may_find_by_meaning(scope)):
+            pool = top_k * PROFILE_POOL
+            q = MemoryQuery(e.agent_id, e.user_id, SearchMode.RECENCY, "", pool)
+            hits = await self.memories.ranked(scope, q, SearchMode.RECENCY, pool)
+            newest = [_fact(h.memory, 0.0) for h in hits if h.memory.episode_id != e.episode_id]
+        held = [_fact(m, 1.0, pending=True) for m in reversed(pending)]
+        return selected(held, matched, newest, top_k, subject_words(e.user_id))
 
     async def _session(self, ws: WorkingSet, config: MemoryConfig) -> list[tuple[str, JsonValue]]:
         if not config.session_data_keys:
@@ -578,4 +589,5 @@ def _covered(assembly: Assembly) -> int:
 
 
 def _fact(m: Memory, score: float, *, pending: bool = False) -> KnownFact:
-    return KnownFact(m.memory_id, m.text, m.kind.value, score, pending, m.event_time)
+    client = m.source.origin is MemoryOrigin.CLIENT
+    return KnownFact(m.memory_id, m.text, m.kind.value, score, pending, m.event_time, client)
