@@ -1,0 +1,2 @@
+"""Adapters to agent frameworks' storage contracts, each an optional extra (its framework is
+imported only by its module): `episodic_client.integrations.langchain` (`[langchain]`)."""
