@@ -16,7 +16,7 @@ from episodic.domain.json_text import json_text
 from episodic.domain.memory_merge import negated
 from episodic.domain.model import JsonValue, Role
 from episodic.domain.reducers import MESSAGE_OVERHEAD, CountTokens, fit_in_order, rendered
-from episodic.domain.text_analysis import STOPWORDS, words
+from episodic.domain.text_analysis import is_term, words
 
 FACTS_HEADER = "[Known Facts]\nWhat you know about this user (from earlier conversations and this one):\n"
 SESSION_HEADER = "Session data:\n"
@@ -55,7 +55,7 @@ def content_words(text: str, subject: frozenset[str]) -> frozenset[str]:
     found = set()
     for word in words(text):
         word = word.removesuffix("'s")
-        if word in subject or word in STOPWORDS or (len(word) < 2 and not word.isdigit()):
+        if word in subject or not (is_term(word) or word.isdigit()):
             continue
         if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
             word = word[:-1]

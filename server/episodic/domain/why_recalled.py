@@ -133,8 +133,7 @@ def explain_recall(call: ModelCall) -> RecallExplanation:
     words = query_words(query)
     recalled = call.report.recalled
     rendered = [e for e in recalled if e.rendered]
-    entries, split = _entries(_block(call), len(rendered))
-    texts = {e.episode_id: entries[i] if split else entries[0] for i, e in enumerate(rendered) if entries}
+    texts, split = _entry_texts(call)
     episodes = tuple(
         _why(e, rank, len(recalled), words, texts.get(e.episode_id, "") if e.rendered else "", split)
         for rank, e in enumerate(recalled, start=1)
@@ -157,14 +156,9 @@ def candidacy(call: ModelCall, about: str) -> Candidacy:
     if by_id:
         verdict = Verdict.RENDERED if by_id[0].rendered else Verdict.OVER_ALLOWANCE
         return Candidacy(about, verdict, (about,), shared, unseen)
-    rendered = [e for e in recalled if e.rendered]
-    entries, split = _entries(_block(call), len(rendered))
+    texts, _ = _entry_texts(call)
     folded = fold(about)
-    holding = tuple(
-        e.episode_id
-        for i, e in enumerate(rendered)
-        if entries and folded and folded in fold(entries[i] if split else entries[0])
-    )
+    holding = tuple(episode_id for episode_id, text in texts.items() if folded and folded in fold(text))
     verdict = Verdict.RENDERED if holding else Verdict.NOT_FOUND
     return Candidacy(about, verdict, holding, shared, unseen)
 
@@ -188,6 +182,16 @@ def _why(
     return WhyRecalled(
         e.episode_id, rank, candidates, e.score, e.rendered, basis, matched, missing, parts, signals
     )
+
+
+def _entry_texts(call: ModelCall) -> tuple[dict[str, str], bool]:
+    """Each rendered episode's entry in the call's block (in the report's order), or the whole
+    block for each when it does not split; and whether it split."""
+    rendered = [e.episode_id for e in call.report.recalled if e.rendered]
+    entries, split = _entries(_block(call), len(rendered))
+    if not entries:
+        return {}, split
+    return {episode_id: entries[i] if split else entries[0] for i, episode_id in enumerate(rendered)}, split
 
 
 def _block(call: ModelCall) -> str:

@@ -318,8 +318,9 @@ class ContextService:
             hits = await self.memories.ranked(scope, q, SearchMode.HYBRID, top_k)
             matched = [_fact(h.memory, h.score) for h in hits if h.memory.episode_id != e.episode_id]
         newest: list[KnownFact] = []
-        # (a matching search loaded the scope: known to hold nothing, it has no profile to read)
-        if len(matched) < top_k and not (query.matchable and not self.memories.may_find_by_meaning(scope)):
+        # a matching search loaded the scope: known to hold nothing, it has no profile to read
+        known_empty = query.matchable and not self.memories.may_find_by_meaning(scope)
+        if len(matched) < top_k and not known_empty:
             pool = top_k * PROFILE_POOL
             q = MemoryQuery(e.agent_id, e.user_id, SearchMode.RECENCY, "", pool)
             hits = await self.memories.ranked(scope, q, SearchMode.RECENCY, pool)
