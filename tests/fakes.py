@@ -473,6 +473,26 @@ class FakeEpisodeStore:
         self._t.digests[(tenant_id, episode_id)] = digest
         return recorded(dataclasses.replace(closed, digest=digest), declared)
 
+    async def retract_message(
+        self, tenant_id: str, episode_id: str, seq: int, declared: Declared[Message]
+    ) -> Recorded[Message]:
+        episode = self._t.visible(tenant_id, episode_id)
+        log = self._t.messages[(tenant_id, episode_id)]
+        found = next((i for i, m in enumerate(log) if m.seq == seq), None)
+        if found is None:
+            raise NotFound("message", f"{episode_id}#{seq}")
+        message = log[found]
+        through = max((s.to_seq for s in self._t.summaries.get((tenant_id, episode_id), [])), default=0)
+        calls = {c.tool_call_id for c in message.tool_calls}
+        live = [
+            m.seq
+            for m in log
+            if m.tool_result is not None and m.tool_result.tool_call_id in calls and m.retracted_at is None
+        ]
+        retracted = episode_rules.retract(episode, message, through, live, self._clock())
+        log[found] = retracted
+        return recorded(retracted, declared)
+
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode:
         return self._with_digest(self._t.visible(tenant_id, episode_id))
 

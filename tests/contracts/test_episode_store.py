@@ -13,6 +13,7 @@ from typing import cast
 import pytest
 
 from episodic.domain.changes import NO_CHANGES
+from episodic.domain.context import Summary
 from episodic.domain.digests import pending_digest
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage
@@ -196,4 +197,48 @@ async def test_the_idle_sweep_judges_each_tenants_episodes_by_its_own_agents_tim
     idle = await world.episodes.idle_episodes(world.clock(), 10)
     assert sorted(idle, key=lambda e: e.tenant_id) == sorted(
         [first, second, namesake], key=lambda e: e.tenant_id
+    )
+
+
+async def test_a_retraction_marks_the_message_once_and_only_where_no_projection_folded_it_in(
+    world: World,
+) -> None:
+    episode = await world.episode()
+    said = await world.say(episode, "a", "b", "c")
+    await world.tool_round(episode, "call_1")  # seqs 4 (the call) and 5 (its result)
+    retract = world.episodes.retract_message
+
+    first = (await retract(world.tenant, episode.episode_id, 3, NO_CHANGES)).result
+    assert first.retracted_at == world.clock() and first.content == "c"
+    world.later()
+    assert (await retract(world.tenant, episode.episode_id, 3, NO_CHANGES)).result == first
+    log = await world.episodes.list_messages(world.tenant, episode.episode_id, None, 10)
+    assert [(m.seq, m.retracted_at is not None) for m in log] == [
+        (5, False),
+        (4, False),
+        (3, True),
+        (2, False),
+        (1, False),
+    ]
+
+    with pytest.raises(FailedPrecondition, match="results"):
+        await retract(world.tenant, episode.episode_id, 4, NO_CHANGES)
+    await retract(world.tenant, episode.episode_id, 5, NO_CHANGES)
+    assert (await retract(world.tenant, episode.episode_id, 4, NO_CHANGES)).result.retracted_at is not None
+
+    await world.context.save_summary(summary_through(episode, said[1].seq))
+    with pytest.raises(FailedPrecondition, match="summary"):
+        await retract(world.tenant, episode.episode_id, 2, NO_CHANGES)
+    with pytest.raises(NotFound):
+        await retract(world.tenant, episode.episode_id, 99, NO_CHANGES)
+    with pytest.raises(NotFound):
+        await retract(unique("tenant"), episode.episode_id, 1, NO_CHANGES)
+    await world.close(episode)
+    with pytest.raises(FailedPrecondition, match="closed"):
+        await retract(world.tenant, episode.episode_id, 1, NO_CHANGES)
+
+
+def summary_through(episode: Episode, to_seq: int) -> Summary:
+    return Summary(
+        episode.tenant_id, episode.episode_id, 1, to_seq, "summary", 2, ENCODING, "test", episode.started_at
     )

@@ -68,6 +68,7 @@ import {
   type ListMessagesResponse,
   OpenEpisodeRequest,
   type OpenEpisodeResponse,
+  type RetractMessageResponse,
   type PushAssistantDeltaResponse,
   SearchEpisodesRequest,
   type SearchEpisodesResponse,
@@ -192,6 +193,8 @@ export interface ListMemoriesOptions extends PageOptions {
   episodeId?: string;
   /** Also superseded memories. */
   includeSuperseded?: boolean;
+  /** Only memories with at least one of these topics. */
+  topics?: string[];
 }
 
 /** UpdateMemory: the fields to set; each one given (not undefined) is named in the update mask. */
@@ -204,6 +207,8 @@ export interface MemoryUpdate extends CallSettings {
   eventTime?: Date | null;
   /** null removes the expiry. */
   expireTime?: Date | null;
+  /** The client's own JSON object (at most 16 KiB), replaced whole. */
+  metadata?: Record<string, unknown>;
 }
 
 export interface UpdateSessionDataOptions extends CallSettings {
@@ -259,6 +264,8 @@ export type BuildContextOptions = Omit<DeepPartial<BuildContextRequest>, "episod
 export interface CreateMemoriesOptions extends CallSettings {
   episodeId?: string;
   placement?: MemoryPlacement;
+  /** Eager only: store each memory as given under its id (no merging into repeats, no superseding). */
+  keepSeparate?: boolean;
 }
 
 export interface SearchMemoriesOptions extends CallSettings {
@@ -512,6 +519,16 @@ export class EpisodicClient {
     return this.unary((md, opts, cb) => this.episodes.finalizeAssistantMessage(request, md, opts, cb), deadlineMs);
   }
 
+  /**
+   * Takes message `seq` of an open episode back: it stays in the log (with `retractTime`) and
+   * leaves every projection. FailedPreconditionError once a summary covers it, or for an
+   * assistant message whose tool results are not retracted.
+   */
+  retractMessage(episodeId: string, seq: number, settings: CallSettings = {}): Promise<RetractMessageResponse> {
+    const request = { episodeId, seq };
+    return this.unary((md, opts, cb) => this.episodes.retractMessage(request, md, opts, cb), settings.deadlineMs);
+  }
+
   // --- context --------------------------------------------------------------------------
 
   /**
@@ -592,7 +609,7 @@ export class EpisodicClient {
     return this.unary((md, opts, cb) => this.memories.listMemories(request, md, opts, cb), deadlineMs);
   }
 
-  /** Sets the fields given (text, kind, topics, entities, eventTime, expireTime). */
+  /** Sets the fields given (text, kind, topics, entities, eventTime, expireTime, metadata). */
   updateMemory(memoryId: string, update: MemoryUpdate): Promise<UpdateMemoryResponse> {
     const { deadlineMs, ...fields } = update;
     const updateMask = MEMORY_FIELDS.filter(([name]) => fields[name] !== undefined).map(([, path]) => path);
@@ -824,6 +841,7 @@ const DOCUMENT_FIELDS: ReadonlyArray<readonly [keyof Omit<DocumentUpdate, "deadl
   ["uri", "uri"],
   ["metadata", "metadata"],
   ["expireTime", "expire_time"],
+  ["metadata", "metadata"],
 ];
 
 const EPISODE_STATES: Record<Exclude<EpisodeStateLike, Episode_State>, Episode_State> = {

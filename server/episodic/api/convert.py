@@ -239,6 +239,8 @@ def message_out(m: Message) -> episode_pb2.Message:
         out.metadata.CopyFrom(struct_out(m.metadata))
     if m.tool_result is not None:
         out.tool_result.CopyFrom(tool_result_out(m.tool_result))
+    if m.retracted_at is not None:
+        out.retract_time.CopyFrom(time_out(m.retracted_at))
     return out
 
 

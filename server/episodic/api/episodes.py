@@ -139,6 +139,12 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
     ) -> pb.FinalizeAssistantMessageResponse:
         return await watch.finalize(self._watch, request)
 
+    async def RetractMessage(
+        self, request: pb.RetractMessageRequest, context: Context
+    ) -> pb.RetractMessageResponse:
+        retracted = await self._service.retract_message(current_caller(), request.episode_id, request.seq)
+        return pb.RetractMessageResponse(message=c.message_out(retracted))
+
 
 _RAISE = "raise the limit"
 

@@ -69,6 +69,7 @@ def draft_in(m: pb.MemoryInput, field: str) -> MemoryDraft:
         expires_at=optional_time_in(m, "expire_time", f"{field}.expire_time"),
         from_seq=m.from_seq,
         to_seq=m.to_seq,
+        metadata=struct_in(m.metadata, f"{field}.metadata"),
     )
 
 
@@ -79,6 +80,7 @@ def create_in(r: pb.CreateMemoriesRequest) -> CreateRequest:
         user_id=r.user_id,
         episode_id=r.episode_id,
         placement=enum_in(PLACEMENTS, r.placement, "placement", required=False),
+        keep_separate=r.keep_separate,
     )
 
 
@@ -91,6 +93,7 @@ def update_in(m: m_pb.Memory) -> MemoryDraft:
         entities=tuple(m.entities),
         event_time=optional_time_in(m, "event_time", "memory.event_time"),
         expires_at=optional_time_in(m, "expire_time", "memory.expire_time"),
+        metadata=struct_in(m.metadata, "memory.metadata"),
     )
 
 
@@ -115,6 +118,7 @@ def memory_out(m: Memory) -> m_pb.Memory:
         superseded_by=m.superseded_by,
         episode_id=m.episode_id,
         merge_count=m.merge_count,
+        metadata=struct_out(m.metadata),
     )
     for name, value in (("event_time", m.event_time), ("last_recall_time", m.last_recalled_at)):
         if value is not None:
@@ -135,6 +139,7 @@ def list_filter_in(r: pb.ListMemoriesRequest) -> MemoryFilter:
         include_superseded=r.include_superseded,
         state=enum_in(MEMORY_STATES, r.state, "state", required=False),
         episode_id=r.episode_id,
+        topics=frozenset(r.topics),
     )
 
 

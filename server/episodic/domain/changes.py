@@ -39,6 +39,15 @@ class ScopeChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageRetracted:
+    """A message of an open episode was retracted: what holds the episode's messages (its
+    working set, what was said in it) reads them again."""
+
+    scope: Scope
+    episode_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class AgentChanged:
     """An agent's definition changed (its memory config, its PII policy)."""
 
@@ -105,6 +114,7 @@ Change = (
     EpisodeVectors
     | EpisodesRemoved
     | ScopeChanged
+    | MessageRetracted
     | AgentChanged
     | MemoryVectors
     | MemoriesRemoved
@@ -170,6 +180,8 @@ def stale_keys(change: Change, held: Iterable[tuple[str, str]]) -> list[tuple[st
     the one cache keyed by agent)."""
     if isinstance(change, CachesStale):
         return [key for key in held if change.tenant_id is None or key[0] == change.tenant_id]
+    if isinstance(change, MessageRetracted):
+        return [(change.scope.tenant_id, change.episode_id)]
     return episodes_of(change)
 
 

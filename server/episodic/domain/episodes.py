@@ -1,12 +1,13 @@
-"""Rules of an episode's lifecycle: idempotent open, idempotent close."""
+"""Rules of an episode's lifecycle: idempotent open, idempotent close, retraction."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from episodic.domain.model import CloseReason, Episode, EpisodeState, JsonObject
+from episodic.domain.model import CloseReason, Episode, EpisodeState, JsonObject, Message
 from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 
 
@@ -66,3 +67,32 @@ def close(episode: Episode, reason: CloseReason, note: str, ended_at: datetime) 
         close_reason=reason,
         close_note=note,
     )
+
+
+def retract(
+    episode: Episode, message: Message, summarized_through: int, live_results: Sequence[int], now: datetime
+) -> Message:
+    """A retraction ("undo") keeps the message in the log and takes it out of every
+    projection. Only where no projection has folded it in yet: after the latest compaction
+    summary (which may already tell it), and not under tool results still shown (they would
+    answer a call the model no longer sees). Idempotent."""
+    if message.retracted_at is not None:
+        return message
+    if episode.state is EpisodeState.CLOSED:
+        raise FailedPrecondition(
+            f"episode {episode.episode_id!r} is closed: its log is final", reason="EPISODE_CLOSED"
+        )
+    if message.seq <= summarized_through:
+        raise FailedPrecondition(
+            f"message {message.seq} is covered by a compaction summary (through message "
+            f"{summarized_through}); only later messages can be retracted",
+            reason="MESSAGE_SUMMARIZED",
+        )
+    if live_results:
+        shown = ", ".join(str(seq) for seq in live_results)
+        raise FailedPrecondition(
+            f"message {message.seq} issued tool calls whose results (messages {shown}) are not "
+            "retracted: retract them first",
+            reason="TOOL_RESULTS_NOT_RETRACTED",
+        )
+    return dataclasses.replace(message, retracted_at=now)

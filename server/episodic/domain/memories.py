@@ -79,6 +79,7 @@ class Memory:
     episode_id: str = ""  # PENDING: the open episode that holds it
     merge_count: int = 0
     fingerprint: str = ""  # of what the client sent (idempotency of client ids)
+    metadata: JsonObject = field(default_factory=dict)  # the client's own fields, as given
 
     @property
     def scope(self) -> Scope:

@@ -38,9 +38,10 @@ MAX_ENTITY_CHARS = 128
 MAX_BATCH = 100
 MAX_PENDING_PER_EPISODE = 200
 MAX_SESSION_DATA_BYTES = 64 * 1024
+MAX_METADATA_BYTES = 16 * 1024
 MIN_TTL = timedelta(seconds=1)
 MAX_TTL = timedelta(days=100 * 366)  # far beyond any session, and now + ttl stays a datetime
-MUTABLE = ("text", "kind", "topics", "entities", "event_time", "expire_time")
+MUTABLE = ("text", "kind", "topics", "entities", "event_time", "expire_time", "metadata")
 IMMUTABLE = (
     "memory_id", "agent_id", "user_id", "source", "state", "create_time", "update_time",
     "last_recall_time", "superseded_by", "episode_id", "merge_count",
@@ -60,6 +61,7 @@ class MemoryDraft:
     expires_at: datetime | None = None
     from_seq: int = 0
     to_seq: int = 0
+    metadata: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ class CreateRequest:
     user_id: str = ""
     episode_id: str = ""
     placement: Placement | None = None  # None: LAZY with an episode, EAGER without
+    keep_separate: bool = False  # no merging into repeats, no superseding: the client's ids rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,10 @@ def check_create(r: CreateRequest, now: datetime) -> Placement:
     placement = r.placement or (Placement.LAZY if r.episode_id else Placement.EAGER)
     if placement is Placement.LAZY and not r.episode_id:
         v.add("episode_id", "is required for MEMORY_PLACEMENT_LAZY (the open episode that holds them)")
+    if placement is Placement.LAZY and r.keep_separate:
+        v.add(
+            "keep_separate", "applies to MEMORY_PLACEMENT_EAGER only (pending memories merge when promoted)"
+        )
     if not 1 <= len(r.drafts) <= MAX_BATCH:
         v.add("memories", f"must hold 1-{MAX_BATCH} memories, got {len(r.drafts)}")
     seen: dict[str, int] = {}
@@ -123,6 +130,10 @@ def check_draft(v: Violations, prefix: str, d: MemoryDraft, now: datetime) -> No
         v.add(f"{prefix}.expire_time", "must be in the future")
     if d.from_seq < 0 or d.to_seq < 0 or d.to_seq < d.from_seq:
         v.add(f"{prefix}.to_seq", "must be >= from_seq >= 0")
+    check_json(v, f"{prefix}.metadata", d.metadata, _METADATA_LIMITS)
+
+
+_METADATA_LIMITS = Limits(max_json_bytes=MAX_METADATA_BYTES)
 
 
 def _check_labels(v: Violations, field_name: str, labels: Sequence[str], max_chars: int) -> None:
@@ -137,7 +148,7 @@ def fingerprint(d: MemoryDraft) -> str:
     """What makes two creates with one client id "the same content"."""
     body = json.dumps(
         [d.text, d.kind, list(d.topics), list(d.entities), _iso(d.event_time), _iso(d.expires_at),
-         d.from_seq, d.to_seq],
+         d.from_seq, d.to_seq, d.metadata],
         ensure_ascii=False,
     )  # fmt: skip
     return hashlib.sha256(body.encode()).hexdigest()
@@ -169,6 +180,7 @@ def new_memory(
         expires_at=draft.expires_at,
         episode_id=holder.episode_id if lazy else "",
         fingerprint=fingerprint(draft),
+        metadata=draft.metadata,
     )
 
 
@@ -202,6 +214,7 @@ def apply_mask(memory: Memory, draft: MemoryDraft, mask: Sequence[str], now: dat
         entities=_unique(merged.entities),
         event_time=merged.event_time,
         expires_at=merged.expires_at,
+        metadata=merged.metadata,
         updated_at=now,
     )
 
@@ -210,10 +223,11 @@ def _merged_draft(memory: Memory, draft: MemoryDraft, mask: Sequence[str]) -> Me
     current = MemoryDraft(
         text=memory.text, kind=memory.kind, memory_id=memory.memory_id, topics=memory.topics,
         entities=memory.entities, event_time=memory.event_time, expires_at=memory.expires_at,
+        metadata=memory.metadata,
     )  # fmt: skip
     given = {
         "text": draft.text, "kind": draft.kind, "topics": draft.topics, "entities": draft.entities,
-        "event_time": draft.event_time, "expire_time": draft.expires_at,
+        "event_time": draft.event_time, "expire_time": draft.expires_at, "metadata": draft.metadata,
     }  # fmt: skip
     changes = {("expires_at" if path == "expire_time" else path): given[path] for path in mask}
     return dataclasses.replace(current, **changes)  # type: ignore[arg-type]

@@ -170,6 +170,7 @@ class Message:
     metadata: JsonObject = field(default_factory=dict)
     tool_calls: tuple[ToolCall, ...] = ()
     tool_result: ToolResult | None = None
+    retracted_at: datetime | None = None  # RetractMessage: in the log, in no projection
 
 
 @dataclass(frozen=True, slots=True)

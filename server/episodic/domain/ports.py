@@ -294,6 +294,13 @@ class EpisodeStore(Protocol):
         declared: Declared[Episode],
     ) -> Recorded[Episode]: ...
 
+    async def retract_message(
+        self, tenant_id: str, episode_id: str, seq: int, declared: Declared[Message]
+    ) -> Recorded[Message]:
+        """`episodes.retract` under the episode's lock, with the latest summary's span end and
+        the unretracted results of the message's tool calls."""
+        ...
+
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode: ...
 
     async def list_episodes(

@@ -25,7 +25,7 @@ log = logging.getLogger("episodic.compaction")
 def covered_transcript(working_set: WorkingSet, through: int) -> list[Message]:
     """The previous summary (as one spoken turn, so its sentences compete with the new
     ones) followed by the tail messages up to `through`."""
-    covered = [m for m in working_set.tail if m.seq <= through]
+    covered = [m for m in working_set.tail if m.seq <= through and m.retracted_at is None]
     previous = working_set.summary
     if previous is None or not covered:
         return covered

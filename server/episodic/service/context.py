@@ -518,8 +518,9 @@ def _inputs(
     snippets: Sequence[Snippet] = (),
     user_seq: int = 0,
 ) -> AssemblyInput:
-    """The user message appended by this call (`user_seq`) is rendered last, not in history."""
-    keep = [i for i, m in enumerate(ws.tail) if m.seq != user_seq]
+    """The user message appended by this call (`user_seq`) is rendered last, not in history;
+    retracted messages are in no context."""
+    keep = [i for i, m in enumerate(ws.tail) if m.seq != user_seq and m.retracted_at is None]
     everything = len(keep) == len(ws.tail)
     tail: list[Message] = ws.tail if everything else [ws.tail[i] for i in keep]
     rendered = ws.rendered if everything else [ws.rendered[i] for i in keep]

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Protocol
 
 from episodic.domain.access import may_use, require_agent, require_visible
-from episodic.domain.changes import ScopeChanged
+from episodic.domain.changes import MessageRetracted, ScopeChanged
 from episodic.domain.episode_ids import agent_scoped_id
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage, countable_text
@@ -194,6 +194,25 @@ class EpisodeService:
         self.digests.wake()
         await self.live.closed(tenant_id, episode_id)
         return closed
+
+    async def retract_message(self, caller: Caller, episode_id: str, seq: int) -> Message:
+        """The working sets holding the episode (on every replica) drop it: the next turn
+        reads its messages again, retraction included."""
+        v = Violations()
+        check_id(v, "episode_id", episode_id)
+        if seq < 1:
+            v.add("seq", f"must be a message's sequence number (1 or more), got {seq}")
+        v.raise_if_any()
+        tenant_id = caller.tenant_id
+        episode = await self.episodes.get_episode(tenant_id, episode_id)
+        require_visible(caller, episode.agent_id, "episode", episode_id)
+        scope = Scope(tenant_id, episode.agent_id, episode.user_id)  # the feed row is erased with the user
+        committed = await self.changes.commit(
+            lambda declared: self.episodes.retract_message(tenant_id, episode_id, seq, declared),
+            lambda _: [MessageRetracted(scope, episode_id)],
+            exclusive=False,  # touches no index
+        )
+        return committed.result
 
     async def get_episode(self, caller: Caller, episode_id: str) -> Episode:
         v = Violations()

@@ -130,7 +130,9 @@ class MemoryService:
                 for _, d in fresh
             ]
             vectors = await self._embed([m.text for m in memories])
-            if placement is Placement.LAZY:
+            if r.keep_separate:
+                plan = _as_given(list(zip(memories, vectors, strict=True)))
+            elif placement is Placement.LAZY:
                 plan = await self._plan_pending(holder, list(zip(memories, vectors, strict=True)))
             else:
                 plan = await self._plan_promoted(_scope(holder), list(zip(memories, vectors, strict=True)))
@@ -396,6 +398,7 @@ class MemoryService:
         query: dict[str, JsonScalar] = {
             "agent_id": agent_id, "user_id": user_id, "episode_id": where.episode_id,
             "state": where.state.value if where.state else "", "superseded": where.include_superseded,
+            "topics": "\n".join(sorted(where.topics)),
         }  # fmt: skip
         position = decode_token(page_token, query)
         after = (read_time(position, "created_at"), read_id(position, "memory_id")) if position else None
@@ -431,6 +434,13 @@ class MemoryService:
             removed = [(m.scope, m.memory_id) for m in gone if m.tenant_id == tenant_id]
             await self._commit(_Plan(), tenant_id, removed=removed)
         return len(gone)
+
+
+def _as_given(new: list[tuple[Memory, Vector]]) -> _Plan:
+    """keep_separate: each memory is inserted under its id, whatever the scope holds."""
+    plan = _Plan(insert=list(new))
+    plan.results.extend(Created(memory, Outcome.CREATED) for memory, _ in new)
+    return plan
 
 
 def _promote_in_place(plan: _Plan, held_ids: set[str]) -> None:

@@ -101,6 +101,7 @@ class SqlContextStore:
                 M.c.tenant_id == tenant_id,
                 M.c.episode_id.in_(list(episode_ids)),
                 M.c.role.in_([Role.USER.value, Role.ASSISTANT.value]),
+                M.c.retracted_at.is_(None),
                 E.c.deleted_at.is_(None),
             )
             .subquery()

@@ -68,7 +68,10 @@ class SqlDigestStore:
         return await self._db.read(lambda conn: _count(conn, stmt))
 
     async def transcript(self, digest: Digest) -> list[Message]:
-        stmt = select(M).where(M.c.tenant_id == digest.tenant_id, M.c.episode_id == digest.episode_id)
+        """The episode's messages less the retracted ones: what the digest and extraction read."""
+        stmt = select(M).where(
+            M.c.tenant_id == digest.tenant_id, M.c.episode_id == digest.episode_id, M.c.retracted_at.is_(None)
+        )
         stmt = stmt.order_by(M.c.seq)
         return await self._db.read(lambda conn: [message_from_row(r) for r in conn.execute(stmt).mappings()])
 

@@ -34,7 +34,7 @@ from episodic.store.rows import (
 )
 from episodic.store.writer import GroupCommitWriter
 
-E, M, D = s.episodes, s.messages, s.digests
+E, M, D, SM, TC = s.episodes, s.messages, s.digests, s.summaries, s.tool_calls
 _SCOPE = (bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID))
 _ANY_EPISODE = select(E).where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
 # Soft-deleted episodes (retention) are invisible to every read; only OpenEpisode sees
@@ -115,6 +115,28 @@ class SqlEpisodeStore:
 
         return await self._writer.run(op, declared)
 
+    async def retract_message(
+        self, tenant_id: str, episode_id: str, seq: int, declared: Declared[Message]
+    ) -> Recorded[Message]:
+        def op(conn: Connection) -> Message:
+            episode = _load_episode(conn, tenant_id, episode_id, lock=True)
+            scope = (M.c.tenant_id == tenant_id, M.c.episode_id == episode_id)
+            row = conn.execute(select(M).where(*scope, M.c.seq == seq)).mappings().first()
+            if row is None:
+                raise NotFound("message", f"{episode_id}#{seq}")
+            message = message_from_row(row)
+            retracted = rules.retract(
+                episode, message, _summarized_through(conn, tenant_id, episode_id),
+                _live_results(conn, tenant_id, episode_id, message), self._clock(),
+            )  # fmt: skip
+            if retracted is not message:
+                conn.execute(
+                    update(M).where(*scope, M.c.seq == seq).values(retracted_at=retracted.retracted_at)
+                )
+            return retracted
+
+        return await self._writer.run(op, declared)
+
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode:
         scope = _scope(tenant_id, episode_id)
         row = await self._db.read(lambda conn: conn.execute(_EPISODE_READ, scope).mappings().first())
@@ -180,6 +202,29 @@ def _episode_or_missing(row: object, episode_id: str) -> Episode:
     if row is None:
         raise NotFound("episode", episode_id)
     return episode_from_row(row)  # type: ignore[arg-type]
+
+
+def _summarized_through(conn: Connection, tenant_id: str, episode_id: str) -> int:
+    stmt = select(func.max(SM.c.to_seq)).where(SM.c.tenant_id == tenant_id, SM.c.episode_id == episode_id)
+    return int(conn.execute(stmt).scalar() or 0)
+
+
+def _live_results(conn: Connection, tenant_id: str, episode_id: str, message: Message) -> list[int]:
+    """The messages holding results of `message`'s tool calls that are not retracted."""
+    if not message.tool_calls:
+        return []
+    calls = [c.tool_call_id for c in message.tool_calls]
+    where = (TC.c.tenant_id == tenant_id, TC.c.episode_id == episode_id)
+    results = select(TC.c.result_seq).where(
+        *where, TC.c.tool_call_id.in_(calls), TC.c.result_seq.is_not(None)
+    )
+    stmt = (
+        select(M.c.seq)
+        .where(M.c.tenant_id == tenant_id, M.c.episode_id == episode_id, M.c.retracted_at.is_(None))
+        .where(M.c.seq.in_(results))
+        .order_by(M.c.seq)
+    )
+    return [int(seq) for seq in conn.execute(stmt).scalars()]
 
 
 def _load_episode(conn: Connection, tenant_id: str, episode_id: str, *, lock: bool = False) -> Episode:

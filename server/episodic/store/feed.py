@@ -35,6 +35,7 @@ from episodic.domain.changes import (
     KnowledgeVectors,
     MemoriesRemoved,
     MemoryVectors,
+    MessageRetracted,
     Recorded,
     ScopeChanged,
     UserErased,
@@ -168,6 +169,8 @@ def _rows_of(change: Change) -> list[dict[str, Any]]:
         return [_scoped("episode_vectors", change.scope, episode=change.episode_id)]
     if isinstance(change, ScopeChanged):
         return [_scoped("scope_changed", change.scope)]
+    if isinstance(change, MessageRetracted):
+        return [_scoped("message_retracted", change.scope, episode=change.episode_id)]
     if isinstance(change, MemoryVectors):
         return [_scoped("memory_vectors", change.scope, memories=list(change.keys))]
     if isinstance(change, EpisodesRemoved):
@@ -210,6 +213,7 @@ def _scope(tenant_id: str, body: dict[str, Any]) -> Scope:
 _READERS: dict[str, Callable[[str, dict[str, Any]], Change]] = {
     "episode_vectors": lambda t, b: EpisodeVectors(_scope(t, b), b["episode"], [], []),
     "scope_changed": lambda t, b: ScopeChanged(_scope(t, b)),
+    "message_retracted": lambda t, b: MessageRetracted(_scope(t, b), b["episode"]),
     "memory_vectors": lambda t, b: MemoryVectors(_scope(t, b), list(b["memories"]), []),
     "episodes_removed": lambda t, b: EpisodesRemoved([(_scope(t, b), e) for e in b["episodes"]]),
     "memories_removed": lambda t, b: MemoriesRemoved([(_scope(t, b), m) for m in b["memories"]]),

@@ -199,6 +199,7 @@ def memory_values(m: Memory) -> dict[str, Any]:
         "last_recalled_at": m.last_recalled_at,
         "superseded_by": m.superseded_by,
         "merge_count": m.merge_count,
+        "metadata": m.metadata,
     }
 
 
@@ -224,6 +225,7 @@ def memory_from_row(r: RowMapping) -> Memory:
         episode_id=r["episode_id"] or "",
         merge_count=r["merge_count"],
         fingerprint=r["fingerprint"],
+        metadata=r["metadata"] or {},
     )
 
 

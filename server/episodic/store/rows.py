@@ -175,6 +175,7 @@ def message_from_row(row: RowMapping) -> Message:
         metadata=row["metadata"] or {},
         tool_calls=tuple(_call_from_json(c) for c in row["tool_calls"] or ()),
         tool_result=_result_from_json(result) if result else None,
+        retracted_at=row.get("retracted_at"),
     )
 
 

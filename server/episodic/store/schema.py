@@ -150,6 +150,9 @@ messages = Table(
     Column("metadata", Json),
     Column("tool_calls", Json),
     Column("tool_result", Json),
+    # Set once by RetractMessage (migration 0014): the message stays in the log, no
+    # projection uses it again. Content is never edited.
+    Column("retracted_at", UtcDateTime),
     _owned_by("episodes"),
     Index(None, "tenant_id", "episode_id", "client_message_id", unique=True),
 )
@@ -319,6 +322,7 @@ memories = Table(
     Column("last_recalled_at", UtcDateTime),
     Column("superseded_by", ID, nullable=False, server_default=""),
     Column("merge_count", Integer, nullable=False),
+    Column("metadata", Json, nullable=False, server_default="{}"),  # migration 0014
     Column("model", String(200), nullable=False),
     Column("dimension", Integer, nullable=False),
     Column("vector", LargeBinary),

@@ -97,6 +97,11 @@ class EpisodeServiceStub:
                 request_serializer=episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageResponse.FromString,
                 _registered_method=True)
+        self.RetractMessage = channel.unary_unary(
+                '/episodic.v1.EpisodeService/RetractMessage',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.RetractMessageRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.RetractMessageResponse.FromString,
+                _registered_method=True)
 
 
 class EpisodeServiceServicer:
@@ -199,6 +204,18 @@ class EpisodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetractMessage(self, request, context):
+        """Takes a message of an open episode back ("undo"): it stays in the log, where
+        ListMessages shows it with retract_time set, but no projection uses it again (the
+        context's tail, compaction summaries, the digest and the memories extracted at close).
+        Only messages after the latest compaction summary (a summary already tells them) and
+        never an assistant message whose tool calls have results not retracted (retract the
+        newest first). Retracting a retracted message returns it unchanged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EpisodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -261,6 +278,11 @@ def add_EpisodeServiceServicer_to_server(servicer, server):
                     servicer.FinalizeAssistantMessage,
                     request_deserializer=episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageResponse.SerializeToString,
+            ),
+            'RetractMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetractMessage,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.RetractMessageRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.RetractMessageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -590,6 +612,33 @@ class EpisodeService:
             '/episodic.v1.EpisodeService/FinalizeAssistantMessage',
             episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageRequest.SerializeToString,
             episodic_dot_v1_dot_episode__service__pb2.FinalizeAssistantMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetractMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.EpisodeService/RetractMessage',
+            episodic_dot_v1_dot_episode__service__pb2.RetractMessageRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.RetractMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -76,6 +76,14 @@ class EpisodeServiceStub:
     """Appends a draft's text to the log as an assistant message whose client_message_id is
     the draft id (deduplicated, redacted and counted like AddMessage). Idempotent.
     """
+    RetractMessage: _grpc.UnaryUnaryMultiCallable[_episode_service_pb2.RetractMessageRequest, _episode_service_pb2.RetractMessageResponse]
+    """Takes a message of an open episode back ("undo"): it stays in the log, where
+    ListMessages shows it with retract_time set, but no projection uses it again (the
+    context's tail, compaction summaries, the digest and the memories extracted at close).
+    Only messages after the latest compaction summary (a summary already tells them) and
+    never an assistant message whose tool calls have results not retracted (retract the
+    newest first). Retracting a retracted message returns it unchanged.
+    """
 
 @_typing.type_check_only
 class EpisodeServiceAsyncStub(EpisodeServiceStub):
@@ -124,6 +132,14 @@ class EpisodeServiceAsyncStub(EpisodeServiceStub):
     FinalizeAssistantMessage: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.FinalizeAssistantMessageRequest, _episode_service_pb2.FinalizeAssistantMessageResponse]  # type: ignore[assignment]
     """Appends a draft's text to the log as an assistant message whose client_message_id is
     the draft id (deduplicated, redacted and counted like AddMessage). Idempotent.
+    """
+    RetractMessage: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.RetractMessageRequest, _episode_service_pb2.RetractMessageResponse]  # type: ignore[assignment]
+    """Takes a message of an open episode back ("undo"): it stays in the log, where
+    ListMessages shows it with retract_time set, but no projection uses it again (the
+    context's tail, compaction summaries, the digest and the memories extracted at close).
+    Only messages after the latest compaction summary (a summary already tells them) and
+    never an assistant message whose tool calls have results not retracted (retract the
+    newest first). Retracting a retracted message returns it unchanged.
     """
 
 class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -242,6 +258,20 @@ class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_episode_service_pb2.FinalizeAssistantMessageResponse, _abc.Awaitable[_episode_service_pb2.FinalizeAssistantMessageResponse]]:
         """Appends a draft's text to the log as an assistant message whose client_message_id is
         the draft id (deduplicated, redacted and counted like AddMessage). Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def RetractMessage(
+        self,
+        request: _episode_service_pb2.RetractMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_episode_service_pb2.RetractMessageResponse, _abc.Awaitable[_episode_service_pb2.RetractMessageResponse]]:
+        """Takes a message of an open episode back ("undo"): it stays in the log, where
+        ListMessages shows it with retract_time set, but no projection uses it again (the
+        context's tail, compaction summaries, the digest and the memories extracted at close).
+        Only messages after the latest compaction summary (a summary already tells them) and
+        never an assistant message whose tool calls have results not retracted (retract the
+        newest first). Retracting a retracted message returns it unchanged.
         """
 
 def add_EpisodeServiceServicer_to_server(servicer: EpisodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x65pisodic/v1/memory.proto\x12\x0b\x65pisodic.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n\x0cMemorySource\x12)\n\x06origin\x18\x01 \x01(\x0e\x32\x19.episodic.v1.MemoryOrigin\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x03 \x01(\x03\x12\x0e\n\x06to_seq\x18\x04 \x01(\x03\"\xa2\x04\n\x06Memory\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12%\n\x04kind\x18\x05 \x01(\x0e\x32\x17.episodic.v1.MemoryKind\x12\x0e\n\x06topics\x18\x06 \x03(\t\x12\x10\n\x08\x65ntities\x18\x07 \x03(\t\x12)\n\x06source\x18\x08 \x01(\x0b\x32\x19.episodic.v1.MemorySource\x12\'\n\x05state\x18\t \x01(\x0e\x32\x18.episodic.v1.MemoryState\x12.\n\nevent_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10last_recall_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsuperseded_by\x18\x0f \x01(\t\x12\x12\n\nepisode_id\x18\x10 \x01(\t\x12\x13\n\x0bmerge_count\x18\x11 \x01(\x05\"\xb8\x01\n\x0bSessionData\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12%\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04\x65tag\x18\x03 \x01(\t\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*r\n\nMemoryKind\x12\x1b\n\x17MEMORY_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10MEMORY_KIND_FACT\x10\x01\x12\x1a\n\x16MEMORY_KIND_PREFERENCE\x10\x02\x12\x15\n\x11MEMORY_KIND_EVENT\x10\x03*`\n\x0bMemoryState\x12\x1c\n\x18MEMORY_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMORY_STATE_PENDING\x10\x01\x12\x19\n\x15MEMORY_STATE_PROMOTED\x10\x02*d\n\x0cMemoryOrigin\x12\x1d\n\x19MEMORY_ORIGIN_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMORY_ORIGIN_CLIENT\x10\x01\x12\x1b\n\x17MEMORY_ORIGIN_EXTRACTED\x10\x02\x42\x81\x01\n\x0f\x63om.episodic.v1B\x0bMemoryProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x65pisodic/v1/memory.proto\x12\x0b\x65pisodic.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n\x0cMemorySource\x12)\n\x06origin\x18\x01 \x01(\x0e\x32\x19.episodic.v1.MemoryOrigin\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x03 \x01(\x03\x12\x0e\n\x06to_seq\x18\x04 \x01(\x03\"\xcd\x04\n\x06Memory\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12%\n\x04kind\x18\x05 \x01(\x0e\x32\x17.episodic.v1.MemoryKind\x12\x0e\n\x06topics\x18\x06 \x03(\t\x12\x10\n\x08\x65ntities\x18\x07 \x03(\t\x12)\n\x06source\x18\x08 \x01(\x0b\x32\x19.episodic.v1.MemorySource\x12\'\n\x05state\x18\t \x01(\x0e\x32\x18.episodic.v1.MemoryState\x12.\n\nevent_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10last_recall_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsuperseded_by\x18\x0f \x01(\t\x12\x12\n\nepisode_id\x18\x10 \x01(\t\x12\x13\n\x0bmerge_count\x18\x11 \x01(\x05\x12)\n\x08metadata\x18\x12 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xb8\x01\n\x0bSessionData\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12%\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04\x65tag\x18\x03 \x01(\t\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*r\n\nMemoryKind\x12\x1b\n\x17MEMORY_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10MEMORY_KIND_FACT\x10\x01\x12\x1a\n\x16MEMORY_KIND_PREFERENCE\x10\x02\x12\x15\n\x11MEMORY_KIND_EVENT\x10\x03*`\n\x0bMemoryState\x12\x1c\n\x18MEMORY_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMORY_STATE_PENDING\x10\x01\x12\x19\n\x15MEMORY_STATE_PROMOTED\x10\x02*d\n\x0cMemoryOrigin\x12\x1d\n\x19MEMORY_ORIGIN_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMORY_ORIGIN_CLIENT\x10\x01\x12\x1b\n\x17MEMORY_ORIGIN_EXTRACTED\x10\x02\x42\x81\x01\n\x0f\x63om.episodic.v1B\x0bMemoryProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,16 +34,16 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic.v1.memory_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.episodic.v1B\013MemoryProtoP\001Z.episodic/clients/go/gen/episodic/v1;episodicv1\242\002\003EXX\252\002\013Episodic.V1\312\002\013Episodic\\V1\352\002\014Episodic::V1'
-  _globals['_MEMORYKIND']._serialized_start=953
-  _globals['_MEMORYKIND']._serialized_end=1067
-  _globals['_MEMORYSTATE']._serialized_start=1069
-  _globals['_MEMORYSTATE']._serialized_end=1165
-  _globals['_MEMORYORIGIN']._serialized_start=1167
-  _globals['_MEMORYORIGIN']._serialized_end=1267
+  _globals['_MEMORYKIND']._serialized_start=996
+  _globals['_MEMORYKIND']._serialized_end=1110
+  _globals['_MEMORYSTATE']._serialized_start=1112
+  _globals['_MEMORYSTATE']._serialized_end=1208
+  _globals['_MEMORYORIGIN']._serialized_start=1210
+  _globals['_MEMORYORIGIN']._serialized_end=1310
   _globals['_MEMORYSOURCE']._serialized_start=104
   _globals['_MEMORYSOURCE']._serialized_end=215
   _globals['_MEMORY']._serialized_start=218
-  _globals['_MEMORY']._serialized_end=764
-  _globals['_SESSIONDATA']._serialized_start=767
-  _globals['_SESSIONDATA']._serialized_end=951
+  _globals['_MEMORY']._serialized_end=807
+  _globals['_SESSIONDATA']._serialized_start=810
+  _globals['_SESSIONDATA']._serialized_end=994
 # @@protoc_insertion_point(module_scope)

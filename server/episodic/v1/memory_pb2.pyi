@@ -162,6 +162,7 @@ class Memory(_message.Message):
     SUPERSEDED_BY_FIELD_NUMBER: _builtins.int
     EPISODE_ID_FIELD_NUMBER: _builtins.int
     MERGE_COUNT_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     memory_id: _builtins.str
     """Identifier: client-supplied on create (1-128 characters of letters, digits and
     . _ : @ -) or generated ("mem_" + 32 hex digits). Creating the same id with the same
@@ -219,6 +220,13 @@ class Memory(_message.Message):
     def expire_time(self) -> _timestamp_pb2.Timestamp:
         """The memory is deleted at this time; must be in the future when given."""
 
+    @_builtins.property
+    def metadata(self) -> _struct_pb2.Struct:
+        """Free-form JSON object kept with the memory and returned as given (at most 16 KiB as
+        JSON). Not searched and not rendered: a client's own fields, e.g. a key-value store's
+        value whose text is `text`.
+        """
+
     def __init__(
         self,
         *,
@@ -239,10 +247,11 @@ class Memory(_message.Message):
         superseded_by: _builtins.str = ...,
         episode_id: _builtins.str = ...,
         merge_count: _builtins.int = ...,
+        metadata: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "last_recall_time", b"last_recall_time", "source", b"source", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "event_time", b"event_time", "expire_time", b"expire_time", "last_recall_time", b"last_recall_time", "metadata", b"metadata", "source", b"source", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "entities", b"entities", "episode_id", b"episode_id", "event_time", b"event_time", "expire_time", b"expire_time", "kind", b"kind", "last_recall_time", b"last_recall_time", "memory_id", b"memory_id", "merge_count", b"merge_count", "source", b"source", "state", b"state", "superseded_by", b"superseded_by", "text", b"text", "topics", b"topics", "update_time", b"update_time", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "entities", b"entities", "episode_id", b"episode_id", "event_time", b"event_time", "expire_time", b"expire_time", "kind", b"kind", "last_recall_time", b"last_recall_time", "memory_id", b"memory_id", "merge_count", b"merge_count", "metadata", b"metadata", "source", b"source", "state", b"state", "superseded_by", b"superseded_by", "text", b"text", "topics", b"topics", "update_time", b"update_time", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -338,6 +338,13 @@ class AsyncEpisodicClient:
         )
         return await self._call(self._episodes.FinalizeAssistantMessage, request)
 
+    async def retract_message(self, episode_id: str, seq: int) -> episode_service_pb2.RetractMessageResponse:
+        """Takes message `seq` of an open episode back: it stays in the log (with retract_time)
+        and leaves every projection. FAILED_PRECONDITION once a summary covers it, or for an
+        assistant message whose tool results are not retracted."""
+        request = episode_service_pb2.RetractMessageRequest(episode_id=episode_id, seq=seq)
+        return await self._call(self._episodes.RetractMessage, request)
+
     # --- context ------------------------------------------------------------------------
 
     async def build_context(
@@ -418,10 +425,16 @@ class AsyncEpisodicClient:
         user_id: str = "",
         episode_id: str = "",
         placement: str | int = 0,
+        keep_separate: bool = False,
     ) -> memory_service_pb2.CreateMemoriesResponse:
         """Build each memory with `episodic_client.memory_input(text, kind, ...)`."""
         request = mq.create_memories(
-            memories, agent_id=agent_id, user_id=user_id, episode_id=episode_id, placement=placement
+            memories,
+            agent_id=agent_id,
+            user_id=user_id,
+            episode_id=episode_id,
+            placement=placement,
+            keep_separate=keep_separate,
         )
         return await self._call(self._memories.CreateMemories, request)
 
@@ -438,17 +451,20 @@ class AsyncEpisodicClient:
         state: MemoryStateLike = 0,
         episode_id: str = "",
         include_superseded: bool = False,
+        topics: Sequence[str] = (),
         page_size: int = 0,
         page_token: str = "",
     ) -> memory_service_pb2.ListMemoriesResponse:
         """`state`: only "pending" or "promoted" memories (0, the default: both);
-        `include_superseded`: also memories a newer one replaced."""
+        `include_superseded`: also memories a newer one replaced; `topics`: only memories
+        with at least one of them."""
         request = mq.list_memories(
             agent_id,
             user_id,
             state=state,
             episode_id=episode_id,
             include_superseded=include_superseded,
+            topics=topics,
             page_size=page_size,
             page_token=page_token,
         )
@@ -466,7 +482,8 @@ class AsyncEpisodicClient:
     async def search_memories(
         self, agent_id: str, user_id: str, query: str = "", **options: Any
     ) -> memory_service_pb2.SearchMemoriesResponse:
-        """Options: mode, top_k, min_score, kinds, episode_id, include_superseded."""
+        """Options: mode, top_k, min_score, kinds, topics, entities, after, before, episode_id,
+        include_superseded."""
         request = mq.search_memories(agent_id, user_id, query, **options)
         return await self._call(self._memories.SearchMemories, request)
 

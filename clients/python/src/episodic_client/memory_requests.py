@@ -38,7 +38,9 @@ def memory_input(
     entities: Sequence[str] = (),
     event_time: datetime | None = None,
     expire_time: datetime | None = None,
+    metadata: JsonObject | None = None,
 ) -> memory_service_pb2.MemoryInput:
+    """`metadata`: the client's own JSON object (at most 16 KiB), returned as given."""
     return memory_service_pb2.MemoryInput(
         memory_id=memory_id,
         text=text,
@@ -47,6 +49,7 @@ def memory_input(
         entities=entities,
         event_time=values.timestamp(event_time),
         expire_time=values.timestamp(expire_time),
+        metadata=values.struct(metadata),
     )
 
 
@@ -57,9 +60,11 @@ def create_memories(
     user_id: str = "",
     episode_id: str = "",
     placement: str | int = 0,
+    keep_separate: bool = False,
 ) -> memory_service_pb2.CreateMemoriesRequest:
     """Without episode_id: EAGER for (agent_id, user_id); with one: LAZY (PENDING) unless
-    placement says "eager"."""
+    placement says "eager". `keep_separate` (EAGER): each memory is stored as given under its
+    id, never merged into a repeat nor superseding an older one."""
     number = placement if isinstance(placement, int) else _PLACEMENTS[placement.strip().lower()]
     return memory_service_pb2.CreateMemoriesRequest(
         agent_id=agent_id,
@@ -67,6 +72,7 @@ def create_memories(
         episode_id=episode_id,
         placement=memory_service_pb2.MemoryPlacement.ValueType(number),
         memories=memories,
+        keep_separate=keep_separate,
     )
 
 
@@ -79,9 +85,15 @@ def search_memories(
     top_k: int = 0,
     min_score: float | None = None,
     kinds: Sequence[KindLike] = (),
+    topics: Sequence[str] = (),
+    entities: Sequence[str] = (),
+    after: datetime | None = None,
+    before: datetime | None = None,
     episode_id: str = "",
     include_superseded: bool = False,
 ) -> memory_service_pb2.SearchMemoriesRequest:
+    """`topics` / `entities`: only memories with at least one of them; `after` / `before`:
+    created (EVENT: happening) in that window."""
     return memory_service_pb2.SearchMemoriesRequest(
         agent_id=agent_id,
         user_id=user_id,
@@ -90,6 +102,10 @@ def search_memories(
         top_k=top_k,
         min_score=min_score,
         kinds=[memory_kind(k) for k in kinds],
+        topics=topics,
+        entities=entities,
+        after=values.timestamp(after),
+        before=values.timestamp(before),
         episode_id=episode_id,
         include_superseded=include_superseded,
     )
@@ -102,16 +118,19 @@ def list_memories(
     state: MemoryStateLike = 0,
     episode_id: str = "",
     include_superseded: bool = False,
+    topics: Sequence[str] = (),
     page_size: int = 0,
     page_token: str = "",
 ) -> memory_service_pb2.ListMemoriesRequest:
-    """`state`: only "pending" or "promoted" memories (0, the default: both)."""
+    """`state`: only "pending" or "promoted" memories (0, the default: both); `topics`: only
+    memories with at least one of them."""
     return memory_service_pb2.ListMemoriesRequest(
         agent_id=agent_id,
         user_id=user_id,
         state=memory_state(state),
         episode_id=episode_id,
         include_superseded=include_superseded,
+        topics=topics,
         page_size=page_size,
         page_token=page_token,
     )

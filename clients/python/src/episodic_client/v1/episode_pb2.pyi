@@ -498,6 +498,7 @@ class Message(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     TOOL_RESULT_FIELD_NUMBER: _builtins.int
+    RETRACT_TIME_FIELD_NUMBER: _builtins.int
     episode_id: _builtins.str
     """Output only. The episode this message belongs to."""
     seq: _builtins.int
@@ -530,6 +531,12 @@ class Message(_message.Message):
     def tool_result(self) -> Global___ToolResult:
         """The tool result carried by a tool message."""
 
+    @_builtins.property
+    def retract_time(self) -> _timestamp_pb2.Timestamp:
+        """Output only. When the message was retracted (RetractMessage); unset otherwise. A
+        retracted message stays in the log and is in no projection.
+        """
+
     def __init__(
         self,
         *,
@@ -544,10 +551,11 @@ class Message(_message.Message):
         metadata: _struct_pb2.Struct | None = ...,
         tool_calls: _abc.Iterable[Global___ToolCall] | None = ...,
         tool_result: Global___ToolResult | None = ...,
+        retract_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "metadata", b"metadata", "tool_result", b"tool_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "metadata", b"metadata", "retract_time", b"retract_time", "tool_result", b"tool_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_message_id", b"client_message_id", "content", b"content", "create_time", b"create_time", "episode_id", b"episode_id", "metadata", b"metadata", "role", b"role", "seq", b"seq", "token_count", b"token_count", "token_encoding", b"token_encoding", "tool_calls", b"tool_calls", "tool_result", b"tool_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_message_id", b"client_message_id", "content", b"content", "create_time", b"create_time", "episode_id", b"episode_id", "metadata", b"metadata", "retract_time", b"retract_time", "role", b"role", "seq", b"seq", "token_count", b"token_count", "token_encoding", b"token_encoding", "tool_calls", b"tool_calls", "tool_result", b"tool_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

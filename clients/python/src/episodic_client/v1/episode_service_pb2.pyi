@@ -1080,3 +1080,53 @@ class FinalizeAssistantMessageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FinalizeAssistantMessageResponse: _TypeAlias = FinalizeAssistantMessageResponse  # noqa: Y015
+
+@_typing.final
+class RetractMessageRequest(_message.Message):
+    """Request of RetractMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODE_ID_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    episode_id: _builtins.str
+    """Required. An open episode."""
+    seq: _builtins.int
+    """Required. The message's sequence number."""
+    def __init__(
+        self,
+        *,
+        episode_id: _builtins.str = ...,
+        seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode_id", b"episode_id", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetractMessageRequest: _TypeAlias = RetractMessageRequest  # noqa: Y015
+
+@_typing.final
+class RetractMessageResponse(_message.Message):
+    """Response of RetractMessage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def message(self) -> _episode_pb2.Message:
+        """The message, with retract_time set."""
+
+    def __init__(
+        self,
+        *,
+        message: _episode_pb2.Message | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetractMessageResponse: _TypeAlias = RetractMessageResponse  # noqa: Y015

@@ -100,6 +100,7 @@ class MemoryInput(_message.Message):
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     FROM_SEQ_FIELD_NUMBER: _builtins.int
     TO_SEQ_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     memory_id: _builtins.str
     """Optional client id (makes the create idempotent). Generated when empty."""
     text: _builtins.str
@@ -126,6 +127,10 @@ class MemoryInput(_message.Message):
     def expire_time(self) -> _timestamp_pb2.Timestamp:
         """Optional expiry, in the future."""
 
+    @_builtins.property
+    def metadata(self) -> _struct_pb2.Struct:
+        """Optional free-form JSON object (at most 16 KiB as JSON), returned as given."""
+
     def __init__(
         self,
         *,
@@ -138,10 +143,11 @@ class MemoryInput(_message.Message):
         expire_time: _timestamp_pb2.Timestamp | None = ...,
         from_seq: _builtins.int = ...,
         to_seq: _builtins.int = ...,
+        metadata: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "expire_time", b"expire_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "expire_time", b"expire_time", "metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "event_time", b"event_time", "expire_time", b"expire_time", "from_seq", b"from_seq", "kind", b"kind", "memory_id", b"memory_id", "text", b"text", "to_seq", b"to_seq", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "event_time", b"event_time", "expire_time", b"expire_time", "from_seq", b"from_seq", "kind", b"kind", "memory_id", b"memory_id", "metadata", b"metadata", "text", b"text", "to_seq", b"to_seq", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -158,6 +164,7 @@ class CreateMemoriesRequest(_message.Message):
     EPISODE_ID_FIELD_NUMBER: _builtins.int
     PLACEMENT_FIELD_NUMBER: _builtins.int
     MEMORIES_FIELD_NUMBER: _builtins.int
+    KEEP_SEPARATE_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Required unless episode_id is given. The agent the memories belong to."""
     user_id: _builtins.str
@@ -168,6 +175,11 @@ class CreateMemoriesRequest(_message.Message):
     """
     placement: Global___MemoryPlacement.ValueType
     """Where the memories go."""
+    keep_separate: _builtins.bool
+    """Store each memory as given under its id: no merging into a repeat and no superseding of
+    older memories. For clients that address memories by their own ids (a key-value store);
+    the default applies the duplicate and contradiction rules.
+    """
     @_builtins.property
     def memories(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryInput]:
         """Required. 1-100 memories."""
@@ -180,10 +192,11 @@ class CreateMemoriesRequest(_message.Message):
         episode_id: _builtins.str = ...,
         placement: Global___MemoryPlacement.ValueType = ...,
         memories: _abc.Iterable[Global___MemoryInput] | None = ...,
+        keep_separate: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "episode_id", b"episode_id", "memories", b"memories", "placement", b"placement", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "episode_id", b"episode_id", "keep_separate", b"keep_separate", "memories", b"memories", "placement", b"placement", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -306,6 +319,7 @@ class ListMemoriesRequest(_message.Message):
     INCLUDE_SUPERSEDED_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Required. The agent."""
     user_id: _builtins.str
@@ -320,6 +334,10 @@ class ListMemoriesRequest(_message.Message):
     """Maximum number to return. Default 50; values above 1000 are read as 1000."""
     page_token: _builtins.str
     """Token from a previous ListMemoriesResponse."""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only memories with at least one of these topics, when given."""
+
     def __init__(
         self,
         *,
@@ -330,10 +348,11 @@ class ListMemoriesRequest(_message.Message):
         include_superseded: _builtins.bool = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        topics: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "episode_id", b"episode_id", "include_superseded", b"include_superseded", "page_size", b"page_size", "page_token", b"page_token", "state", b"state", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "episode_id", b"episode_id", "include_superseded", b"include_superseded", "page_size", b"page_size", "page_token", b"page_token", "state", b"state", "topics", b"topics", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -381,7 +400,7 @@ class UpdateMemoryRequest(_message.Message):
 
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask:
-        """Required. Mutable: text, kind, topics, entities, event_time, expire_time."""
+        """Required. Mutable: text, kind, topics, entities, event_time, expire_time, metadata."""
 
     def __init__(
         self,

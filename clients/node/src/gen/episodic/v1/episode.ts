@@ -405,7 +405,14 @@ export interface Message {
   /** Tool-call directives issued by an assistant message. */
   toolCalls: ToolCall[];
   /** The tool result carried by a tool message. */
-  toolResult: ToolResult | undefined;
+  toolResult:
+    | ToolResult
+    | undefined;
+  /**
+   * Output only. When the message was retracted (RetractMessage); unset otherwise. A
+   * retracted message stays in the log and is in no projection.
+   */
+  retractTime: Date | undefined;
 }
 
 function createBaseEpisode(): Episode {
@@ -1645,6 +1652,7 @@ function createBaseMessage(): Message {
     metadata: undefined,
     toolCalls: [],
     toolResult: undefined,
+    retractTime: undefined,
   };
 }
 
@@ -1682,6 +1690,9 @@ export const Message: MessageFns<Message> = {
     }
     if (message.toolResult !== undefined) {
       ToolResult.encode(message.toolResult, writer.uint32(90).fork()).join();
+    }
+    if (message.retractTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.retractTime), writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -1787,6 +1798,14 @@ export const Message: MessageFns<Message> = {
             message.toolResult = ToolResult.decode(reader, reader.uint32());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.retractTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1840,6 +1859,11 @@ export const Message: MessageFns<Message> = {
         : isSet(object.tool_result)
         ? ToolResult.fromJSON(object.tool_result)
         : undefined,
+      retractTime: isSet(object.retractTime)
+        ? fromJsonTimestamp(object.retractTime)
+        : isSet(object.retract_time)
+        ? fromJsonTimestamp(object.retract_time)
+        : undefined,
     };
   },
 
@@ -1878,6 +1902,9 @@ export const Message: MessageFns<Message> = {
     if (message.toolResult !== undefined) {
       obj.toolResult = ToolResult.toJSON(message.toolResult);
     }
+    if (message.retractTime !== undefined) {
+      obj.retractTime = message.retractTime.toISOString();
+    }
     return obj;
   },
 
@@ -1899,6 +1926,7 @@ export const Message: MessageFns<Message> = {
     message.toolResult = (object.toolResult !== undefined && object.toolResult !== null)
       ? ToolResult.fromPartial(object.toolResult)
       : undefined;
+    message.retractTime = object.retractTime ?? undefined;
     return message;
   },
 };

@@ -503,6 +503,20 @@ export interface FinalizeAssistantMessageResponse {
   message: Message | undefined;
 }
 
+/** Request of RetractMessage. */
+export interface RetractMessageRequest {
+  /** Required. An open episode. */
+  episodeId: string;
+  /** Required. The message's sequence number. */
+  seq: number;
+}
+
+/** Response of RetractMessage. */
+export interface RetractMessageResponse {
+  /** The message, with retract_time set. */
+  message: Message | undefined;
+}
+
 function createBaseOpenEpisodeRequest(): OpenEpisodeRequest {
   return { agentId: "", userId: "", episodeId: "", metadata: undefined, startTime: undefined };
 }
@@ -3913,6 +3927,164 @@ export const FinalizeAssistantMessageResponse: MessageFns<FinalizeAssistantMessa
   },
 };
 
+function createBaseRetractMessageRequest(): RetractMessageRequest {
+  return { episodeId: "", seq: 0 };
+}
+
+export const RetractMessageRequest: MessageFns<RetractMessageRequest> = {
+  encode(message: RetractMessageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.episodeId !== "") {
+      writer.uint32(10).string(message.episodeId);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).int64(message.seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetractMessageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetractMessageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.episodeId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetractMessageRequest {
+    return {
+      episodeId: isSet(object.episodeId)
+        ? globalThis.String(object.episodeId)
+        : isSet(object.episode_id)
+        ? globalThis.String(object.episode_id)
+        : "",
+      seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+    };
+  },
+
+  toJSON(message: RetractMessageRequest): unknown {
+    const obj: any = {};
+    if (message.episodeId !== "") {
+      obj.episodeId = message.episodeId;
+    }
+    if (message.seq !== 0) {
+      obj.seq = Math.round(message.seq);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RetractMessageRequest>): RetractMessageRequest {
+    return RetractMessageRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RetractMessageRequest>): RetractMessageRequest {
+    const message = createBaseRetractMessageRequest();
+    message.episodeId = object.episodeId ?? "";
+    message.seq = object.seq ?? 0;
+    return message;
+  },
+};
+
+function createBaseRetractMessageResponse(): RetractMessageResponse {
+  return { message: undefined };
+}
+
+export const RetractMessageResponse: MessageFns<RetractMessageResponse> = {
+  encode(message: RetractMessageResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.message !== undefined) {
+      Message.encode(message.message, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetractMessageResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetractMessageResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.message = Message.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetractMessageResponse {
+    return { message: isSet(object.message) ? Message.fromJSON(object.message) : undefined };
+  },
+
+  toJSON(message: RetractMessageResponse): unknown {
+    const obj: any = {};
+    if (message.message !== undefined) {
+      obj.message = Message.toJSON(message.message);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RetractMessageResponse>): RetractMessageResponse {
+    return RetractMessageResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RetractMessageResponse>): RetractMessageResponse {
+    const message = createBaseRetractMessageResponse();
+    message.message = (object.message !== undefined && object.message !== null)
+      ? Message.fromPartial(object.message)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * EpisodeService is the durable log of conversations: episodes and their messages.
  * Every RPC is scoped to the tenant of the caller's credential; ids of other tenants
@@ -4074,6 +4246,25 @@ export const EpisodeServiceService = {
     responseDeserialize: (value: Buffer): FinalizeAssistantMessageResponse =>
       FinalizeAssistantMessageResponse.decode(value),
   },
+  /**
+   * Takes a message of an open episode back ("undo"): it stays in the log, where
+   * ListMessages shows it with retract_time set, but no projection uses it again (the
+   * context's tail, compaction summaries, the digest and the memories extracted at close).
+   * Only messages after the latest compaction summary (a summary already tells them) and
+   * never an assistant message whose tool calls have results not retracted (retract the
+   * newest first). Retracting a retracted message returns it unchanged.
+   */
+  retractMessage: {
+    path: "/episodic.v1.EpisodeService/RetractMessage" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RetractMessageRequest): Buffer =>
+      Buffer.from(RetractMessageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RetractMessageRequest => RetractMessageRequest.decode(value),
+    responseSerialize: (value: RetractMessageResponse): Buffer =>
+      Buffer.from(RetractMessageResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RetractMessageResponse => RetractMessageResponse.decode(value),
+  },
 } as const;
 
 export interface EpisodeServiceServer extends UntypedServiceImplementation {
@@ -4123,6 +4314,15 @@ export interface EpisodeServiceServer extends UntypedServiceImplementation {
    * the draft id (deduplicated, redacted and counted like AddMessage). Idempotent.
    */
   finalizeAssistantMessage: handleUnaryCall<FinalizeAssistantMessageRequest, FinalizeAssistantMessageResponse>;
+  /**
+   * Takes a message of an open episode back ("undo"): it stays in the log, where
+   * ListMessages shows it with retract_time set, but no projection uses it again (the
+   * context's tail, compaction summaries, the digest and the memories extracted at close).
+   * Only messages after the latest compaction summary (a summary already tells them) and
+   * never an assistant message whose tool calls have results not retracted (retract the
+   * newest first). Retracting a retracted message returns it unchanged.
+   */
+  retractMessage: handleUnaryCall<RetractMessageRequest, RetractMessageResponse>;
 }
 
 export interface EpisodeServiceClient extends Client {
@@ -4333,6 +4533,29 @@ export interface EpisodeServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: FinalizeAssistantMessageResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Takes a message of an open episode back ("undo"): it stays in the log, where
+   * ListMessages shows it with retract_time set, but no projection uses it again (the
+   * context's tail, compaction summaries, the digest and the memories extracted at close).
+   * Only messages after the latest compaction summary (a summary already tells them) and
+   * never an assistant message whose tool calls have results not retracted (retract the
+   * newest first). Retracting a retracted message returns it unchanged.
+   */
+  retractMessage(
+    request: RetractMessageRequest,
+    callback: (error: ServiceError | null, response: RetractMessageResponse) => void,
+  ): ClientUnaryCall;
+  retractMessage(
+    request: RetractMessageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RetractMessageResponse) => void,
+  ): ClientUnaryCall;
+  retractMessage(
+    request: RetractMessageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RetractMessageResponse) => void,
   ): ClientUnaryCall;
 }
 

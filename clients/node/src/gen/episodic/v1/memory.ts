@@ -228,6 +228,12 @@ export interface Memory {
   episodeId: string;
   /** Output only. How many times a duplicate was merged into this memory. */
   mergeCount: number;
+  /**
+   * Free-form JSON object kept with the memory and returned as given (at most 16 KiB as
+   * JSON). Not searched and not rendered: a client's own fields, e.g. a key-value store's
+   * value whose text is `text`.
+   */
+  metadata: { [key: string]: any } | undefined;
 }
 
 /**
@@ -399,6 +405,7 @@ function createBaseMemory(): Memory {
     supersededBy: "",
     episodeId: "",
     mergeCount: 0,
+    metadata: undefined,
   };
 }
 
@@ -454,6 +461,9 @@ export const Memory: MessageFns<Memory> = {
     }
     if (message.mergeCount !== 0) {
       writer.uint32(136).int32(message.mergeCount);
+    }
+    if (message.metadata !== undefined) {
+      Struct.encode(Struct.wrap(message.metadata), writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -607,6 +617,14 @@ export const Memory: MessageFns<Memory> = {
             message.mergeCount = reader.int32();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -682,6 +700,7 @@ export const Memory: MessageFns<Memory> = {
         : isSet(object.merge_count)
         ? globalThis.Number(object.merge_count)
         : 0,
+      metadata: isObject(object.metadata) ? object.metadata : undefined,
     };
   },
 
@@ -738,6 +757,9 @@ export const Memory: MessageFns<Memory> = {
     if (message.mergeCount !== 0) {
       obj.mergeCount = Math.round(message.mergeCount);
     }
+    if (message.metadata !== undefined) {
+      obj.metadata = message.metadata;
+    }
     return obj;
   },
 
@@ -765,6 +787,7 @@ export const Memory: MessageFns<Memory> = {
     message.supersededBy = object.supersededBy ?? "";
     message.episodeId = object.episodeId ?? "";
     message.mergeCount = object.mergeCount ?? 0;
+    message.metadata = object.metadata ?? undefined;
     return message;
   },
 };

@@ -172,6 +172,8 @@ export interface MemoryInput {
   fromSeq: number;
   /** See from_seq. */
   toSeq: number;
+  /** Optional free-form JSON object (at most 16 KiB as JSON), returned as given. */
+  metadata: { [key: string]: any } | undefined;
 }
 
 /** Request of CreateMemories. */
@@ -189,6 +191,12 @@ export interface CreateMemoriesRequest {
   placement: MemoryPlacement;
   /** Required. 1-100 memories. */
   memories: MemoryInput[];
+  /**
+   * Store each memory as given under its id: no merging into a repeat and no superseding of
+   * older memories. For clients that address memories by their own ids (a key-value store);
+   * the default applies the duplicate and contradiction rules.
+   */
+  keepSeparate: boolean;
 }
 
 /** The result of one MemoryInput, in request order. */
@@ -237,6 +245,8 @@ export interface ListMemoriesRequest {
   pageSize: number;
   /** Token from a previous ListMemoriesResponse. */
   pageToken: string;
+  /** Only memories with at least one of these topics, when given. */
+  topics: string[];
 }
 
 /** Response of ListMemories. */
@@ -253,7 +263,7 @@ export interface UpdateMemoryRequest {
   memory:
     | Memory
     | undefined;
-  /** Required. Mutable: text, kind, topics, entities, event_time, expire_time. */
+  /** Required. Mutable: text, kind, topics, entities, event_time, expire_time, metadata. */
   updateMask: string[] | undefined;
 }
 
@@ -415,6 +425,7 @@ function createBaseMemoryInput(): MemoryInput {
     expireTime: undefined,
     fromSeq: 0,
     toSeq: 0,
+    metadata: undefined,
   };
 }
 
@@ -446,6 +457,9 @@ export const MemoryInput: MessageFns<MemoryInput> = {
     }
     if (message.toSeq !== 0) {
       writer.uint32(72).int64(message.toSeq);
+    }
+    if (message.metadata !== undefined) {
+      Struct.encode(Struct.wrap(message.metadata), writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -535,6 +549,14 @@ export const MemoryInput: MessageFns<MemoryInput> = {
             message.toSeq = longToNumber(reader.int64());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -578,6 +600,7 @@ export const MemoryInput: MessageFns<MemoryInput> = {
         : isSet(object.to_seq)
         ? globalThis.Number(object.to_seq)
         : 0,
+      metadata: isObject(object.metadata) ? object.metadata : undefined,
     };
   },
 
@@ -610,6 +633,9 @@ export const MemoryInput: MessageFns<MemoryInput> = {
     if (message.toSeq !== 0) {
       obj.toSeq = Math.round(message.toSeq);
     }
+    if (message.metadata !== undefined) {
+      obj.metadata = message.metadata;
+    }
     return obj;
   },
 
@@ -627,12 +653,13 @@ export const MemoryInput: MessageFns<MemoryInput> = {
     message.expireTime = object.expireTime ?? undefined;
     message.fromSeq = object.fromSeq ?? 0;
     message.toSeq = object.toSeq ?? 0;
+    message.metadata = object.metadata ?? undefined;
     return message;
   },
 };
 
 function createBaseCreateMemoriesRequest(): CreateMemoriesRequest {
-  return { agentId: "", userId: "", episodeId: "", placement: 0, memories: [] };
+  return { agentId: "", userId: "", episodeId: "", placement: 0, memories: [], keepSeparate: false };
 }
 
 export const CreateMemoriesRequest: MessageFns<CreateMemoriesRequest> = {
@@ -651,6 +678,9 @@ export const CreateMemoriesRequest: MessageFns<CreateMemoriesRequest> = {
     }
     for (const v of message.memories) {
       MemoryInput.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.keepSeparate !== false) {
+      writer.uint32(48).bool(message.keepSeparate);
     }
     return writer;
   },
@@ -708,6 +738,14 @@ export const CreateMemoriesRequest: MessageFns<CreateMemoriesRequest> = {
             message.memories.push(MemoryInput.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.keepSeparate = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -741,6 +779,11 @@ export const CreateMemoriesRequest: MessageFns<CreateMemoriesRequest> = {
       memories: globalThis.Array.isArray(object?.memories)
         ? object.memories.map((e: any) => MemoryInput.fromJSON(e))
         : [],
+      keepSeparate: isSet(object.keepSeparate)
+        ? globalThis.Boolean(object.keepSeparate)
+        : isSet(object.keep_separate)
+        ? globalThis.Boolean(object.keep_separate)
+        : false,
     };
   },
 
@@ -761,6 +804,9 @@ export const CreateMemoriesRequest: MessageFns<CreateMemoriesRequest> = {
     if (message.memories?.length) {
       obj.memories = message.memories.map((e) => MemoryInput.toJSON(e));
     }
+    if (message.keepSeparate !== false) {
+      obj.keepSeparate = message.keepSeparate;
+    }
     return obj;
   },
 
@@ -774,6 +820,7 @@ export const CreateMemoriesRequest: MessageFns<CreateMemoriesRequest> = {
     message.episodeId = object.episodeId ?? "";
     message.placement = object.placement ?? 0;
     message.memories = object.memories?.map((e) => MemoryInput.fromPartial(e)) || [];
+    message.keepSeparate = object.keepSeparate ?? false;
     return message;
   },
 };
@@ -1097,7 +1144,16 @@ export const GetMemoryResponse: MessageFns<GetMemoryResponse> = {
 };
 
 function createBaseListMemoriesRequest(): ListMemoriesRequest {
-  return { agentId: "", userId: "", state: 0, episodeId: "", includeSuperseded: false, pageSize: 0, pageToken: "" };
+  return {
+    agentId: "",
+    userId: "",
+    state: 0,
+    episodeId: "",
+    includeSuperseded: false,
+    pageSize: 0,
+    pageToken: "",
+    topics: [],
+  };
 }
 
 export const ListMemoriesRequest: MessageFns<ListMemoriesRequest> = {
@@ -1122,6 +1178,9 @@ export const ListMemoriesRequest: MessageFns<ListMemoriesRequest> = {
     }
     if (message.pageToken !== "") {
       writer.uint32(58).string(message.pageToken);
+    }
+    for (const v of message.topics) {
+      writer.uint32(66).string(v!);
     }
     return writer;
   },
@@ -1195,6 +1254,14 @@ export const ListMemoriesRequest: MessageFns<ListMemoriesRequest> = {
             message.pageToken = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.topics.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1240,6 +1307,9 @@ export const ListMemoriesRequest: MessageFns<ListMemoriesRequest> = {
         : isSet(object.page_token)
         ? globalThis.String(object.page_token)
         : "",
+      topics: globalThis.Array.isArray(object?.topics)
+        ? object.topics.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1266,6 +1336,9 @@ export const ListMemoriesRequest: MessageFns<ListMemoriesRequest> = {
     if (message.pageToken !== "") {
       obj.pageToken = message.pageToken;
     }
+    if (message.topics?.length) {
+      obj.topics = message.topics;
+    }
     return obj;
   },
 
@@ -1281,6 +1354,7 @@ export const ListMemoriesRequest: MessageFns<ListMemoriesRequest> = {
     message.includeSuperseded = object.includeSuperseded ?? false;
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
+    message.topics = object.topics?.map((e) => e) || [];
     return message;
   },
 };
