@@ -225,6 +225,9 @@ async def test_a_retraction_marks_the_message_once_and_only_where_no_projection_
         await retract(world.tenant, episode.episode_id, 4, NO_CHANGES)
     await retract(world.tenant, episode.episode_id, 5, NO_CHANGES)
     assert (await retract(world.tenant, episode.episode_id, 4, NO_CHANGES)).result.retracted_at is not None
+    await world.tool_round(episode, "call_1")  # the retracted call's id is free again
+    newest = await world.episodes.list_messages(world.tenant, episode.episode_id, None, 2)
+    assert [m.seq for m in newest] == [7, 6]
 
     await world.context.save_summary(summary_through(episode, said[1].seq))
     with pytest.raises(FailedPrecondition, match="summary"):

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, func, or_, select, update
+from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, delete, func, or_, select, update
 
 from episodic.domain import episodes as rules
 from episodic.domain.changes import Declared, Recorded
@@ -130,9 +130,9 @@ class SqlEpisodeStore:
                 _live_results(conn, tenant_id, episode_id, message), self._clock(),
             )  # fmt: skip
             if retracted is not message:
-                conn.execute(
-                    update(M).where(*scope, M.c.seq == seq).values(retracted_at=retracted.retracted_at)
-                )
+                stmt = update(M).where(*scope, M.c.seq == seq)
+                conn.execute(stmt.values(retracted_at=retracted.retracted_at))
+                _unregister_tools(conn, tenant_id, episode_id, retracted)
             return retracted
 
         return await self._writer.run(op, declared)
@@ -202,6 +202,18 @@ def _episode_or_missing(row: object, episode_id: str) -> Episode:
     if row is None:
         raise NotFound("episode", episode_id)
     return episode_from_row(row)  # type: ignore[arg-type]
+
+
+def _unregister_tools(conn: Connection, tenant_id: str, episode_id: str, message: Message) -> None:
+    """The tool-call registry is a projection too: a retracted call frees its id, a retracted
+    result leaves its call unanswered, so the client may send either again."""
+    where = (TC.c.tenant_id == tenant_id, TC.c.episode_id == episode_id)
+    if message.tool_calls:
+        conn.execute(delete(TC).where(*where, TC.c.call_seq == message.seq))
+    if message.tool_result is not None:
+        unanswered = {"has_result": False, "output": None, "succeeded": False, "error": "", "called_at": None}
+        stmt = update(TC).where(*where, TC.c.result_seq == message.seq)
+        conn.execute(stmt.values(**unanswered, duration_seconds=None, result_seq=None))
 
 
 def _summarized_through(conn: Connection, tenant_id: str, episode_id: str) -> int:
