@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from episodic.inspector.app import CSP, STATIC
-from episodic.v1 import episode_pb2, knowledge_service_pb2
+from episodic.v1 import episode_pb2, episode_service_pb2, knowledge_service_pb2
 from tests.e2e.context_helpers import build, create_agent
 from tests.e2e.helpers import Client, user_message
 from tests.e2e.inspector_helpers import inspector
@@ -92,8 +92,11 @@ async def test_navigation_reaches_a_model_call_and_pages_what_does_not_fit(datab
         assert [e["episode_id"] for e in episodes["episodes"]] == [episode_id, older]  # newest first
         assert (await ins.json(f"/api/episodes/{episode_id}"))["episode"]["message_count"] == 70
 
+        retract = episode_service_pb2.RetractMessageRequest(episode_id=episode_id, seq=70)
+        await ins.grpc.episodes.RetractMessage(retract, metadata=ins.grpc.auth)
         newest = await ins.json(f"/api/episodes/{episode_id}/messages")
         assert [m["seq"] for m in newest["messages"]] == list(range(70, 20, -1))
+        assert [bool(m["retract_time"]) for m in newest["messages"][:2]] == [True, False]
         earlier = await ins.json(f"/api/episodes/{episode_id}/messages", page_token=newest["next_page_token"])
         assert [m["seq"] for m in earlier["messages"]] == list(range(20, 0, -1)) and not earlier[
             "next_page_token"

@@ -64,6 +64,7 @@ def message(m: Message) -> Json:
         "tokens": m.token_count,
         "tool_calls": [_tool_call(c) for c in m.tool_calls],
         "tool_result": _tool_result(m.tool_result),
+        "retract_time": _time(m.retracted_at) if m.retracted_at else None,
     }
 
 

@@ -18,6 +18,12 @@ export function logMessage(m, resultOf) {
       timestamp(m.create_time),
       h("span", { class: "muted small" }, `${formatNumber(m.tokens)} tok`),
       h("span", { class: "log-fate", testid: "log-fate" }),
+      m.retract_time
+        ? chip("retracted", "retracted", {
+            title: `taken back at ${m.retract_time}: kept in the log, in no context since`,
+            testid: "log-retracted",
+          })
+        : null,
     ),
     m.content ? pre(m.content) : null,
     (m.tool_calls || []).map((call) => toolCall(call, resultOf(call.tool_call_id))),
