@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -38,7 +38,9 @@ from episodic.domain.drafts import (
     plan_push,
 )
 from episodic.domain.episodes import OpenRequest
+from episodic.domain.erasure import KINDS as ERASURE_KINDS
 from episodic.domain.erasure import Audit, Erased
+from episodic.domain.erasure_ledger import LedgerEntry
 from episodic.domain.inspection import UserSummary
 from episodic.domain.knowledge import (
     Document,
@@ -85,7 +87,7 @@ from episodic.domain.reducers import TailReach
 from episodic.domain.retention import SoftDeleted
 from episodic.domain.watch import DraftChange, LiveRead
 from episodic.domain.working_set import WorkingSet
-from episodic.errors import AlreadyExists, InvalidArgument, NotFound
+from episodic.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
 from episodic.store.lexical import terms
 from episodic.store.retention import effective_days
 from tests.fakes_tokens import WordTokenCounter
@@ -490,8 +492,18 @@ class FakeEpisodeStore:
             if m.tool_result is not None and m.tool_result.tool_call_id in calls and m.retracted_at is None
         ]
         retracted = episode_rules.retract(episode, message, through, live, self._clock())
+        if retracted is not message:
+            self._unregister_tools(tenant_id, episode_id, retracted)
         log[found] = retracted
         return recorded(retracted, declared)
+
+    def _unregister_tools(self, tenant_id: str, episode_id: str, message: Message) -> None:
+        calls = self._t.tool_calls.get((tenant_id, episode_id), {})
+        for call in message.tool_calls:
+            calls.pop(call.tool_call_id, None)
+        if message.tool_result is not None and message.tool_result.tool_call_id in calls:
+            record = calls[message.tool_result.tool_call_id]
+            calls[record.tool_call_id] = dataclasses.replace(record, result=None, result_seq=0)
 
     async def get_episode(self, tenant_id: str, episode_id: str) -> Episode:
         return self._with_digest(self._t.visible(tenant_id, episode_id))
@@ -1446,3 +1458,58 @@ def _draft_change(text: str, known: int | None) -> DraftChange:
         return DraftChange(len(text))
     start = known if known is not None and known < len(text) else 0
     return DraftChange(len(text), start, text[start:])
+
+
+class FakeErasureRecords:
+    """The `ErasureRecords` port over the tables: the audit rows the fake eraser appends, and
+    the users of episodes and memories. A cursor is the last user id handed out."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+
+    @classmethod
+    def beside(cls, eraser: FakeEraser) -> FakeErasureRecords:
+        """Over the tables of `eraser` (the SQL eraser is its own `ErasureRecords`)."""
+        return cls(eraser._t)
+
+    def _keys(self) -> set[tuple[str, str]]:
+        return {(tenant, audit.erasure_id) for tenant, audit, _ in self._t.erasures}
+
+    async def recorded(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        return set(keys) & self._keys()
+
+    async def audits(self, after: tuple[str, str] | None, limit: int) -> list[LedgerEntry]:
+        rows = sorted({(t, a.erasure_id): LedgerEntry.of(t, a) for t, a, _ in self._t.erasures}.items())
+        return [entry for key, entry in rows if after is None or key > after][:limit]
+
+    async def user_page(self, tenant_id: str, cursor: str, limit: int) -> tuple[list[str], str]:
+        users = {e.user_id for (t, _), e in self._t.episodes.items() if t == tenant_id}
+        users |= {s.memory.user_id for (t, _), s in self._t.memories.items() if t == tenant_id}
+        page = sorted(u for u in users if u > cursor)[:limit]
+        return page, page[-1] if len(page) == limit else ""
+
+    async def record(self, tenant_id: str, audit: Audit) -> bool:
+        if (tenant_id, audit.erasure_id) in self._keys():
+            return False
+        self._t.erasures.append((tenant_id, audit, dict.fromkeys(ERASURE_KINDS, 0)))
+        return True
+
+
+class FakeErasureLedger:
+    """The `ErasureLedger` port in memory; `broken` makes every append fail as a full or
+    unwritable disk does (Unavailable, nothing kept)."""
+
+    def __init__(self, *entries: LedgerEntry, broken: bool = False) -> None:
+        self.entries: list[LedgerEntry] = list(entries)
+        self.broken = broken
+        self.unreadable = 0
+        self.where = "memory"
+
+    async def append(self, entries: Sequence[LedgerEntry]) -> None:
+        if self.broken:
+            raise Unavailable("the erasure ledger cannot be written", reason="ERASURE_LEDGER_UNAVAILABLE")
+        self.entries.extend(entries)
+
+    async def batches(self, size: int) -> AsyncIterator[list[LedgerEntry]]:
+        for start in range(0, len(self.entries), size):
+            yield self.entries[start : start + size]

@@ -7,6 +7,7 @@ door for running the product in-process (tests, the lab)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -14,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from episodic.api.shares import Refused
 from episodic.bounded import within
 from episodic.config import ConfigError, EmbedderKind, ExtractorKind, Settings, SummarizerKind, TlsMaterial
 from episodic.domain.digests import indexed_with
+from episodic.domain.erasure_ledger import Replayed
 from episodic.domain.ports import (
     AgentStore,
     ChangeFeed,
@@ -36,6 +38,8 @@ from episodic.domain.ports import (
     Embedder,
     EpisodeStore,
     Eraser,
+    ErasureLedger,
+    ErasureRecords,
     IdFactory,
     KnowledgeStore,
     Leadership,
@@ -50,6 +54,7 @@ from episodic.domain.ports import (
     Summarizer,
     TokenCounter,
     UserDirectory,
+    UserTransfer,
     VectorIndex,
 )
 from episodic.embed import EmbeddingError, make_embedder
@@ -65,6 +70,7 @@ from episodic.service.compaction import SummaryMaker
 from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
+from episodic.service.erasure_replay import ErasureReplay
 from episodic.service.index_check import IndexChecker
 from episodic.service.inspection import InspectionService
 from episodic.service.knowledge import KnowledgeService
@@ -76,6 +82,7 @@ from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
+from episodic.service.transfer import TransferService
 from episodic.service.watch import LiveEpisodes, WatchService
 from episodic.state.chunk_cache import ChunkCache
 from episodic.state.digest_memo import RememberedDigestReads
@@ -102,11 +109,15 @@ from episodic.store.faults import sqlite_path_problem, startup_failure
 from episodic.store.feed import SqlChangeFeed
 from episodic.store.knowledge import SqlKnowledgeStore
 from episodic.store.leadership import PgLeadership
+from episodic.store.lease import DatabaseInUse, SqliteLease
+from episodic.store.ledger import FileErasureLedger, NoErasureLedger, ledger_path
 from episodic.store.memories import SqlMemoryStore
 from episodic.store.migrate import current_revision, head_revision, is_new_sqlite, upgrade_to_head
 from episodic.store.retention import SqlRetention
 from episodic.store.session_data import SqlSessionDataStore
 from episodic.store.signals import LocalSignals, PgSignals
+from episodic.store.sqlite_files import file_of
+from episodic.store.transfer import SqlTransfer
 from episodic.store.vector_sources import SqlDigestVectors, SqlKnowledgeVectors, SqlMemoryVectors
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize.extractive import ExtractiveSummarizer
@@ -174,6 +185,9 @@ class Adapters:
     new_id: IdFactory  # model calls, memories, erasures
     reads: ReadsTogether  # the database, as a turn's concurrent searches share a trip to it
     cluster_now: Callable[[], Awaitable[datetime]] | None  # the cluster's time; None: `clock`
+    transfer: UserTransfer | None  # ExportUser / ImportUser: over SQL only (None in the fake world)
+    # every erasure, kept outside the database (none: the fakes' world, unless a test gives one)
+    erasure_ledger: ErasureLedger = field(default_factory=NoErasureLedger, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +200,7 @@ class SqlAdapters(Adapters):
     replica_signals: PgSignals | LocalSignals  # `signals`, started and stopped with the app
     replica_leadership: PgLeadership | SoleReplica  # `leadership`, released at the end
     sql_digests: SqlDigestStore  # `digests`, whose queue metrics read
+    erasure_records: ErasureRecords  # `eraser`, as the erasure ledger's replay reads the audit table
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +395,7 @@ def build_adapters(
     signals = LocalSignals() if database.is_sqlite else PgSignals(database.url)
     leadership = SoleReplica() if database.is_sqlite else PgLeadership(database.url)
     feed = SqlChangeFeed(database, writer, origin=uuid.uuid4().hex, signals=signals)
+    eraser = SqlEraser(database, writer)
     tokens, digests, episodes = (
         TiktokenCounter(),
         SqlDigestStore(database, writer),
@@ -415,7 +431,10 @@ def build_adapters(
         knowledge=SqlKnowledgeStore(database, writer),
         knowledge_index=FaissVectorIndex(embedder.dimension),
         extractor=build_extractor(settings),
-        eraser=SqlEraser(database, writer),
+        eraser=eraser,
+        erasure_records=eraser,
+        erasure_ledger=build_ledger(settings),
+        transfer=SqlTransfer(database, writer),
         retention=SqlRetention(database, writer, settings.retention_caps()),
         leadership=leadership,
         signals=signals,
@@ -652,7 +671,14 @@ def build_services(
         context=context,
         model_calls=model_calls,
         knowledge=knowledge,
-        erasure=EraseService(eraser=a.eraser, changes=state.visibility, clock=clock, new_id=a.new_id),
+        transfer=TransferService(
+            transfer=a.transfer, memories=memories, changes=state.visibility, digests=digester, clock=clock
+        )
+        if a.transfer is not None
+        else None,
+        erasure=EraseService(
+            eraser=a.eraser, changes=state.visibility, clock=clock, new_id=a.new_id, ledger=a.erasure_ledger
+        ),
         index_checker=IndexChecker(
             store=a.digest_keys, index=state.index, model=indexed_with(a.embedder.model_id)
         ),
@@ -790,7 +816,9 @@ async def open_app(
     metrics = build_metrics(settings.metrics_address, settings.otel_environ)
     timeouts = Timeouts(settings.db_statement_timeout_seconds, settings.db_connect_timeout_seconds)
     database = open_database(settings.database_url, pool_size=settings.db_pool_size, timeouts=timeouts)
+    lease: SqliteLease | None = None
     try:
+        lease = hold_database(database)  # before the schema is read: no restore swaps the file under us
         await ensure_schema(database, settings.migrate_on_start)
         on_batch = metrics.writer_batch if metrics.enabled else None
         writer = GroupCommitWriter(database, workers=settings.db_writers, on_batch=on_batch)
@@ -815,6 +843,8 @@ async def open_app(
             access_log.close()
     finally:
         await database.dispose()
+        if lease is not None:
+            lease.release()
         metrics.shutdown()
         if owns_tracing:
             tracing.shutdown()  # exports the spans still queued
@@ -853,6 +883,12 @@ async def _wired(
     state, services, workers = core.state, core.services, core.workers
     database.health.listen(state.health.part("database"))
     await note_stale_vectors(adapters)
+    try:  # before anything is served or any worker runs: no erased user is seen again
+        await replay_ledger(adapters, services.erasure)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        embed_pool.shutdown(wait=False, cancel_futures=True)
+        raise
     state.tail.listen()
     await adapters.replica_signals.start()
     await state.tail.start()
@@ -875,6 +911,77 @@ async def note_stale_vectors(adapters: Adapters) -> None:
     stale = await adapters.digests.count_stale(model)
     if stale:
         log.warning("model or index recipe changed: re-embedding in the background", extra={"digests": stale})
+
+
+def build_ledger(settings: Settings) -> ErasureLedger:
+    """A ledger whose directory is missing fails the start, not the first erasure."""
+    path = ledger_path(settings.erasure_ledger, settings.database_url)
+    if path is None:
+        log.warning(
+            "no erasure ledger: restoring an older backup of this database would bring back users "
+            "erased since; set EPISODIC_ERASURE_LEDGER to a file every replica shares"
+        )
+        return NoErasureLedger()
+    if not path.parent.is_dir():
+        raise ConfigError(f"erasure_ledger: the directory of {path} does not exist")
+    return FileErasureLedger(path)
+
+
+def hold_database(database: Database) -> SqliteLease | None:
+    """A SQLite file is leased (shared) for as long as this process has it open, so
+    `episodic restore` refuses to replace it meanwhile (store/lease.py)."""
+    file = file_of(database.url)
+    if file is None:
+        return None
+    problem = sqlite_path_problem(database.url)
+    if problem is not None:
+        raise DatabaseNotReady(f"database_url: {problem}")
+    try:
+        return SqliteLease(file, exclusive=False)
+    except DatabaseInUse as exc:
+        raise DatabaseNotReady(f"database_url: {exc.message}") from exc
+
+
+async def replay_ledger(adapters: SqlAdapters, erasure: EraseService) -> Replayed:
+    """Erases again every user the ledger says was erased and the database does not: the
+    database is an older backup, restored (service/erasure_replay.py). Logged in one line,
+    counts only."""
+    ledger = adapters.erasure_ledger
+    if not ledger.where:
+        return Replayed()
+    report = await ErasureReplay(ledger=ledger, records=adapters.erasure_records, erasure=erasure).run()
+    if report.pending:
+        replayed = {"erasures": report.pending, "users": report.users, "nothing_left": report.nothing_left}
+        erased = {kind: report.counts[kind] for kind in ("episodes", "messages", "memories")}
+        log.info(f"restore: {report.summary()}", extra=replayed | erased)
+    if report.adopted:
+        log.info("erasure ledger: added the erasures only the database held", extra={"added": report.adopted})
+    if report.unreadable_lines:
+        log.warning(
+            "erasure ledger: lines that are no entry skipped", extra={"lines": report.unreadable_lines}
+        )
+    return report
+
+
+async def replay_offline(settings: Settings) -> Replayed:
+    """The ledger's replay without serving (`episodic restore`, on the restored copy before
+    it is put in place): the server's own wiring over SQL, nothing started. No model is
+    loaded: erasing embeds and summarizes nothing."""
+    quiet = dataclasses.replace(
+        settings, embedder=EmbedderKind.HASHING, summarizer=SummarizerKind.EXTRACTIVE,
+        extractor=ExtractorKind.EXTRACTIVE,
+    )  # fmt: skip
+    database = open_database(quiet.database_url)
+    writer = GroupCommitWriter(database)
+    writer.start()
+    try:
+        with explained_startup_failures(database), ThreadPoolExecutor(1) as pool:
+            adapters = build_adapters(quiet, database, writer, None)
+            core = build_core(quiet, adapters, pool=pool)
+            return await replay_ledger(adapters, core.services.erasure)
+    finally:
+        await writer.stop()
+        await database.dispose()
 
 
 def share_refusals(metrics: Metrics, tenant_labels: bool) -> Refused | None:

@@ -12,10 +12,12 @@ import traceback
 from collections.abc import Sequence
 
 from episodic import config
+from episodic.backup import add_commands as add_backup_commands
 from episodic.errors import EpisodicError
 from episodic.keys import KeyConfigError, KeyRing, config_line, new_key
 from episodic.logs import configure_logging
 from episodic.mcp.command import add_command as add_mcp_command
+from episodic.transfer_cli import add_transfer_commands
 
 COMMANDS = (
     "serve",
@@ -26,6 +28,10 @@ COMMANDS = (
     "reindex",
     "model-call",
     "mcp",
+    "export",
+    "import",
+    "backup",
+    "restore",
 )
 VERSION_FLAGS = ("-V", "--version")
 
@@ -103,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     reindex.set_defaults(run=_reindex)
     _add_model_call(commands)
     add_mcp_command(commands)
+    add_transfer_commands(commands)
+    add_backup_commands(commands)
     return parser
 
 

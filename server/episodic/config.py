@@ -26,7 +26,8 @@ from episodic.domain.watch import WatchLimits
 # Which subcommands take a setting as a flag: `episodic <command> --help` lists only its own.
 # The environment is read whole either way; a variable a command does not use is ignored.
 ENGINE = frozenset({"serve", "mcp", "reindex"})  # what the memory engine needs, served or not
-DATABASE = ENGINE | {"migrate", "model-call"}  # every command that opens the database
+BACKUP = frozenset({"backup", "restore"})  # the operator's copies of a SQLite database
+DATABASE = ENGINE | {"migrate", "model-call"} | BACKUP  # every command that opens the database
 CALLERS = frozenset({"serve", "mcp"})  # who may call and how callers are held back
 GRPC = frozenset({"serve"})  # the gRPC listener itself
 MCP = frozenset({"mcp"})
@@ -429,6 +430,11 @@ class Settings:
         "",
         "Per-tenant overrides of pii_policy, e.g. acme=redact,globex=off.",
         check=_tenant_pii_policies,
+    )
+    erasure_ledger: str = setting(
+        "",
+        "File every erasure is appended to (JSON lines: tenant, hash of the user id, never the id), outside the database, so that restoring an older backup cannot bring an erased user back: the server replays it at start. Empty: beside a SQLite database (FILE.erasures.jsonl for sqlite:///FILE); none on PostgreSQL (set it to a path every replica shares). Back it up, never roll it back.",
+        commands=ENGINE | BACKUP,
     )
     log_level: LogLevel = setting(
         LogLevel.INFO,
@@ -844,6 +850,11 @@ def load_process(args: argparse.Namespace) -> Settings:
 def address_of_process() -> str:
     """The gRPC address this process's environment names (for probes), else the default."""
     return str(from_environment(os.environ).get("address") or Settings().address)
+
+
+def api_key_of_process() -> str:
+    """The API key a command-line client (`episodic export` / `import`) sends: EPISODIC_API_KEY."""
+    return os.environ.get("EPISODIC_API_KEY", "")
 
 
 def split_address(name: str, address: str) -> tuple[str, int]:

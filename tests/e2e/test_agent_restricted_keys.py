@@ -4,7 +4,8 @@ exist), and listings show its agents only. A key of the whole tenant sees everyt
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
@@ -277,3 +278,22 @@ def _reply(model_call_id: str) -> context_service_pb2.RecordModelReplyRequest:
     return context_service_pb2.RecordModelReplyRequest(
         model_call_id=model_call_id, input_tokens=10, output_tokens=5
     )
+
+
+async def test_a_restricted_key_exports_only_its_agents_data(world: World) -> None:
+    restricted = world.alpha_key
+    request = episode_service_pb2.ExportUserRequest(user_id="mary")
+    responses = [r async for r in restricted.episodes.ExportUser(request, metadata=restricted.auth)]
+    records = [json.loads(line) for r in responses for line in r.records]
+    assert {r["agent_id"] for r in records if r["type"] == "episode"} == {world.alpha}
+    other = episode_service_pb2.ExportUserRequest(user_id="mary", agent_id=world.beta)
+    denied = await expect_code(
+        _drain(restricted.episodes.ExportUser(other, metadata=restricted.auth)),
+        grpc.StatusCode.PERMISSION_DENIED,
+    )
+    assert error_reason(denied) == "AGENT_NOT_ALLOWED"
+
+
+async def _drain(stream: AsyncIterable[object]) -> None:
+    async for _ in stream:
+        pass

@@ -164,3 +164,17 @@ async def test_an_erasure_between_close_and_promotion_leaves_no_memory_behind(uc
         await uc.memories.promote_closed(digest, transcript)  # type: ignore[arg-type]
     assert await uc.memory_store.page(SCOPE, MemoryFilter(), uc.clock(), None, 10) == []
     assert uc.memory_index.keys(SCOPE) == set()
+
+
+async def test_an_expired_memorys_client_id_is_free_before_the_sweep(uc: UseCases) -> None:
+    soon = uc.clock() + timedelta(minutes=5)
+    request = CreateRequest([fact("Mary is in Oslo", memory_id="where", expires_at=soon)], "helper", "mary")
+    (first,) = await uc.memories.create(CALLER, request)
+    uc.clock.advance(timedelta(minutes=10))  # expired; the retention sweep has not run
+    with pytest.raises(NotFound):
+        await uc.memories.get(CALLER, "where")
+    again = CreateRequest([fact("Mary is in Rome", memory_id="where")], "helper", "mary")
+    (second,) = await uc.memories.create(CALLER, again)
+    assert second.outcome is Outcome.CREATED and second.memory.text == "Mary is in Rome"
+    assert uc.memory_index.keys(SCOPE) == {"where"}
+    assert (await uc.memories.get(CALLER, "where")).text == "Mary is in Rome"

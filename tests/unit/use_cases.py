@@ -330,7 +330,7 @@ def fake_adapters(
         summarizer=summarizer, inline_summarizer=summarizer, index=FakeVectorIndex(), memories=memories,
         sessions=FakeSessionDataStore(tables, clock), memory_index=FakeVectorIndex(),
         knowledge=FakeKnowledgeStore(tables, embedder.model_id), knowledge_index=FakeVectorIndex(),
-        extractor=ExtractiveMemoryExtractor(), eraser=FakeEraser(tables),
+        extractor=ExtractiveMemoryExtractor(), eraser=FakeEraser(tables), transfer=None,
         retention=FakeRetentionStore(tables, settings.retention_caps()), leadership=SoleReplica(),
         signals=signals or LocalSignals(), feed=feed, change_log=feed, drafts=FakeDraftStore(tables),
         sources=None,  # whole indexes: the fakes hold every scope

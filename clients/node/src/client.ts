@@ -69,6 +69,9 @@ import {
   OpenEpisodeRequest,
   type OpenEpisodeResponse,
   type RetractMessageResponse,
+  type ExportUserResponse,
+  ImportUserRequest,
+  type ImportUserResponse,
   type PushAssistantDeltaResponse,
   SearchEpisodesRequest,
   type SearchEpisodesResponse,
@@ -260,6 +263,11 @@ export type KnowledgeItemLike = DeepPartial<KnowledgeItem>;
 export type BuildContextOptions = Omit<DeepPartial<BuildContextRequest>, "episodeId" | "knowledge"> & {
   knowledge?: KnowledgeItemLike[];
 } & CallSettings;
+
+export interface ExportUserOptions extends CallSettings {
+  /** Only this agent's data (default: every agent the key may use). */
+  agentId?: string;
+}
 
 export interface CreateMemoriesOptions extends CallSettings {
   episodeId?: string;
@@ -494,6 +502,48 @@ export class EpisodicClient {
     const request = { episodeId, afterSeq: options.afterSeq };
     const callOptions = options.deadlineMs === undefined ? {} : this.callOptions(options.deadlineMs);
     yield* this.stream(() => this.episodes.watchEpisode(request, this.metadata(), callOptions));
+  }
+
+  /**
+   * Everything held about the user, streamed: each part's records (JSON lines), then the
+   * manifest (parts, counts, sha256) last. No deadline unless `deadlineMs` is given.
+   */
+  async *exportUser(userId: string, options: ExportUserOptions = {}): AsyncGenerator<ExportUserResponse> {
+    const request = { userId, agentId: options.agentId ?? "" };
+    const callOptions = options.deadlineMs === undefined ? {} : this.callOptions(options.deadlineMs);
+    yield* this.stream(() => this.episodes.exportUser(request, this.metadata(), callOptions));
+  }
+
+  /**
+   * Loads an export: the first request carries the manifest (and optionally another `userId`),
+   * the rest each part's records in the manifest's order, as `exportUser` produced them.
+   */
+  importUser(
+    requests: Iterable<DeepPartial<ImportUserRequest>> | AsyncIterable<DeepPartial<ImportUserRequest>>,
+    settings: CallSettings = {},
+  ): Promise<ImportUserResponse> {
+    return new Promise<ImportUserResponse>((resolve, reject) => {
+      try {
+        this.ensureOpen();
+        const callOptions = settings.deadlineMs === undefined ? {} : this.callOptions(settings.deadlineMs);
+        const call = this.episodes.importUser(this.metadata(), callOptions, (error, response) =>
+          error ? reject(fromServiceError(error)) : resolve(response),
+        );
+        void (async () => {
+          for await (const request of requests) {
+            if (!call.write(ImportUserRequest.fromPartial(request))) {
+              await new Promise((drained) => call.once("drain", drained));
+            }
+          }
+          call.end();
+        })().catch((error: unknown) => {
+          call.cancel();
+          reject(fromServiceError(error));
+        });
+      } catch (error) {
+        reject(fromServiceError(error));
+      }
+    });
   }
 
   /** Adds `text` to the reply in progress `draftId`; `offset`: the characters already pushed. */

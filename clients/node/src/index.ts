@@ -31,6 +31,10 @@ export {
   SearchMode,
   type EpisodeSnippet,
   type ErasureReceipt,
+  type ExportManifest,
+  type ExportUserResponse,
+  type ImportUserRequest,
+  type ImportUserResponse,
   type WatchEpisodeResponse,
 } from "./gen/episodic/v1/episode_service.js";
 export {

@@ -79,6 +79,45 @@ describe("EpisodicClient against a live server", () => {
     );
   });
 
+  it("retracts a message, exports the user, erases and imports them back", async () => {
+    const agentId = uniqueId("agent");
+    await client.createAgent(agentId, { systemPrompt: "Be brief.", model: "gpt-4o" });
+    const userId = uniqueId("user");
+    const episodeId = (await client.openEpisode(agentId, userId)).episode!.episodeId;
+    await client.addMessages(episodeId, [
+      { role: "user", content: "My locker code is 4411." },
+      { role: "user", content: "Which tram goes to Belém?" },
+    ]);
+    const { message } = await client.retractMessage(episodeId, 1);
+    assert.ok(message?.retractTime, "the retracted message keeps its place in the log");
+    const memory = { memoryId: uniqueId("m"), text: "Likes trams.", kind: MemoryKind.MEMORY_KIND_FACT };
+    await client.createMemories(agentId, userId, [{ ...memory, metadata: { source: "node" } }], {
+      keepSeparate: true,
+    });
+
+    const responses = [];
+    for await (const response of client.exportUser(userId)) responses.push(response);
+    const manifest = responses.at(-1)?.manifest;
+    assert.deepEqual(
+      manifest?.parts.map((p) => p.name),
+      ["episodes/000001.jsonl", "memories.jsonl"],
+    );
+    await client.eraseUser(userId);
+    const parts = responses.slice(0, -1).map((r) => ({ part: r.part, records: r.records }));
+    const imported = await client.importUser([{ manifest }, ...parts]);
+    assert.equal(imported.episodesImported, 1);
+    assert.equal(imported.memoriesImported, 1);
+    const log = await client.listMessages(episodeId);
+    assert.deepEqual(
+      log.messages.map((m) => [m.seq, Boolean(m.retractTime)]),
+      [
+        [2, false],
+        [1, true],
+      ],
+    );
+    assert.deepEqual((await client.getMemory(memory.memoryId)).memory?.metadata, { source: "node" });
+  });
+
   it("finds a memory it created", async () => {
     const agentId = uniqueId("agent");
     await client.createAgent(agentId);

@@ -27,6 +27,8 @@ import type { MessageInput } from "../src/gen/episodic/v1/episode.js";
 import type {
   CloseEpisodeRequest,
   EraseUserRequest,
+  ExportUserRequest,
+  RetractMessageRequest,
   FinalizeAssistantMessageRequest,
   ListEpisodesRequest,
   ListMessagesRequest,
@@ -132,7 +134,7 @@ describe("contract coverage", () => {
         }
       }
     }
-    assert.deepEqual(streaming.sort(), ["buildContext", "watchEpisode"]);
+    assert.deepEqual(streaming.sort(), ["buildContext", "exportUser", "watchEpisode"]);
     const AsyncGeneratorFunction = Object.getPrototypeOf(async function* () {}).constructor;
     const prototype = EpisodicClient.prototype as unknown as Record<string, unknown>;
     for (const name of streaming) assert.ok(prototype[name] instanceof AsyncGeneratorFunction, name);
@@ -169,6 +171,8 @@ export const optionCoverage: Record<string, true> = {
     Options<"searchEpisodes", 3> | "agentId" | "userId" | "query"
   >,
   eraseUser: true satisfies Covers<EraseUserRequest, Options<"eraseUser", 1> | "userId">,
+  exportUser: true satisfies Covers<ExportUserRequest, Options<"exportUser", 1> | "userId">,
+  retractMessage: true satisfies Covers<RetractMessageRequest, "episodeId" | "seq">,
   watchEpisode: true satisfies Covers<WatchEpisodeRequest, Options<"watchEpisode", 1> | "episodeId">,
   pushAssistantDelta: true satisfies Covers<PushAssistantDeltaRequest, "episodeId" | "draftId" | "offset" | "text">,
   finalizeAssistantMessage: true satisfies Covers<
@@ -189,7 +193,7 @@ export const optionCoverage: Record<string, true> = {
   >,
   listMemories: true satisfies Covers<ListMemoriesRequest, Options<"listMemories", 2> | "agentId" | "userId">,
   updateMemory: true satisfies Covers<
-    Pick<Memory, "text" | "kind" | "topics" | "entities" | "eventTime" | "expireTime">,
+    Pick<Memory, "text" | "kind" | "topics" | "entities" | "eventTime" | "expireTime" | "metadata">,
     Options<"updateMemory", 1>
   >,
   searchMemories: true satisfies Covers<

@@ -18,6 +18,7 @@ from episodic_lab.bench_knowledge.options import add_flags as add_bench_knowledg
 from episodic_lab.bench_memories import add_flags as add_bench_memories_flags
 from episodic_lab.bench_recall.options import add_flags as add_bench_recall_flags
 from episodic_lab.bench_replicas import add_flags as add_bench_replicas_flags
+from episodic_lab.bench_transfer import add_flags as add_bench_transfer_flags
 from episodic_lab.evals.extraction import add_flags as add_eval_extraction_flags
 from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
 from episodic_lab.evals.flags import add_pii_flags
@@ -66,6 +67,8 @@ TOOLS = (
     Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo; "
          "--observations: recall/precision against LoCoMo observations through the API",
          add_eval_extraction_flags, "episodic_lab.evals.extraction:run_eval_extraction"),
+    Tool("bench-transfer", "ExportUser / ImportUser of a user with 100k messages: messages/s, server RSS",
+         add_bench_transfer_flags, "episodic_lab.bench_transfer:run_bench_transfer"),
     Tool("bench-fairness", "how much one tenant's abuse slows another's calls, as ratios to alone (prints)",
          add_bench_fairness_flags, "episodic_lab.bench_fairness.main:run_bench_fairness"),
     Tool("report", "every benchmark at one size (small ~10 min, full): report.md with tables, and PNG plots",

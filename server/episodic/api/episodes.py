@@ -8,7 +8,7 @@ from typing import Any, TypeAlias
 import grpc
 
 from episodic.api import convert as c
-from episodic.api import watch
+from episodic.api import transfer, watch
 from episodic.api.fitting import fitted_page, require_fits
 from episodic.api.interceptors import current_caller
 from episodic.domain.model import CloseReason, Episode, Message, Page
@@ -16,6 +16,7 @@ from episodic.domain.ports import EpisodeFilter
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.recall import RecallService
+from episodic.service.transfer import TransferService
 from episodic.service.watch import WatchService
 from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1 import episode_service_pb2_grpc as pb_grpc
@@ -31,12 +32,14 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
         erasure: EraseService,
         max_send_message_bytes: int,
         watch: WatchService,
+        transfer: TransferService | None,
     ) -> None:
         self._service = service
         self._recall = recall
         self._erasure = erasure
         self._max_send_bytes = max_send_message_bytes
         self._watch = watch
+        self._transfer = transfer
 
     async def OpenEpisode(self, request: pb.OpenEpisodeRequest, context: Context) -> pb.OpenEpisodeResponse:
         episode, created = await self._service.open_episode(
@@ -144,6 +147,17 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
     ) -> pb.RetractMessageResponse:
         retracted = await self._service.retract_message(current_caller(), request.episode_id, request.seq)
         return pb.RetractMessageResponse(message=c.message_out(retracted))
+
+    async def ExportUser(
+        self, request: pb.ExportUserRequest, context: Context
+    ) -> AsyncIterator[pb.ExportUserResponse]:
+        async for response in transfer.export_user(transfer.required(self._transfer), request):
+            yield response
+
+    async def ImportUser(
+        self, request_iterator: AsyncIterator[pb.ImportUserRequest], context: Context
+    ) -> pb.ImportUserResponse:
+        return await transfer.import_user(transfer.required(self._transfer), request_iterator)
 
 
 _RAISE = "raise the limit"

@@ -20,7 +20,8 @@ def wrap_handler(
     streaming: Callable[[Streaming], Streaming],
     deserializer: Callable[[Deserializer], Deserializer] | None = None,
 ) -> grpc.RpcMethodHandler[Any, Any]:
-    """Returns `handler` with its unary-unary or unary-stream behaviour wrapped."""
+    """Returns `handler` with its behaviour wrapped: unary-unary and stream-unary (whose
+    request is an iterator of requests) by `unary`, unary-stream by `streaming`."""
     decode = handler.request_deserializer
     if deserializer is not None and decode is not None:
         decode = deserializer(decode)
@@ -36,4 +37,10 @@ def wrap_handler(
             request_deserializer=decode,
             response_serializer=handler.response_serializer,
         )
-    return handler  # client-streaming shapes are not used by this service
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(
+            unary(handler.stream_unary),  # type: ignore[arg-type]
+            request_deserializer=decode,
+            response_serializer=handler.response_serializer,
+        )
+    return handler  # bidirectional streams are not used by this service

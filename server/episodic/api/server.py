@@ -38,6 +38,7 @@ from episodic.service.memory_tools import MemoryTools
 from episodic.service.model_calls import ModelCallService
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
+from episodic.service.transfer import TransferService
 from episodic.service.watch import WatchService
 from episodic.state.shares import TenantShares
 from episodic.v1 import (
@@ -82,6 +83,7 @@ class Services:
     memory_tools: MemoryTools
     watch: WatchService
     inspection: InspectionService
+    transfer: TransferService | None = None  # over SQL only
 
 
 class HealthSource(Protocol):
@@ -192,6 +194,7 @@ async def build_server(
             services.erasure,
             settings.max_send_message_bytes,
             services.watch,
+            services.transfer,
         ),
         server,
     )

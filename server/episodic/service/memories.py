@@ -197,6 +197,11 @@ class MemoryService:
         """Client ids seen before: the same content is a no-op, other content a conflict."""
         ids = [d.memory_id for d in drafts if d.memory_id]
         stored = await self.store.get_many(holder.tenant_id, ids) if ids else {}
+        now = self.clock()
+        gone = [m for m in stored.values() if _expired(m, now)]
+        if gone:  # expired but not swept yet: reads say NOT_FOUND, so the id is free again
+            await self._commit(_Plan(), holder.tenant_id, removed=[(m.scope, m.memory_id) for m in gone])
+            stored = {k: m for k, m in stored.items() if not _expired(m, now)}
         known: dict[int, Created] = {}
         for i, draft in enumerate(drafts):
             found = stored.get(draft.memory_id)
@@ -319,6 +324,19 @@ class MemoryService:
                 write, delete=[*write.delete, *((s.tenant_id, i) for s, i in removed)]
             )
         await self.changes.commit(lambda declared: self.store.write(write, declared), changes)
+
+    async def restore(self, tenant_id: str, memories: Sequence[Memory]) -> tuple[int, int]:
+        """Imported memories (ImportUser), stored as they were exported, superseded ones and
+        provenance included, and embedded here (vectors are never read from a file). Ids
+        already held are left as they are, so importing twice changes nothing. Returns
+        (imported, unchanged)."""
+        held = await self.store.get_many(tenant_id, [m.memory_id for m in memories])
+        fresh = [m for m in memories if m.memory_id not in held]
+        if fresh:
+            self.quota.write_memories(tenant_id, len(fresh))
+            vectors = await self._embed([m.text for m in fresh])
+            await self._commit(_Plan(insert=list(zip(fresh, vectors, strict=True))), tenant_id)
+        return len(fresh), len(memories) - len(fresh)
 
     # --- promotion at close ------------------------------------------------------------
 

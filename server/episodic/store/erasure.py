@@ -1,26 +1,36 @@
 """Erasing one user's rows in one transaction, with the audit row, then scrubbing freed
-space so erased text does not survive in the database files."""
+space so erased text does not survive in the database files; and what the erasure ledger's
+replay asks of the audit table and of a tenant's users (`ErasureRecords`)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, delete, func, select, text
+from sqlalchemy import Connection, Table, and_, delete, func, select, text, tuple_
 
 from episodic.domain.changes import Declared, Recorded
-from episodic.domain.erasure import Audit, Erased
+from episodic.domain.erasure import KINDS, Audit, Erased
+from episodic.domain.erasure_ledger import LedgerEntry
 from episodic.domain.memories import MemoryState
 from episodic.domain.recall import Scope
 from episodic.store import schema as s
 from episodic.store.database import Database
+from episodic.store.dialect import InsertIgnoringConflicts
 from episodic.store.writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
-E, MEM = s.episodes, s.memories
+E, MEM, AUDIT = s.episodes, s.memories, s.erasures
+# The audit row of a replayed erasure may be written by two replicas replaying at once: the
+# second finds it there (and, the first having committed, nothing left to delete).
+_INSERT_AUDIT = InsertIgnoringConflicts(AUDIT)
+# Where a tenant's users are found, walked in the order of an index that starts (tenant,
+# agent, user): a page is a range scan, however many users the tenant has.
+_USER_SOURCES = (E, MEM)
 # Rows owned by an episode, by receipt kind; the episode delete cascades to all of them.
 OWNED: dict[str, Table] = {
     "messages": s.messages,
@@ -41,6 +51,9 @@ _TABLES_OF: dict[str, tuple[str, ...]] = {
 
 
 class SqlEraser:
+    """The `Eraser` port, and `ErasureRecords` (the ledger's replay reads the audit table
+    this store writes)."""
+
     def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
         self._db = db
         self._writer = writer
@@ -62,7 +75,7 @@ class SqlEraser:
             counts["memories"] = len(memories)
             conn.execute(delete(s.model_calls).where(*_owned(s.model_calls, tenant_id, chosen)))
             conn.execute(delete(E).where(*mine))
-            conn.execute(s.erasures.insert().values(_audit_row(tenant_id, audit, counts)))
+            _INSERT_AUDIT.inserted(conn, _audit_row(tenant_id, audit, counts))
             return Erased(counts, [(a, e) for a, e in erased], memories, memory_vectors)
 
         return await self._writer.run(op, declared)
@@ -102,12 +115,66 @@ class SqlEraser:
         finally:
             conn.close()
 
+    async def recorded(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """One indexed query per tenant (the primary key starts with the tenant)."""
+        by_tenant: dict[str, list[str]] = {}
+        for tenant_id, erasure_id in keys:
+            by_tenant.setdefault(tenant_id, []).append(erasure_id)
+
+        def read(conn: Connection) -> set[tuple[str, str]]:
+            found: set[tuple[str, str]] = set()
+            for tenant_id, ids in by_tenant.items():
+                mine = select(AUDIT.c.erasure_id).where(
+                    AUDIT.c.tenant_id == tenant_id, AUDIT.c.erasure_id.in_(ids)
+                )
+                found.update((tenant_id, erasure_id) for erasure_id in conn.execute(mine).scalars())
+            return found
+
+        return await self._db.read(read) if by_tenant else set()
+
+    async def audits(self, after: tuple[str, str] | None, limit: int) -> list[LedgerEntry]:
+        a = AUDIT.c
+        stmt = select(a.tenant_id, a.erasure_id, a.user_hash, a.agent_id, a.erased_at)
+        if after is not None:
+            stmt = stmt.where(tuple_(a.tenant_id, a.erasure_id) > tuple_(*after))
+        stmt = stmt.order_by(a.tenant_id, a.erasure_id).limit(limit)
+        rows = await self._db.read(lambda conn: conn.execute(stmt).all())
+        return [LedgerEntry(e, t, h, a or "", at) for t, e, h, a, at in rows]
+
+    async def user_page(self, tenant_id: str, cursor: str, limit: int) -> tuple[list[str], str]:
+        """The cursor is [source, agent id, user id]: episodes' (agent, user) pairs, then
+        memories'; each page continues one source's walk from its last pair."""
+        source, agent_id, user_id = _walk_position(cursor)
+        table = _USER_SOURCES[source]
+        stmt = select(table.c.agent_id, table.c.user_id).where(table.c.tenant_id == tenant_id).distinct()
+        if agent_id is not None:
+            stmt = stmt.where(tuple_(table.c.agent_id, table.c.user_id) > tuple_(agent_id, user_id))
+        stmt = stmt.order_by(table.c.agent_id, table.c.user_id).limit(limit)
+        pairs = await self._db.read(lambda conn: conn.execute(stmt).all())
+        if len(pairs) == limit:
+            last_agent, last_user = pairs[-1]
+            return [u for _, u in pairs], json.dumps([source, last_agent, last_user])
+        following = "" if source + 1 == len(_USER_SOURCES) else json.dumps([source + 1, None, None])
+        return [u for _, u in pairs], following
+
+    async def record(self, tenant_id: str, audit: Audit) -> bool:
+        row = _audit_row(tenant_id, audit, dict.fromkeys(KINDS, 0))
+        return bool(await self._writer.run(lambda conn: _INSERT_AUDIT.inserted(conn, row)))
+
     async def _vacuum_postgres(self, tables: tuple[str, ...]) -> None:
         """On the maintenance engine: a VACUUM may outlast the request path's statement timeout."""
         async with self._db.maintenance.connect() as conn:
             autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
             for table in tables:
                 await autocommit.execute(text(f'VACUUM "{table}"'))
+
+
+def _walk_position(cursor: str) -> tuple[int, str | None, str | None]:
+    """(source, agent id, user id) of a user_page cursor; (0, None, None) to begin."""
+    if not cursor:
+        return 0, None, None
+    source, agent_id, user_id = json.loads(cursor)
+    return int(source), agent_id, user_id
 
 
 def touched_tables(counts: Mapping[str, int]) -> tuple[str, ...]:

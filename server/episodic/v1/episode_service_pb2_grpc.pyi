@@ -84,6 +84,20 @@ class EpisodeServiceStub:
     never an assistant message whose tool calls have results not retracted (retract the
     newest first). Retracting a retracted message returns it unchanged.
     """
+    ExportUser: _grpc.UnaryStreamMultiCallable[_episode_service_pb2.ExportUserRequest, _episode_service_pb2.ExportUserResponse]
+    """Streams everything held about one user in the caller's tenant (of one agent, or of every
+    agent the key may use), consistent as of one moment: each episode with its messages,
+    tool-call records, summaries, digest, session data and model calls, then the user's
+    long-term memories (superseded ones too), as records of the export format
+    (docs/data-ownership.md). The last response carries the manifest: parts, record counts
+    and sha256. ABORTED when the user is erased meanwhile (discard what was received).
+    """
+    ImportUser: _grpc.StreamUnaryMultiCallable[_episode_service_pb2.ImportUserRequest, _episode_service_pb2.ImportUserResponse]
+    """Loads an export into the caller's tenant: the first request carries the manifest (and
+    optionally another user id), then the parts' records in the manifest's order. Each part
+    is checked against its sha256 and imported whole or not at all; importing again changes
+    nothing. Digests, vectors and indexes are rebuilt by the server, never read from the file.
+    """
 
 @_typing.type_check_only
 class EpisodeServiceAsyncStub(EpisodeServiceStub):
@@ -140,6 +154,20 @@ class EpisodeServiceAsyncStub(EpisodeServiceStub):
     Only messages after the latest compaction summary (a summary already tells them) and
     never an assistant message whose tool calls have results not retracted (retract the
     newest first). Retracting a retracted message returns it unchanged.
+    """
+    ExportUser: _aio.UnaryStreamMultiCallable[_episode_service_pb2.ExportUserRequest, _episode_service_pb2.ExportUserResponse]  # type: ignore[assignment]
+    """Streams everything held about one user in the caller's tenant (of one agent, or of every
+    agent the key may use), consistent as of one moment: each episode with its messages,
+    tool-call records, summaries, digest, session data and model calls, then the user's
+    long-term memories (superseded ones too), as records of the export format
+    (docs/data-ownership.md). The last response carries the manifest: parts, record counts
+    and sha256. ABORTED when the user is erased meanwhile (discard what was received).
+    """
+    ImportUser: _aio.StreamUnaryMultiCallable[_episode_service_pb2.ImportUserRequest, _episode_service_pb2.ImportUserResponse]  # type: ignore[assignment]
+    """Loads an export into the caller's tenant: the first request carries the manifest (and
+    optionally another user id), then the parts' records in the manifest's order. Each part
+    is checked against its sha256 and imported whole or not at all; importing again changes
+    nothing. Digests, vectors and indexes are rebuilt by the server, never read from the file.
     """
 
 class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -272,6 +300,32 @@ class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
         Only messages after the latest compaction summary (a summary already tells them) and
         never an assistant message whose tool calls have results not retracted (retract the
         newest first). Retracting a retracted message returns it unchanged.
+        """
+
+    @_abc_1.abstractmethod
+    def ExportUser(
+        self,
+        request: _episode_service_pb2.ExportUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_episode_service_pb2.ExportUserResponse], _abc.AsyncIterator[_episode_service_pb2.ExportUserResponse]]:
+        """Streams everything held about one user in the caller's tenant (of one agent, or of every
+        agent the key may use), consistent as of one moment: each episode with its messages,
+        tool-call records, summaries, digest, session data and model calls, then the user's
+        long-term memories (superseded ones too), as records of the export format
+        (docs/data-ownership.md). The last response carries the manifest: parts, record counts
+        and sha256. ABORTED when the user is erased meanwhile (discard what was received).
+        """
+
+    @_abc_1.abstractmethod
+    def ImportUser(
+        self,
+        request_iterator: _MaybeAsyncIterator[_episode_service_pb2.ImportUserRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_episode_service_pb2.ImportUserResponse, _abc.Awaitable[_episode_service_pb2.ImportUserResponse]]:
+        """Loads an export into the caller's tenant: the first request carries the manifest (and
+        optionally another user id), then the parts' records in the manifest's order. Each part
+        is checked against its sha256 and imported whole or not at all; importing again changes
+        nothing. Digests, vectors and indexes are rebuilt by the server, never read from the file.
         """
 
 def add_EpisodeServiceServicer_to_server(servicer: EpisodeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

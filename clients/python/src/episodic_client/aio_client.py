@@ -6,7 +6,7 @@ deadline and API key, and returns the generated response message. Failed calls r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
@@ -53,6 +53,9 @@ from episodic_client.values import (
 
 Req = TypeVar("Req", bound=ProtoMessage)
 Resp = TypeVar("Resp", bound=ProtoMessage)
+
+
+ImportRequest = episode_service_pb2.ImportUserRequest
 
 
 class AsyncEpisodicClient:
@@ -228,6 +231,38 @@ class AsyncEpisodicClient:
         or one agent's); the receipt says what was removed."""
         request = episode_service_pb2.EraseUserRequest(user_id=user_id, agent_id=agent_id)
         return await self._call(self._episodes.EraseUser, request)
+
+    async def export_user(
+        self, user_id: str, *, agent_id: str = "", timeout: float | None = None
+    ) -> AsyncIterator[episode_service_pb2.ExportUserResponse]:
+        """Everything held about the user, streamed: each part's records, then the manifest
+        (parts, counts, sha256). `episodic export` writes the same stream to a file."""
+        request = episode_service_pb2.ExportUserRequest(user_id=user_id, agent_id=agent_id)
+        call = self._episodes.ExportUser(
+            request, timeout=self._timeout if timeout is None else timeout, metadata=self._metadata
+        )
+        try:
+            async for response in call:
+                yield response
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
+        finally:
+            call.cancel()
+
+    async def import_user(
+        self,
+        requests: AsyncIterator[ImportRequest] | Iterator[ImportRequest],
+        *,
+        timeout: float | None = None,
+    ) -> episode_service_pb2.ImportUserResponse:
+        """Loads an export: the manifest first, then each part's records, as ExportUser sent
+        them (`episodic import` reads them from a file)."""
+        try:
+            return await self._episodes.ImportUser(
+                requests, timeout=self._timeout if timeout is None else timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
 
     async def search_episodes(
         self,

@@ -6,7 +6,7 @@ subclasses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
@@ -226,6 +226,34 @@ class EpisodicClient:
         or one agent's); the receipt says what was removed."""
         request = episode_service_pb2.EraseUserRequest(user_id=user_id, agent_id=agent_id)
         return self._call(self._episodes.EraseUser, request)
+
+    def export_user(
+        self, user_id: str, *, agent_id: str = "", timeout: float | None = None
+    ) -> Iterator[episode_service_pb2.ExportUserResponse]:
+        """Everything held about the user, streamed: each part's records, then the manifest
+        (parts, counts, sha256). `episodic export` writes the same stream to a file."""
+        request = episode_service_pb2.ExportUserRequest(user_id=user_id, agent_id=agent_id)
+        call = self._episodes.ExportUser(
+            request, timeout=self._timeout if timeout is None else timeout, metadata=self._metadata
+        )
+        try:
+            yield from call
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
+        finally:
+            call.cancel()  # type: ignore[no-untyped-call]  # untyped in grpc-stubs
+
+    def import_user(
+        self, requests: Iterable[episode_service_pb2.ImportUserRequest], *, timeout: float | None = None
+    ) -> episode_service_pb2.ImportUserResponse:
+        """Loads an export: the manifest first, then each part's records, as ExportUser sent
+        them (`episodic import` reads them from a file)."""
+        try:
+            return self._episodes.ImportUser(
+                iter(requests), timeout=self._timeout if timeout is None else timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
 
     def search_episodes(
         self,

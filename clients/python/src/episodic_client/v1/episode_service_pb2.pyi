@@ -1130,3 +1130,223 @@ class RetractMessageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetractMessageResponse: _TypeAlias = RetractMessageResponse  # noqa: Y015
+
+@_typing.final
+class ExportUserRequest(_message.Message):
+    """Request of ExportUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """Required. The user whose data to export."""
+    agent_id: _builtins.str
+    """Only this agent's data, when set; otherwise every agent's the key may use."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportUserRequest: _TypeAlias = ExportUserRequest  # noqa: Y015
+
+@_typing.final
+class ExportPart(_message.Message):
+    """One part (a file) of an export."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RECORDS_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Its path in the export, e.g. "episodes/000001.jsonl" or "memories.jsonl"."""
+    records: _builtins.int
+    """How many records (lines) it holds."""
+    sha256: _builtins.str
+    """sha256, in hex, of its bytes: each record's UTF-8 JSON followed by "\\n"."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        records: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "records", b"records", "sha256", b"sha256"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportPart: _TypeAlias = ExportPart  # noqa: Y015
+
+@_typing.final
+class ExportManifest(_message.Message):
+    """What an export holds: the format, when, whose, and every part with its count and hash."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORMAT_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    EXPORT_TIME_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    PARTS_FIELD_NUMBER: _builtins.int
+    format: _builtins.str
+    """Always "episodic-export"."""
+    version: _builtins.int
+    """The format's version (this server writes 1 and reads 1)."""
+    user_id: _builtins.str
+    """The user exported."""
+    agent_id: _builtins.str
+    """The agent exported; empty: every agent the key may use."""
+    @_builtins.property
+    def export_time(self) -> _timestamp_pb2.Timestamp:
+        """The moment the export is consistent as of."""
+
+    @_builtins.property
+    def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExportPart]:
+        """The parts, in the order they are written and must be imported."""
+
+    def __init__(
+        self,
+        *,
+        format: _builtins.str = ...,
+        version: _builtins.int = ...,
+        export_time: _timestamp_pb2.Timestamp | None = ...,
+        user_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        parts: _abc.Iterable[Global___ExportPart] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["export_time", b"export_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "export_time", b"export_time", "format", b"format", "parts", b"parts", "user_id", b"user_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportManifest: _TypeAlias = ExportManifest  # noqa: Y015
+
+@_typing.final
+class ExportUserResponse(_message.Message):
+    """Response of ExportUser: records of one part, or (last) the manifest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PART_FIELD_NUMBER: _builtins.int
+    RECORDS_FIELD_NUMBER: _builtins.int
+    MANIFEST_FIELD_NUMBER: _builtins.int
+    part: _builtins.str
+    """The part the records belong to; a part's records may span several responses, in order."""
+    @_builtins.property
+    def records(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Records, in order: each one JSON object (a line of the part, without its newline)."""
+
+    @_builtins.property
+    def manifest(self) -> Global___ExportManifest:
+        """Set on the last response only."""
+
+    def __init__(
+        self,
+        *,
+        part: _builtins.str = ...,
+        records: _abc.Iterable[_builtins.str] | None = ...,
+        manifest: Global___ExportManifest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["manifest", b"manifest"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["manifest", b"manifest", "part", b"part", "records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportUserResponse: _TypeAlias = ExportUserResponse  # noqa: Y015
+
+@_typing.final
+class ImportUserRequest(_message.Message):
+    """Request of ImportUser: the first carries the manifest, the rest records."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MANIFEST_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    PART_FIELD_NUMBER: _builtins.int
+    RECORDS_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """First request only. Import under this user id instead of the manifest's."""
+    part: _builtins.str
+    """The part the records belong to (the manifest's order)."""
+    @_builtins.property
+    def manifest(self) -> Global___ExportManifest:
+        """First request only. The export's manifest."""
+
+    @_builtins.property
+    def records(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Its records, in order."""
+
+    def __init__(
+        self,
+        *,
+        manifest: Global___ExportManifest | None = ...,
+        user_id: _builtins.str = ...,
+        part: _builtins.str = ...,
+        records: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["manifest", b"manifest"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["manifest", b"manifest", "part", b"part", "records", b"records", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportUserRequest: _TypeAlias = ImportUserRequest  # noqa: Y015
+
+@_typing.final
+class ImportUserResponse(_message.Message):
+    """Response of ImportUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPISODES_IMPORTED_FIELD_NUMBER: _builtins.int
+    EPISODES_UNCHANGED_FIELD_NUMBER: _builtins.int
+    MESSAGES_IMPORTED_FIELD_NUMBER: _builtins.int
+    MEMORIES_IMPORTED_FIELD_NUMBER: _builtins.int
+    MEMORIES_UNCHANGED_FIELD_NUMBER: _builtins.int
+    MODEL_CALLS_IMPORTED_FIELD_NUMBER: _builtins.int
+    DIGESTS_PENDING_FIELD_NUMBER: _builtins.int
+    episodes_imported: _builtins.int
+    """Episodes written."""
+    episodes_unchanged: _builtins.int
+    """Episodes already there with the same content: left as they were."""
+    messages_imported: _builtins.int
+    """Messages written."""
+    memories_imported: _builtins.int
+    """Long-term memories written (embedded by this server)."""
+    memories_unchanged: _builtins.int
+    """Memories already there: left as they were."""
+    model_calls_imported: _builtins.int
+    """Model calls written."""
+    digests_pending: _builtins.int
+    """Closed episodes whose digest the server is now making."""
+    def __init__(
+        self,
+        *,
+        episodes_imported: _builtins.int = ...,
+        episodes_unchanged: _builtins.int = ...,
+        messages_imported: _builtins.int = ...,
+        memories_imported: _builtins.int = ...,
+        memories_unchanged: _builtins.int = ...,
+        model_calls_imported: _builtins.int = ...,
+        digests_pending: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["digests_pending", b"digests_pending", "episodes_imported", b"episodes_imported", "episodes_unchanged", b"episodes_unchanged", "memories_imported", b"memories_imported", "memories_unchanged", b"memories_unchanged", "messages_imported", b"messages_imported", "model_calls_imported", b"model_calls_imported"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportUserResponse: _TypeAlias = ImportUserResponse  # noqa: Y015

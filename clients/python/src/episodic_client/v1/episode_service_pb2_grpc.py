@@ -102,6 +102,16 @@ class EpisodeServiceStub:
                 request_serializer=episodic_dot_v1_dot_episode__service__pb2.RetractMessageRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_episode__service__pb2.RetractMessageResponse.FromString,
                 _registered_method=True)
+        self.ExportUser = channel.unary_stream(
+                '/episodic.v1.EpisodeService/ExportUser',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.ExportUserRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.ExportUserResponse.FromString,
+                _registered_method=True)
+        self.ImportUser = channel.stream_unary(
+                '/episodic.v1.EpisodeService/ImportUser',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.ImportUserRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.ImportUserResponse.FromString,
+                _registered_method=True)
 
 
 class EpisodeServiceServicer:
@@ -216,6 +226,28 @@ class EpisodeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportUser(self, request, context):
+        """Streams everything held about one user in the caller's tenant (of one agent, or of every
+        agent the key may use), consistent as of one moment: each episode with its messages,
+        tool-call records, summaries, digest, session data and model calls, then the user's
+        long-term memories (superseded ones too), as records of the export format
+        (docs/data-ownership.md). The last response carries the manifest: parts, record counts
+        and sha256. ABORTED when the user is erased meanwhile (discard what was received).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportUser(self, request_iterator, context):
+        """Loads an export into the caller's tenant: the first request carries the manifest (and
+        optionally another user id), then the parts' records in the manifest's order. Each part
+        is checked against its sha256 and imported whole or not at all; importing again changes
+        nothing. Digests, vectors and indexes are rebuilt by the server, never read from the file.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EpisodeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -283,6 +315,16 @@ def add_EpisodeServiceServicer_to_server(servicer, server):
                     servicer.RetractMessage,
                     request_deserializer=episodic_dot_v1_dot_episode__service__pb2.RetractMessageRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_episode__service__pb2.RetractMessageResponse.SerializeToString,
+            ),
+            'ExportUser': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportUser,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.ExportUserRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.ExportUserResponse.SerializeToString,
+            ),
+            'ImportUser': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportUser,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.ImportUserRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.ImportUserResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -639,6 +681,60 @@ class EpisodeService:
             '/episodic.v1.EpisodeService/RetractMessage',
             episodic_dot_v1_dot_episode__service__pb2.RetractMessageRequest.SerializeToString,
             episodic_dot_v1_dot_episode__service__pb2.RetractMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/episodic.v1.EpisodeService/ExportUser',
+            episodic_dot_v1_dot_episode__service__pb2.ExportUserRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.ExportUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportUser(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/episodic.v1.EpisodeService/ImportUser',
+            episodic_dot_v1_dot_episode__service__pb2.ImportUserRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.ImportUserResponse.FromString,
             options,
             channel_credentials,
             insecure,

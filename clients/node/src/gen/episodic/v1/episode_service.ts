@@ -13,6 +13,8 @@ import {
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
+  type ClientWritableStream,
+  type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
@@ -515,6 +517,84 @@ export interface RetractMessageRequest {
 export interface RetractMessageResponse {
   /** The message, with retract_time set. */
   message: Message | undefined;
+}
+
+/** Request of ExportUser. */
+export interface ExportUserRequest {
+  /** Required. The user whose data to export. */
+  userId: string;
+  /** Only this agent's data, when set; otherwise every agent's the key may use. */
+  agentId: string;
+}
+
+/** One part (a file) of an export. */
+export interface ExportPart {
+  /** Its path in the export, e.g. "episodes/000001.jsonl" or "memories.jsonl". */
+  name: string;
+  /** How many records (lines) it holds. */
+  records: number;
+  /** sha256, in hex, of its bytes: each record's UTF-8 JSON followed by "\n". */
+  sha256: string;
+}
+
+/** What an export holds: the format, when, whose, and every part with its count and hash. */
+export interface ExportManifest {
+  /** Always "episodic-export". */
+  format: string;
+  /** The format's version (this server writes 1 and reads 1). */
+  version: number;
+  /** The moment the export is consistent as of. */
+  exportTime:
+    | Date
+    | undefined;
+  /** The user exported. */
+  userId: string;
+  /** The agent exported; empty: every agent the key may use. */
+  agentId: string;
+  /** The parts, in the order they are written and must be imported. */
+  parts: ExportPart[];
+}
+
+/** Response of ExportUser: records of one part, or (last) the manifest. */
+export interface ExportUserResponse {
+  /** The part the records belong to; a part's records may span several responses, in order. */
+  part: string;
+  /** Records, in order: each one JSON object (a line of the part, without its newline). */
+  records: string[];
+  /** Set on the last response only. */
+  manifest: ExportManifest | undefined;
+}
+
+/** Request of ImportUser: the first carries the manifest, the rest records. */
+export interface ImportUserRequest {
+  /** First request only. The export's manifest. */
+  manifest:
+    | ExportManifest
+    | undefined;
+  /** First request only. Import under this user id instead of the manifest's. */
+  userId: string;
+  /** The part the records belong to (the manifest's order). */
+  part: string;
+  /** Its records, in order. */
+  records: string[];
+}
+
+/** Response of ImportUser. */
+export interface ImportUserResponse {
+  /** Episodes written. */
+  episodesImported: number;
+  /** Episodes already there with the same content: left as they were. */
+  episodesUnchanged: number;
+  /** Messages written. */
+  messagesImported: number;
+  /** Long-term memories written (embedded by this server). */
+  memoriesImported: number;
+  /** Memories already there: left as they were. */
+  memoriesUnchanged: number;
+  /** Model calls written. */
+  modelCallsImported: number;
+  /** Closed episodes whose digest the server is now making. */
+  digestsPending: number;
 }
 
 function createBaseOpenEpisodeRequest(): OpenEpisodeRequest {
@@ -4085,6 +4165,790 @@ export const RetractMessageResponse: MessageFns<RetractMessageResponse> = {
   },
 };
 
+function createBaseExportUserRequest(): ExportUserRequest {
+  return { userId: "", agentId: "" };
+}
+
+export const ExportUserRequest: MessageFns<ExportUserRequest> = {
+  encode(message: ExportUserRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.userId !== "") {
+      writer.uint32(10).string(message.userId);
+    }
+    if (message.agentId !== "") {
+      writer.uint32(18).string(message.agentId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportUserRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportUserRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportUserRequest {
+    return {
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ExportUserRequest): unknown {
+    const obj: any = {};
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportUserRequest>): ExportUserRequest {
+    return ExportUserRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportUserRequest>): ExportUserRequest {
+    const message = createBaseExportUserRequest();
+    message.userId = object.userId ?? "";
+    message.agentId = object.agentId ?? "";
+    return message;
+  },
+};
+
+function createBaseExportPart(): ExportPart {
+  return { name: "", records: 0, sha256: "" };
+}
+
+export const ExportPart: MessageFns<ExportPart> = {
+  encode(message: ExportPart, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.records !== 0) {
+      writer.uint32(16).int64(message.records);
+    }
+    if (message.sha256 !== "") {
+      writer.uint32(26).string(message.sha256);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportPart {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportPart();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.records = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.sha256 = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportPart {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      records: isSet(object.records) ? globalThis.Number(object.records) : 0,
+      sha256: isSet(object.sha256) ? globalThis.String(object.sha256) : "",
+    };
+  },
+
+  toJSON(message: ExportPart): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.records !== 0) {
+      obj.records = Math.round(message.records);
+    }
+    if (message.sha256 !== "") {
+      obj.sha256 = message.sha256;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportPart>): ExportPart {
+    return ExportPart.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportPart>): ExportPart {
+    const message = createBaseExportPart();
+    message.name = object.name ?? "";
+    message.records = object.records ?? 0;
+    message.sha256 = object.sha256 ?? "";
+    return message;
+  },
+};
+
+function createBaseExportManifest(): ExportManifest {
+  return { format: "", version: 0, exportTime: undefined, userId: "", agentId: "", parts: [] };
+}
+
+export const ExportManifest: MessageFns<ExportManifest> = {
+  encode(message: ExportManifest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.format !== "") {
+      writer.uint32(10).string(message.format);
+    }
+    if (message.version !== 0) {
+      writer.uint32(16).int32(message.version);
+    }
+    if (message.exportTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.exportTime), writer.uint32(26).fork()).join();
+    }
+    if (message.userId !== "") {
+      writer.uint32(34).string(message.userId);
+    }
+    if (message.agentId !== "") {
+      writer.uint32(42).string(message.agentId);
+    }
+    for (const v of message.parts) {
+      ExportPart.encode(v!, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportManifest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportManifest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.format = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.version = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.exportTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.parts.push(ExportPart.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportManifest {
+    return {
+      format: isSet(object.format) ? globalThis.String(object.format) : "",
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      exportTime: isSet(object.exportTime)
+        ? fromJsonTimestamp(object.exportTime)
+        : isSet(object.export_time)
+        ? fromJsonTimestamp(object.export_time)
+        : undefined,
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+      parts: globalThis.Array.isArray(object?.parts)
+        ? object.parts.map((e: any) => ExportPart.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ExportManifest): unknown {
+    const obj: any = {};
+    if (message.format !== "") {
+      obj.format = message.format;
+    }
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.exportTime !== undefined) {
+      obj.exportTime = message.exportTime.toISOString();
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    if (message.parts?.length) {
+      obj.parts = message.parts.map((e) => ExportPart.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportManifest>): ExportManifest {
+    return ExportManifest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportManifest>): ExportManifest {
+    const message = createBaseExportManifest();
+    message.format = object.format ?? "";
+    message.version = object.version ?? 0;
+    message.exportTime = object.exportTime ?? undefined;
+    message.userId = object.userId ?? "";
+    message.agentId = object.agentId ?? "";
+    message.parts = object.parts?.map((e) => ExportPart.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseExportUserResponse(): ExportUserResponse {
+  return { part: "", records: [], manifest: undefined };
+}
+
+export const ExportUserResponse: MessageFns<ExportUserResponse> = {
+  encode(message: ExportUserResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.part !== "") {
+      writer.uint32(10).string(message.part);
+    }
+    for (const v of message.records) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.manifest !== undefined) {
+      ExportManifest.encode(message.manifest, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportUserResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportUserResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.part = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.records.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.manifest = ExportManifest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportUserResponse {
+    return {
+      part: isSet(object.part) ? globalThis.String(object.part) : "",
+      records: globalThis.Array.isArray(object?.records) ? object.records.map((e: any) => globalThis.String(e)) : [],
+      manifest: isSet(object.manifest) ? ExportManifest.fromJSON(object.manifest) : undefined,
+    };
+  },
+
+  toJSON(message: ExportUserResponse): unknown {
+    const obj: any = {};
+    if (message.part !== "") {
+      obj.part = message.part;
+    }
+    if (message.records?.length) {
+      obj.records = message.records;
+    }
+    if (message.manifest !== undefined) {
+      obj.manifest = ExportManifest.toJSON(message.manifest);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ExportUserResponse>): ExportUserResponse {
+    return ExportUserResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ExportUserResponse>): ExportUserResponse {
+    const message = createBaseExportUserResponse();
+    message.part = object.part ?? "";
+    message.records = object.records?.map((e) => e) || [];
+    message.manifest = (object.manifest !== undefined && object.manifest !== null)
+      ? ExportManifest.fromPartial(object.manifest)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseImportUserRequest(): ImportUserRequest {
+  return { manifest: undefined, userId: "", part: "", records: [] };
+}
+
+export const ImportUserRequest: MessageFns<ImportUserRequest> = {
+  encode(message: ImportUserRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.manifest !== undefined) {
+      ExportManifest.encode(message.manifest, writer.uint32(10).fork()).join();
+    }
+    if (message.userId !== "") {
+      writer.uint32(18).string(message.userId);
+    }
+    if (message.part !== "") {
+      writer.uint32(26).string(message.part);
+    }
+    for (const v of message.records) {
+      writer.uint32(34).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportUserRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportUserRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.manifest = ExportManifest.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.part = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.records.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportUserRequest {
+    return {
+      manifest: isSet(object.manifest) ? ExportManifest.fromJSON(object.manifest) : undefined,
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      part: isSet(object.part) ? globalThis.String(object.part) : "",
+      records: globalThis.Array.isArray(object?.records) ? object.records.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: ImportUserRequest): unknown {
+    const obj: any = {};
+    if (message.manifest !== undefined) {
+      obj.manifest = ExportManifest.toJSON(message.manifest);
+    }
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.part !== "") {
+      obj.part = message.part;
+    }
+    if (message.records?.length) {
+      obj.records = message.records;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ImportUserRequest>): ImportUserRequest {
+    return ImportUserRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ImportUserRequest>): ImportUserRequest {
+    const message = createBaseImportUserRequest();
+    message.manifest = (object.manifest !== undefined && object.manifest !== null)
+      ? ExportManifest.fromPartial(object.manifest)
+      : undefined;
+    message.userId = object.userId ?? "";
+    message.part = object.part ?? "";
+    message.records = object.records?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseImportUserResponse(): ImportUserResponse {
+  return {
+    episodesImported: 0,
+    episodesUnchanged: 0,
+    messagesImported: 0,
+    memoriesImported: 0,
+    memoriesUnchanged: 0,
+    modelCallsImported: 0,
+    digestsPending: 0,
+  };
+}
+
+export const ImportUserResponse: MessageFns<ImportUserResponse> = {
+  encode(message: ImportUserResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.episodesImported !== 0) {
+      writer.uint32(8).int64(message.episodesImported);
+    }
+    if (message.episodesUnchanged !== 0) {
+      writer.uint32(16).int64(message.episodesUnchanged);
+    }
+    if (message.messagesImported !== 0) {
+      writer.uint32(24).int64(message.messagesImported);
+    }
+    if (message.memoriesImported !== 0) {
+      writer.uint32(32).int64(message.memoriesImported);
+    }
+    if (message.memoriesUnchanged !== 0) {
+      writer.uint32(40).int64(message.memoriesUnchanged);
+    }
+    if (message.modelCallsImported !== 0) {
+      writer.uint32(48).int64(message.modelCallsImported);
+    }
+    if (message.digestsPending !== 0) {
+      writer.uint32(56).int64(message.digestsPending);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportUserResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportUserResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.episodesImported = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.episodesUnchanged = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.messagesImported = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.memoriesImported = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.memoriesUnchanged = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.modelCallsImported = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.digestsPending = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportUserResponse {
+    return {
+      episodesImported: isSet(object.episodesImported)
+        ? globalThis.Number(object.episodesImported)
+        : isSet(object.episodes_imported)
+        ? globalThis.Number(object.episodes_imported)
+        : 0,
+      episodesUnchanged: isSet(object.episodesUnchanged)
+        ? globalThis.Number(object.episodesUnchanged)
+        : isSet(object.episodes_unchanged)
+        ? globalThis.Number(object.episodes_unchanged)
+        : 0,
+      messagesImported: isSet(object.messagesImported)
+        ? globalThis.Number(object.messagesImported)
+        : isSet(object.messages_imported)
+        ? globalThis.Number(object.messages_imported)
+        : 0,
+      memoriesImported: isSet(object.memoriesImported)
+        ? globalThis.Number(object.memoriesImported)
+        : isSet(object.memories_imported)
+        ? globalThis.Number(object.memories_imported)
+        : 0,
+      memoriesUnchanged: isSet(object.memoriesUnchanged)
+        ? globalThis.Number(object.memoriesUnchanged)
+        : isSet(object.memories_unchanged)
+        ? globalThis.Number(object.memories_unchanged)
+        : 0,
+      modelCallsImported: isSet(object.modelCallsImported)
+        ? globalThis.Number(object.modelCallsImported)
+        : isSet(object.model_calls_imported)
+        ? globalThis.Number(object.model_calls_imported)
+        : 0,
+      digestsPending: isSet(object.digestsPending)
+        ? globalThis.Number(object.digestsPending)
+        : isSet(object.digests_pending)
+        ? globalThis.Number(object.digests_pending)
+        : 0,
+    };
+  },
+
+  toJSON(message: ImportUserResponse): unknown {
+    const obj: any = {};
+    if (message.episodesImported !== 0) {
+      obj.episodesImported = Math.round(message.episodesImported);
+    }
+    if (message.episodesUnchanged !== 0) {
+      obj.episodesUnchanged = Math.round(message.episodesUnchanged);
+    }
+    if (message.messagesImported !== 0) {
+      obj.messagesImported = Math.round(message.messagesImported);
+    }
+    if (message.memoriesImported !== 0) {
+      obj.memoriesImported = Math.round(message.memoriesImported);
+    }
+    if (message.memoriesUnchanged !== 0) {
+      obj.memoriesUnchanged = Math.round(message.memoriesUnchanged);
+    }
+    if (message.modelCallsImported !== 0) {
+      obj.modelCallsImported = Math.round(message.modelCallsImported);
+    }
+    if (message.digestsPending !== 0) {
+      obj.digestsPending = Math.round(message.digestsPending);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ImportUserResponse>): ImportUserResponse {
+    return ImportUserResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ImportUserResponse>): ImportUserResponse {
+    const message = createBaseImportUserResponse();
+    message.episodesImported = object.episodesImported ?? 0;
+    message.episodesUnchanged = object.episodesUnchanged ?? 0;
+    message.messagesImported = object.messagesImported ?? 0;
+    message.memoriesImported = object.memoriesImported ?? 0;
+    message.memoriesUnchanged = object.memoriesUnchanged ?? 0;
+    message.modelCallsImported = object.modelCallsImported ?? 0;
+    message.digestsPending = object.digestsPending ?? 0;
+    return message;
+  },
+};
+
 /**
  * EpisodeService is the durable log of conversations: episodes and their messages.
  * Every RPC is scoped to the tenant of the caller's credential; ids of other tenants
@@ -4265,6 +5129,38 @@ export const EpisodeServiceService = {
       Buffer.from(RetractMessageResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RetractMessageResponse => RetractMessageResponse.decode(value),
   },
+  /**
+   * Streams everything held about one user in the caller's tenant (of one agent, or of every
+   * agent the key may use), consistent as of one moment: each episode with its messages,
+   * tool-call records, summaries, digest, session data and model calls, then the user's
+   * long-term memories (superseded ones too), as records of the export format
+   * (docs/data-ownership.md). The last response carries the manifest: parts, record counts
+   * and sha256. ABORTED when the user is erased meanwhile (discard what was received).
+   */
+  exportUser: {
+    path: "/episodic.v1.EpisodeService/ExportUser" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: ExportUserRequest): Buffer => Buffer.from(ExportUserRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExportUserRequest => ExportUserRequest.decode(value),
+    responseSerialize: (value: ExportUserResponse): Buffer => Buffer.from(ExportUserResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExportUserResponse => ExportUserResponse.decode(value),
+  },
+  /**
+   * Loads an export into the caller's tenant: the first request carries the manifest (and
+   * optionally another user id), then the parts' records in the manifest's order. Each part
+   * is checked against its sha256 and imported whole or not at all; importing again changes
+   * nothing. Digests, vectors and indexes are rebuilt by the server, never read from the file.
+   */
+  importUser: {
+    path: "/episodic.v1.EpisodeService/ImportUser" as const,
+    requestStream: true as const,
+    responseStream: false as const,
+    requestSerialize: (value: ImportUserRequest): Buffer => Buffer.from(ImportUserRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ImportUserRequest => ImportUserRequest.decode(value),
+    responseSerialize: (value: ImportUserResponse): Buffer => Buffer.from(ImportUserResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ImportUserResponse => ImportUserResponse.decode(value),
+  },
 } as const;
 
 export interface EpisodeServiceServer extends UntypedServiceImplementation {
@@ -4323,6 +5219,22 @@ export interface EpisodeServiceServer extends UntypedServiceImplementation {
    * newest first). Retracting a retracted message returns it unchanged.
    */
   retractMessage: handleUnaryCall<RetractMessageRequest, RetractMessageResponse>;
+  /**
+   * Streams everything held about one user in the caller's tenant (of one agent, or of every
+   * agent the key may use), consistent as of one moment: each episode with its messages,
+   * tool-call records, summaries, digest, session data and model calls, then the user's
+   * long-term memories (superseded ones too), as records of the export format
+   * (docs/data-ownership.md). The last response carries the manifest: parts, record counts
+   * and sha256. ABORTED when the user is erased meanwhile (discard what was received).
+   */
+  exportUser: handleServerStreamingCall<ExportUserRequest, ExportUserResponse>;
+  /**
+   * Loads an export into the caller's tenant: the first request carries the manifest (and
+   * optionally another user id), then the parts' records in the manifest's order. Each part
+   * is checked against its sha256 and imported whole or not at all; importing again changes
+   * nothing. Digests, vectors and indexes are rebuilt by the server, never read from the file.
+   */
+  importUser: handleClientStreamingCall<ImportUserRequest, ImportUserResponse>;
 }
 
 export interface EpisodeServiceClient extends Client {
@@ -4557,6 +5469,42 @@ export interface EpisodeServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RetractMessageResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Streams everything held about one user in the caller's tenant (of one agent, or of every
+   * agent the key may use), consistent as of one moment: each episode with its messages,
+   * tool-call records, summaries, digest, session data and model calls, then the user's
+   * long-term memories (superseded ones too), as records of the export format
+   * (docs/data-ownership.md). The last response carries the manifest: parts, record counts
+   * and sha256. ABORTED when the user is erased meanwhile (discard what was received).
+   */
+  exportUser(request: ExportUserRequest, options?: Partial<CallOptions>): ClientReadableStream<ExportUserResponse>;
+  exportUser(
+    request: ExportUserRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<ExportUserResponse>;
+  /**
+   * Loads an export into the caller's tenant: the first request carries the manifest (and
+   * optionally another user id), then the parts' records in the manifest's order. Each part
+   * is checked against its sha256 and imported whole or not at all; importing again changes
+   * nothing. Digests, vectors and indexes are rebuilt by the server, never read from the file.
+   */
+  importUser(
+    callback: (error: ServiceError | null, response: ImportUserResponse) => void,
+  ): ClientWritableStream<ImportUserRequest>;
+  importUser(
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ImportUserResponse) => void,
+  ): ClientWritableStream<ImportUserRequest>;
+  importUser(
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportUserResponse) => void,
+  ): ClientWritableStream<ImportUserRequest>;
+  importUser(
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportUserResponse) => void,
+  ): ClientWritableStream<ImportUserRequest>;
 }
 
 export const EpisodeServiceClient = makeGenericClientConstructor(
