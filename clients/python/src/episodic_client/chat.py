@@ -21,6 +21,7 @@ from typing import Any, Literal
 from google.protobuf import json_format
 
 from episodic_client.v1 import context_pb2, episode_pb2
+from episodic_client.values import integral_numbers
 
 Shape = Literal["openai", "anthropic", "gemini"]
 Chat = dict[str, Any]
@@ -71,7 +72,7 @@ def _turns(messages: Sequence[context_pb2.ContextMessage]) -> list[context_pb2.C
 
 
 def _arguments(call: episode_pb2.ToolCall) -> dict[str, Any]:
-    return json_format.MessageToDict(call.input) if call.HasField("input") else {}
+    return integral_numbers(json_format.MessageToDict(call.input)) if call.HasField("input") else {}
 
 
 def _openai(m: context_pb2.ContextMessage) -> Chat:

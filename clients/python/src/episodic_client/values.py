@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
@@ -105,3 +105,18 @@ def duration(value: timedelta | None) -> duration_pb2.Duration | None:
     out = duration_pb2.Duration()
     out.FromTimedelta(value)
     return out
+
+
+MAX_EXACT_INT = 2**53  # a JSON number (a double) holds every integer up to this exactly
+
+
+def integral_numbers(value: Any) -> Any:
+    """JSON read back from a protobuf Struct has every number as a float: an integral one
+    (within a double's exact range) reads as an int again, at any depth."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_EXACT_INT:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral_numbers(v) for v in value]
+    return value

@@ -91,6 +91,7 @@ from episodic_client.errors import (
 from episodic_client.memory_requests import memory_input
 from episodic_client.requests import message_input, tool_call, tool_result
 from episodic_client.v1 import agent_pb2, episode_pb2, episode_service_pb2, memory_pb2, memory_service_pb2
+from episodic_client.values import integral_numbers
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")  # the server's rule for ids
 _ID_RULE = "1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit"
@@ -998,23 +999,12 @@ def _metadata(episode: episode_pb2.Episode) -> dict[str, Any]:
 
 
 def _struct_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
-    value = _plain(json_format.MessageToDict(struct))
+    value = integral_numbers(json_format.MessageToDict(struct))
     return value if isinstance(value, dict) else {}
 
 
 def _json(value: struct_pb2.Value) -> Any:
-    return _plain(json_format.MessageToDict(value))
-
-
-def _plain(value: Any) -> Any:
-    """JSON numbers come back from a Struct as floats: an integral one reads as an int."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+    return integral_numbers(json_format.MessageToDict(value))
 
 
 def _seconds(stamp: timestamp_pb2.Timestamp) -> float:

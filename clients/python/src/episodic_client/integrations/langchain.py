@@ -32,6 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from episodic_client.requests import message_input, tool_call, tool_result
 from episodic_client.sync_client import EpisodicClient
 from episodic_client.v1 import episode_pb2
+from episodic_client.values import integral_numbers
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")  # the server's rule for ids
 
@@ -121,15 +122,4 @@ def _text(index: int, message: BaseMessage) -> str:
 def _json_object(call: episode_pb2.ToolCall) -> dict[str, Any]:
     if not call.HasField("input"):
         return {}
-    return {key: _number(value) for key, value in json_format.MessageToDict(call.input).items()}
-
-
-def _number(value: Any) -> Any:
-    """JSON numbers come back from a Struct as floats: an integral one reads as an int."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _number(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_number(v) for v in value]
-    return value
+    return {key: integral_numbers(value) for key, value in json_format.MessageToDict(call.input).items()}

@@ -85,6 +85,7 @@ from episodic_client.errors import AlreadyExistsError, NotFoundError
 from episodic_client.memory_requests import memory_input, memory_kind
 from episodic_client.sync_client import EpisodicClient
 from episodic_client.v1 import memory_pb2
+from episodic_client.values import MAX_EXACT_INT, integral_numbers
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")  # the server's rule for ids
 MAX_LABELS = 16  # Episodic keeps up to 16 topics per memory: one per prefix of the path
@@ -93,7 +94,6 @@ MAX_METADATA_BYTES = 16 * 1024  # a memory's metadata, as JSON
 MAX_JSON_DEPTH = 32  # the server's nesting limit of JSON payloads
 MAX_RANKED = 100  # SearchMemories' top_k
 MAX_TTL_MINUTES = 100 * 366 * 24 * 60
-MAX_EXACT_INT = 2**53  # a Struct holds numbers as doubles
 MAX_BATCH = 100  # CreateMemories
 PAGE = 1000  # ListMemories' largest page
 _KINDS = ("fact", "preference", "event")
@@ -340,7 +340,7 @@ class EpisodicStore(BaseStore):
             return None
         ttl = fields.get("ttl_minutes")
         return _Stored(
-            memory, tuple(namespace), key, _numbers(value), ttl if isinstance(ttl, float) else None
+            memory, tuple(namespace), key, integral_numbers(value), ttl if isinstance(ttl, float) else None
         )
 
     # --- writes ---------------------------------------------------------------------------
@@ -618,17 +618,6 @@ def _searched_text(value: dict[str, Any], fields: Sequence[str] | Literal[False]
 def _kind(value: dict[str, Any]) -> str:
     given = value.get("kind")
     return given.lower() if isinstance(given, str) and given.lower() in _KINDS else "fact"
-
-
-def _numbers(value: Any) -> Any:
-    """JSON numbers come back from a Struct as floats: an integral one reads as an int."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_EXACT_INT:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    return value
 
 
 # --- filters ------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ from episodic_client.context import BuiltContext
 from episodic_client.errors import FailedPreconditionError, NotFoundError
 from episodic_client.requests import message_input, tool_call, tool_result
 from episodic_client.v1 import context_pb2, episode_pb2
+from episodic_client.values import integral_numbers
 
 Item = dict[str, Any]
 Wrapper = RunContextWrapper[Any]
@@ -545,18 +546,7 @@ def _function_call_item(call_id: str, name: str, arguments: Any) -> Item:
 
 
 def _arguments(call: episode_pb2.ToolCall) -> Any:
-    return _number(json_format.MessageToDict(call.input)) if call.HasField("input") else {}
-
-
-def _number(value: Any) -> Any:
-    """JSON numbers come back from a Struct as floats: an integral one reads as an int."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _number(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_number(v) for v in value]
-    return value
+    return integral_numbers(json_format.MessageToDict(call.input)) if call.HasField("input") else {}
 
 
 # --- the rendered context -> items ----------------------------------------------------------
@@ -582,7 +572,7 @@ def _responses_items(chat: Mapping[str, Any]) -> list[Item]:
         return [{"role": role, "content": chat["content"]}] if chat["content"] else []
     said: list[Item] = [{"role": "assistant", "content": chat["content"]}] if chat.get("content") else []
     calls = [
-        _function_call_item(c["id"], c["function"]["name"], _number(json.loads(c["function"]["arguments"])))
+        _function_call_item(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
         for c in chat.get("tool_calls", [])
     ]
     return said + calls
