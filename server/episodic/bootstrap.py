@@ -916,8 +916,8 @@ async def note_stale_vectors(adapters: Adapters) -> None:
 def build_ledger(settings: Settings) -> ErasureLedger:
     """A ledger whose directory is missing fails the start, not the first erasure."""
     path = ledger_path(settings.erasure_ledger, settings.database_url)
-    if path is None:
-        log.warning(
+    if path is None:  # INFO, not WARNING: a supported setup (the erasure itself is complete), said once
+        log.info(
             "no erasure ledger: restoring an older backup of this database would bring back users "
             "erased since; set EPISODIC_ERASURE_LEDGER to a file every replica shares"
         )

@@ -25,6 +25,7 @@ from episodic_lab.evals.flags import add_pii_flags
 from episodic_lab.evals.knowledge_flags import add_flags as add_eval_knowledge_flags
 from episodic_lab.evals.known_facts_flags import add_flags as add_eval_known_facts_flags
 from episodic_lab.evals.locomo_data import MissingData
+from episodic_lab.evals.shares_flags import add_flags as add_eval_shares_flags
 from episodic_lab.report.options import add_flags as add_report_flags
 from episodic_lab.soak.options import add_flags as add_soak_flags
 
@@ -53,6 +54,8 @@ TOOLS = (
          "episodic_lab.evals.knowledge:run_eval_knowledge"),
     Tool("eval-known-facts", "what [Known Facts] renders on a labelled set: answered, precision, duplicates",
          add_eval_known_facts_flags, "episodic_lab.evals.known_facts:run_eval_known_facts"),
+    Tool("eval-shares", "LoCoMo with knowledge, known facts and recall at once: answer coverage by budget "
+         "split", add_eval_shares_flags, "episodic_lab.evals.shares:run_eval_shares"),
     Tool("eval-pii", "precision/recall of PII detectors on a labelled set", add_pii_flags,
          "episodic_lab.evals.pii:run_eval_pii"),
     Tool("bench-index", "the FAISS index alone: build and search times, RSS, by size", add_bench_index_flags,
