@@ -176,6 +176,13 @@ HOSTILE = {
     "a statement in every word": "I love my dog. ",
     "an unpunctuated run of statements": "I went to Paris yesterday and I love my job ",
     "a run of commas": "I'm vegan, ",
+    "a naming colon in every clause": "my job: a chef ",
+    "a time clause in every word": "I smiled when I ",
+}
+# The other speaker's message is searched for questions to the user before each reply.
+ASKING = {
+    "you without a question mark": "do you ",
+    "a question about you in every word": "you? ",
 }
 
 
@@ -186,6 +193,18 @@ def test_sixteen_times_the_text_costs_about_sixteen_times_the_time(shape: str) -
 
     def run(count: int) -> object:
         return EXTRACTOR.extract(_episode(*[(Role.USER, of_size(HOSTILE[shape], SMALL))] * count))
+
+    run(1)
+    small_time = fastest(lambda _: run(1), "", 3)
+    large_time = fastest(lambda _: run(LARGE // SMALL), "", 2)
+    assert large_time <= MAX_RATIO * small_time, f"{shape}: {large_time / small_time:.0f}x"
+
+
+@pytest.mark.parametrize("shape", ASKING)
+def test_the_other_speakers_questions_cost_linear_time(shape: str) -> None:
+    def run(count: int) -> object:
+        exchange = [(Role.ASSISTANT, of_size(ASKING[shape], SMALL)), (Role.USER, "Long walks by the river.")]
+        return EXTRACTOR.extract(_episode(*exchange * count))
 
     run(1)
     small_time = fastest(lambda _: run(1), "", 3)

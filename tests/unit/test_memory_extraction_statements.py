@@ -1,6 +1,7 @@
 """The extractive memory extractor's finer rules (issue 28, defect 5): things done without a
-date, plans, feelings, what matters to the user, subjectless reports, habits of the past, and
-the clause and sentence joins that keep each memory one self-contained statement."""
+date, plans, feelings, what matters to the user and what helps them, subjectless reports, habits
+of the past, answers to the other speaker's questions, remarks to the listener, and the clause
+splits and sentence joins that keep each memory one self-contained statement."""
 
 from __future__ import annotations
 
@@ -127,3 +128,104 @@ def test_the_model_prompt_asks_for_the_same_first_person_grain() -> None:
         "relations",
     ):
         assert wanted in prompt, wanted
+
+
+def test_what_a_named_thing_does_for_the_user_is_a_fact() -> None:
+    assert _said("Pottery helps me switch off after long shifts at the hospital.") == [
+        (MemoryKind.FACT, "Pottery helps me switch off after long shifts at the hospital")
+    ]
+
+
+def test_what_it_does_for_the_user_says_nothing_without_what_it_is() -> None:
+    assert _said("It helps me switch off after long shifts at the hospital.") == []
+
+
+def test_a_time_clause_with_its_own_subject_is_a_memory_of_its_own() -> None:
+    assert _said("My grandmother was thrilled when I graduated from nursing school last spring.") == [
+        (MemoryKind.FACT, "My grandmother was thrilled"),
+        (MemoryKind.EVENT, "I graduated from nursing school last spring"),
+    ]
+
+
+def test_a_time_clause_after_for_stays_with_its_clause() -> None:
+    assert _said("I'm building a reading nook for when I have kids.") == [
+        (MemoryKind.FACT, "I'm building a reading nook for when I have kids")
+    ]
+
+
+def test_a_colon_that_only_names_the_thing_stays_in_the_memory() -> None:
+    assert _said("I finally started my dream business: a small bakery.") == [
+        (MemoryKind.EVENT, "I finally started my dream business: a small bakery")
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I've learned that being kind to yourself matters most.",  # a maxim for the listener
+        "Check out this photo I took at the lake.",  # showing, not telling
+    ],
+)
+def test_remarks_and_requests_to_the_listener_are_not_memories(text: str) -> None:
+    assert _said(text) == []
+
+
+def test_a_proposal_after_a_statement_is_cut_off_it() -> None:
+    assert _said("I'm moving to Lisbon in May, so let's look at flats near the river.") == [
+        (MemoryKind.FACT, "I'm moving to Lisbon in May")
+    ]
+
+
+def test_an_answer_to_a_question_about_the_user_is_theirs_without_i() -> None:
+    [memory] = _extract(
+        (Role.ASSISTANT, "What do you do to unwind after work?"),
+        (Role.USER, "Long walks by the river with the dog, usually after dinner."),
+    )
+    assert (memory.kind, memory.text) == (
+        MemoryKind.FACT,
+        "Long walks by the river with the dog, usually after dinner",
+    )
+
+
+def test_the_same_words_unasked_are_no_memory() -> None:
+    assert _said("Long walks by the river with the dog, usually after dinner.") == []
+
+
+def test_an_answer_with_a_time_is_an_event_then() -> None:
+    [memory] = _extract(
+        (Role.ASSISTANT, "Have you been anywhere nice lately?"),
+        (Role.USER, "Our town held a food festival last weekend."),
+    )
+    assert (memory.kind, memory.text) == (MemoryKind.EVENT, "Our town held a food festival last weekend")
+    assert memory.event_time is not None and memory.event_time < NOW
+
+
+def test_the_answer_is_the_first_statement_not_a_word_to_the_listener() -> None:
+    [memory] = _extract(
+        (Role.ASSISTANT, "What's new with you? I just opened a bakery!"),
+        (Role.USER, "Sam, congrats on the bakery! The flower shop is finally turning a profit."),
+    )
+    assert memory.text == "The flower shop is finally turning a profit"
+
+
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        # An offer asks for no fact about the user.
+        (
+            "Would you like me to summarise the article?",
+            "The article covers the history of the Hanseatic trade routes.",
+        ),
+        # "It" only goes on about what the question named.
+        (
+            "How was the concert you went to?",
+            "It was loud but the band played every song from their first album.",
+        ),
+        # Showing is no answer, after an interjection too.
+        ("Do you have any pets?", "And sure, check out this photo of my parrot on the balcony."),
+        # An aside in brackets (an attachment, a stage direction) is not speech.
+        ("What did you get for your birthday?", "[image: a red bicycle leaning on the garden wall]"),
+    ],
+)
+def test_replies_that_state_nothing_of_the_user_are_not_answers(question: str, reply: str) -> None:
+    assert _extract((Role.ASSISTANT, question), (Role.USER, reply)) == []

@@ -214,7 +214,13 @@ _MATCHERS = {person: _matchers(person) for person in (True, False)}
 _ANCHORS = {person: frozenset(table) - {"#"} for person, table in _MATCHERS.items()}
 _FINDERS = {anchor: _finder(anchor) for anchor in _MATCHERS[True]}
 _CLAUSE_BREAK = re.compile(
-    r"[;–—]\s*|\s-\s+|:\s+|(?:,\s*|\s+)(?:and|but|so|because|although|though|whereas|while)\s+"
+    r"[;–—]\s*|\s-\s+"
+    # A colon that only names what went before ("my dream job: a dance teacher") breaks nothing.
+    r"|:\s+(?!(?:\S+\s){0,4}\S+$)"
+    r"|(?:,\s*|\s+)(?:and|but|so|because|although|though|whereas|while)\s+"
+    r"(?=(?:I|it|we|he|she|they|you|that|this|there|my|our)\b)"
+    # A time clause of its own: "I moved here after I graduated" (not "a room for when I have kids").
+    r"|(?<!\sfor)(?:,\s*|\s+)(?:since|when|after|before|until|once)\s+"
     r"(?=(?:I|it|we|he|she|they|you|that|this|there|my|our)\b)|,\s*(?:which|who)\b"
     # A comma splice before a new first-person subject: "We met at work, I've known her since 2015".
     r"|,\s+(?=(?:I|I'm|I've|I'd|I'll|we're|we've)\s)"

@@ -6,9 +6,12 @@ Only user messages speak for the user. Questions, hypotheticals and requests to 
 state nothing. Cues are looked for only at first-person words ("I", "my", "we"...), at most
 `_MAX_ANCHORS` per sentence, with bounded patterns; besides them, each sentence gets one
 anchored try for a report without its subject ("Started a pottery class last week"), one
-search for what matters to the speaker ("... is so special to me") and one anchored try for
-going on about the sentence before ("It's ..."); sentences and messages are bounded by
-`text.py`; so hostile text costs what prose of the same size costs."""
+search each for what matters to the speaker ("... is so special to me") and for what something
+does for them ("Painting helps me unwind"), and one anchored try for going on about the sentence
+before ("It's ..."). The first statement of a reply to a question about the user ("What helps
+you relax?" - "Long walks by the river") is the user's even without "I" when no cue claims it.
+Sentences and messages are bounded by `text.py`, and the other speaker's questions are found in
+one pass over their message; so hostile text costs what prose of the same size costs."""
 
 from __future__ import annotations
 
@@ -66,6 +69,8 @@ class Cue(enum.Enum):
     )
     ONGOING = "ongoing"  # something being done: a fact, or an event when it has a time
     TIME = "time"  # a time expression
+    AFFECTS = "affects"  # what something does to one ("Painting helps me relax")
+    ANSWER = "answer"  # the first statement of a reply to a question about the speaker
 
 
 _ADVERB = r"(?:just|finally|also|actually|recently|already|once|even|then|first|still|really|all|both|always)"
@@ -152,12 +157,25 @@ _SUBJECTLESS = re.compile(
     r"\s+(?!(?:[\w'-]+\s+){0,6}?(?:is|are|was|were|has|have|can|could|will|makes?|helps?|means?|i|it's|i'm)\b)",
     re.IGNORECASE,
 )
+# What something does to the speaker, said of the thing: "Painting helps me express my feelings".
+_AFFECTS_ME = re.compile(
+    r"\b(?:helps|helped)\s+(?:to\s+)?(?:keep\s+|get\s+)?me\b",
+    re.IGNORECASE,
+)
+# A question about the listener ("What do you do for a living?", "How was your trip?"); not an
+# offer or a request ("Would you like...", "Can you share the error?"), which asks for no fact.
+_ABOUT_YOU = re.compile(
+    r"(?<!\bcan\s)(?<!\bcould\s)(?<!\bwould\s)(?<!\bwill\s)\byou(?:r|'re|'ve|'d|'ll)?\b", re.IGNORECASE
+)
+_SENTENCE_MARK = re.compile(r"[.!?\n]")  # where a question to the listener may start or end
 _CUE_REGEX = re.compile("|".join(f"({pattern})" for _, pattern in _CUES), re.IGNORECASE)
-_ANYWHERE = frozenset({Cue.TIME, Cue.MATTERS})  # cues that need not open their clause
+# Cues that need not open their clause.
+_ANYWHERE = frozenset({Cue.TIME, Cue.MATTERS, Cue.AFFECTS, Cue.ANSWER})
 _DOINGS = frozenset({Cue.PAST, Cue.PLAN, Cue.ONGOING, Cue.HAVE_DONE})
+_DATED = _DOINGS | {Cue.ANSWER}  # events when they have a time
 _FACTS = frozenset({Cue.FACT, Cue.ONGOING})
 # Facts only with enough words (`_thin`): what one means to do, has done, feels, or what matters.
-_STATES = frozenset({Cue.PLAN, Cue.HAVE_DONE, Cue.FEELING, Cue.MATTERS})
+_STATES = frozenset({Cue.PLAN, Cue.HAVE_DONE, Cue.FEELING, Cue.MATTERS, Cue.AFFECTS, Cue.ANSWER})
 _FROM_FACT_KIND = {
     Kind.PREFERENCE: Cue.PREFERENCE,
     Kind.PERSONAL: Cue.FACT,
@@ -165,10 +183,11 @@ _FROM_FACT_KIND = {
     Kind.DATE: Cue.TIME,
 }
 
-# A question or request to the assistant after a statement: "I'm vegan, can you ...?"
+# A question, request or proposal to the listener after a statement: "I'm vegan, can you ...?",
+# "I'm moving in May, so let's find a flat".
 _ASKING_TAIL = re.compile(
     r"[,;]\s*(?:so\s+|and\s+|but\s+)?(?:please|can|could|would|will|do|does|did|what|how|where|when"
-    r"|which|who|why|any|is|are|should|shall)\b",
+    r"|which|who|why|any|is|are|should|shall|let's)\b",
     re.IGNORECASE,
 )
 _HYPOTHETICAL_START = frozenset(
@@ -176,11 +195,13 @@ _HYPOTHETICAL_START = frozenset(
 )
 _REQUEST_START = frozenset(
     {"please", "can", "could", "would", "will", "let's", "help", "tell", "show", "give", "remind", "find",
-     "make", "write", "list", "explain", "do", "does", "did", "is", "are", "how", "why", "where", "when"}
+     "make", "write", "list", "explain", "check", "do", "does", "did", "is", "are", "how", "why",
+     "where", "when"}
 )  # fmt: skip
 # Hypothetical, addressed to the assistant, or someone else's words: not the user's memory.
 _NOT_A_STATEMENT = re.compile(
-    r"\b(?:if|unless|whether|you|your|wish)\b|\b(?:i|we)\s+(?:would|could|might)\s+(?!rather|prefer|love|like)"
+    r"\b(?:if|unless|whether|you|your|yourself|wish|congrats|congratulations)\b"
+    r"|\b(?:i|we)\s+(?:would|could|might)\s+(?!rather|prefer|love|like)"
     r"|\bi'd\s+(?!rather|prefer|love|like)|\bmy\s+[a-z]{2,20}\s+(?:said|says|told|thinks|thought|asked|wants)\b"
     r"|\b(?:love|like|enjoy|hate|prefer)\s+(?:to\s+[a-z]{2,20}\s+)?(?:that|it|this|them|those|these|something)\b"
     r"|\bmy\s+(?:question|problem|issue|point|guess|bad|pleasure|turn|fault)\b"
@@ -287,16 +308,45 @@ class ExtractiveMemoryExtractor:
 def _clauses(transcript: Sequence[Message]) -> Iterator[_Clause]:
     """Clauses of the user's statements that carry at least one cue about the user; a
     sentence that only goes on about the last one's clause joins it."""
+    asked = False
     for utterance in utterances(transcript):
         if utterance.role is Role.USER:
             message = transcript[utterance.position]
             sentences = [_statement(sentence) for sentence in sentences_of(utterance)]
-            found = [list(_clauses_of(sentence, message)) for sentence in sentences]
+            answer = _answer(sentences) if asked else None
+            found = [list(_clauses_of(sentence, message, sentence is answer)) for sentence in sentences]
             for i, clauses in enumerate(found):
                 after = sentences[i + 1] if i + 1 < len(sentences) else None
                 if clauses and after is not None and not found[i + 1] and _goes_on(after.text):
                     clauses[-1] = dataclasses.replace(clauses[-1], then=after.text)
                 yield from clauses
+        asked = utterance.role is not Role.USER and _asks_about_you(utterance.text)
+
+
+def _asks_about_you(text: str) -> bool:
+    """Whether a question in `text` is about the listener. Each stretch between sentence marks
+    is searched once, so this is linear in the text."""
+    start = 0
+    for mark in _SENTENCE_MARK.finditer(text):
+        if mark.group() == "?" and _ABOUT_YOU.search(text, start, mark.start()):
+            return True
+        start = mark.end()
+    return False
+
+
+def _answer(sentences: Sequence[Sentence | None]) -> Sentence | None:
+    """The first statement of a reply that says something, and not to the listener ("Thanks,
+    Sam!", "Congrats on the new shop"), unless it is an aside in brackets ("[image: ...]") or only
+    goes on about what the question named ("It was great")."""
+    for sentence in sentences:
+        if (
+            sentence is not None
+            and len(content_words(sentence.text)) >= _MIN_CONTENT_WORDS
+            and _NOT_A_STATEMENT.search(sentence.text) is None
+        ):
+            said = tidy(sentence.text)
+            return None if said.startswith("[") or _GOES_ON.match(said) else sentence
+    return None
 
 
 def _goes_on(text: str) -> bool:
@@ -317,21 +367,38 @@ def _statement(sentence: Sentence) -> Sentence | None:
         sentence = Sentence(sentence.utterance, sentence.index, sentence.start, sentence.text[: tail.start()])
     elif sentence.is_question:
         return None
-    first = tokens(tidy(sentence.text[:40]))[:2]
+    opening = _INTERJECTION_START.match(fold(sentence.text[:40]))  # "And sure, check out..."
+    start = opening.end() if opening else 0
+    first = tokens(tidy(sentence.text[start : start + 40]))[:2]
     if not first or first[0] in _HYPOTHETICAL_START or first[0] in _REQUEST_START:
         return None
     return sentence
 
 
-def _clauses_of(sentence: Sentence | None, message: Message) -> Iterator[_Clause]:
+def _clauses_of(sentence: Sentence | None, message: Message, answers: bool = False) -> Iterator[_Clause]:
+    """The sentence's clauses that carry a cue about the speaker. When it `answers` a question
+    about the user and no clause says anything of the user's own (a time alone does not), the
+    whole sentence is the answer: "What helps you relax?" - "Long walks by the river"."""
     if sentence is None:
         return
     cues = _cues(sentence)
-    breaks = ClauseBreaks(sentence.text)
+    clauses = _cued_clauses(sentence.text, cues)
+    if answers and all(found <= {Cue.TIME} for _, _, found in clauses):
+        clauses = [(0, len(sentence.text), {Cue.ANSWER, *(cue for _, cue in cues if cue is Cue.TIME)})]
+    for start, end, found in clauses:
+        yield _Clause(sentence, start, end, frozenset(found), message)
+
+
+def _cued_clauses(text: str, cues: list[tuple[int, Cue]]) -> list[tuple[int, int, set[Cue]]]:
+    """The clauses that the cues open (or, for `_ANYWHERE` cues, lie in), in order, with their
+    cues. What "it" or "they" does for one ("It helps me relax") says nothing on its own."""
+    breaks = ClauseBreaks(text)
     by_clause: dict[tuple[int, int], set[Cue]] = {}
     for at, cue in cues:
-        start, end = span = _whole_clause(sentence.text, breaks, at)
-        if cue in _ANYWHERE or _opens(sentence.text, start, at):
+        start, end = span = _whole_clause(text, breaks, at)
+        if cue is Cue.AFFECTS and _GOES_ON.match(tidy(text[start:end])):
+            continue
+        if cue in _ANYWHERE or _opens(text, start, at):
             by_clause.setdefault(span, set()).add(cue)
     kept: list[tuple[int, int, set[Cue]]] = []
     for (start, end), found in sorted(by_clause.items()):
@@ -339,8 +406,7 @@ def _clauses_of(sentence: Sentence | None, message: Message) -> Iterator[_Clause
             kept[-1][2].update(found)
         else:
             kept.append((start, end, found))
-    for start, end, found in kept:
-        yield _Clause(sentence, start, end, frozenset(found), message)
+    return kept
 
 
 def _whole_clause(text: str, breaks: ClauseBreaks, at: int) -> tuple[int, int]:
@@ -375,6 +441,8 @@ def _cues(sentence: Sentence) -> list[tuple[int, Cue]]:
         found.append((start, Cue.PAST if bare.group("past") else Cue.ONGOING))
     if (matters := _MATTERS_TO_ME.search(folded)) is not None:
         found.append((matters.start(), Cue.MATTERS))
+    if (affects := _AFFECTS_ME.search(folded)) is not None:
+        found.append((affects.start(), Cue.AFFECTS))
     for count, anchor in enumerate(_FIRST_PERSON.finditer(folded)):
         if count == _MAX_ANCHORS:
             break
@@ -413,13 +481,14 @@ def _thin(text: str, cues: frozenset[Cue]) -> bool:
 
 def _kind(clause: _Clause) -> MemoryKind | None:
     """A preference wins; a thing done or planned at a stated time is an event, and so is a
-    thing done without one (it happened by the time it was said); a plan without a time, or
-    something done that still holds ("I've known my neighbours for years"), is a fact. A time alone
-    states nothing. (`_thin` asks more words of the clauses without a fact cue.)"""
+    thing done without one (it happened by the time it was said) and an answer with a time ("Our
+    town held a fair last weekend"); a plan without a time, or something done that still holds
+    ("I've known my neighbours for years"), is a fact, and so is an answer without a time. A time
+    alone states nothing. (`_thin` asks more words of the clauses without a fact cue.)"""
     cues = clause.cues
     if Cue.PREFERENCE in cues:
         return MemoryKind.PREFERENCE
-    if Cue.TIME in cues and not cues.isdisjoint(_DOINGS):
+    if Cue.TIME in cues and not cues.isdisjoint(_DATED):
         return MemoryKind.EVENT
     if not cues.isdisjoint(_FACTS | _STATES):
         return MemoryKind.FACT

@@ -47,11 +47,12 @@ INSTRUCTIONS = (
     "One memory per statement: split a compound sentence into one short fact per clause, and keep "
     'each standalone (say what "it" or "they" is). Look for what the user did (an event, with its '
     "date), does and is (work, home, health, hobbies), likes and dislikes (a preference), plans and "
-    "intends, feels about something named, and their relations to people (family, friends, partners, "
-    "pets, by name). Skip small talk, thanks, vague moods and resolutions to carry on. "
+    'intends, feels about something named or what it does for them ("Running helps me clear my head"), '
+    "and their relations to people (family, friends, partners, pets, by name). Skip small talk, "
+    "thanks, vague moods and resolutions to carry on. "
     'Write each text in the first person, as the user would say it ("I ran a half marathon", "My '
     'sister lives in Oslo"), never "the user"; when the user\'s lines begin with a name label '
-    '("Caroline: ..."), begin the text with the same label. Each text is under 300 characters; '
+    '("Maya: ..."), begin the text with the same label. Each text is under 300 characters; '
     "from_seq and to_seq are the [seq] of the lines that state it; event_time only for events, "
     'resolved against the line\'s date ("yesterday", "last May", "next week"). At most 24 '
     "memories; an empty list when there are none."

@@ -23,7 +23,7 @@ folded_words = split_words  # the words of already folded text
 
 SPOKEN_ROLES = frozenset({Role.USER, Role.ASSISTANT})
 
-# "Caroline: I went to ..." - a speaker name prefixed to the content.
+# "Maya: I went to ..." - a speaker name prefixed to the content.
 _LABEL = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30})?):\s+(?=\S)")
 _NOT_SPEAKERS = frozenset(
     {"note", "summary", "answer", "update", "error", "warning", "tip", "example", "step", "q", "a", "re"}
