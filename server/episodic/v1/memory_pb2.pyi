@@ -30,7 +30,7 @@ class _MemoryKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MemoryKind
     MEMORY_KIND_UNSPECIFIED: _MemoryKind.ValueType  # 0
     """Not set. Rejected on create."""
     MEMORY_KIND_FACT: _MemoryKind.ValueType  # 1
-    """Something true about the user or their world ("Caroline is a counsellor")."""
+    """Something true about the user or their world ("Maya is a nurse")."""
     MEMORY_KIND_PREFERENCE: _MemoryKind.ValueType  # 2
     """What the user likes, wants or avoids ("prefers window seats")."""
     MEMORY_KIND_EVENT: _MemoryKind.ValueType  # 3
@@ -42,7 +42,7 @@ class MemoryKind(_MemoryKind, metaclass=_MemoryKindEnumTypeWrapper):
 MEMORY_KIND_UNSPECIFIED: MemoryKind.ValueType  # 0
 """Not set. Rejected on create."""
 MEMORY_KIND_FACT: MemoryKind.ValueType  # 1
-"""Something true about the user or their world ("Caroline is a counsellor")."""
+"""Something true about the user or their world ("Maya is a nurse")."""
 MEMORY_KIND_PREFERENCE: MemoryKind.ValueType  # 2
 """What the user likes, wants or avoids ("prefers window seats")."""
 MEMORY_KIND_EVENT: MemoryKind.ValueType  # 3

@@ -17,7 +17,7 @@ export const protobufFileName = "episodic/v1/memory.proto";
 export enum MemoryKind {
   /** MEMORY_KIND_UNSPECIFIED - Not set. Rejected on create. */
   MEMORY_KIND_UNSPECIFIED = 0,
-  /** MEMORY_KIND_FACT - Something true about the user or their world ("Caroline is a counsellor"). */
+  /** MEMORY_KIND_FACT - Something true about the user or their world ("Maya is a nurse"). */
   MEMORY_KIND_FACT = 1,
   /** MEMORY_KIND_PREFERENCE - What the user likes, wants or avoids ("prefers window seats"). */
   MEMORY_KIND_PREFERENCE = 2,
