@@ -13,3 +13,10 @@ from tests.server_harness import RunningServer, running_server, settings_for
 async def server(database_url: str) -> AsyncIterator[RunningServer]:
     async with running_server(settings_for(database_url)) as running:
         yield running
+
+
+@pytest.fixture
+async def sqlite_server(sqlite_url: str) -> AsyncIterator[RunningServer]:
+    """One backend only: for what the backend cannot change (an example run as a program)."""
+    async with running_server(settings_for(sqlite_url)) as running:
+        yield running

@@ -609,9 +609,9 @@ async def append_and_read(sessions: EpisodicSessionService, app: str, events: li
 
 
 async def test_the_example_shows_the_model_what_the_user_said_in_the_first_session(
-    server: RunningServer,
+    sqlite_server: RunningServer,
 ) -> None:
-    env = {**os.environ, "EPISODIC_ADDRESS": server.address, "EPISODIC_API_KEY": KEY_A}
+    env = {**os.environ, "EPISODIC_ADDRESS": sqlite_server.address, "EPISODIC_API_KEY": KEY_A}
 
     done = await run_process(sys.executable, str(EXAMPLE), env=env, timeout=120)
 

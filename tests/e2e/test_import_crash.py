@@ -18,8 +18,8 @@ from episodic.v1 import episode_service_pb2 as pb
 from tests.e2e.helpers import Client
 from tests.e2e.test_crash_durability import ServerProcess, episodic_server
 
-EPISODES = 10
-MESSAGES = 2000  # per episode: the import takes long enough to be killed halfway
+EPISODES = 8
+MESSAGES = 1000  # per episode: the import takes long enough to be killed halfway
 USER = "crash-import-user"
 
 

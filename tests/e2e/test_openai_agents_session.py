@@ -329,8 +329,8 @@ def test_the_rendered_context_reads_as_responses_items() -> None:
     ], "an empty system prompt and a result whose call was cut off are not sent"
 
 
-async def test_the_example_runs_against_the_server(server: RunningServer) -> None:
-    env = {**clean_environment(), "EPISODIC_ADDRESS": server.address, "EPISODIC_API_KEY": KEY_A}
+async def test_the_example_runs_against_the_server(sqlite_server: RunningServer) -> None:
+    env = {**clean_environment(), "EPISODIC_ADDRESS": sqlite_server.address, "EPISODIC_API_KEY": KEY_A}
     done = await run_process(sys.executable, str(EXAMPLE), timeout=90, env=env)
 
     assert done.returncode == 0, done.stdout + done.stderr
