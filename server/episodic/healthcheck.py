@@ -55,7 +55,7 @@ class Seen:
 
 def check(address: str, timeout: float = 3.0, tls: ProbeTls | None = None) -> Seen:
     target = probe_target(address)
-    with _channel(target, tls) as channel:
+    with client_channel(target, tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
@@ -89,9 +89,14 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def _channel(target: str, tls: ProbeTls | None) -> grpc.Channel:
+def client_channel(target: str, tls: ProbeTls | None, max_receive_bytes: int = 0) -> grpc.Channel:
+    """The channel of the command-line clients (healthcheck, export, import)."""
+    options: list[tuple[str, str | int]] = []
+    if max_receive_bytes:
+        options.append(("grpc.max_receive_message_length", max_receive_bytes))
     if tls is None:
-        return grpc.insecure_channel(target)
+        return grpc.insecure_channel(target, options=options)
     credentials = grpc.ssl_channel_credentials(tls.root_certificates, tls.private_key, tls.certificate_chain)
-    options = [("grpc.ssl_target_name_override", tls.server_name)] if tls.server_name else []
+    if tls.server_name:
+        options.append(("grpc.ssl_target_name_override", tls.server_name))
     return grpc.secure_channel(target, credentials, options=options)

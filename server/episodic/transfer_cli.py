@@ -25,11 +25,12 @@ import grpc
 from episodic import config
 from episodic.domain.transfer import MANIFEST_FILE, PartHasher
 from episodic.foreign_imports import import_foreign
-from episodic.healthcheck import ProbeTls, probe_target, probe_tls
+from episodic.healthcheck import client_channel, probe_target, probe_tls
 from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
 
 CHUNK_BYTES = 1024 * 1024
+MAX_RECEIVE_BYTES = 64 * 1024 * 1024  # an export response holds up to ~1 MiB of records
 TIMEOUT_SECONDS = 24 * 3600.0  # a whole history streams in one call; a dead peer ends it sooner
 
 
@@ -80,17 +81,7 @@ def _connect(args: argparse.Namespace) -> tuple[grpc.Channel, tuple[tuple[str, s
     tls = probe_tls(args.tls_ca, "", "", args.tls_server_name, args.tls)
     key = config.api_key_of_process()
     auth = (("authorization", f"Bearer {key}"),) if key else ()
-    return _channel(probe_target(address), tls), auth
-
-
-def _channel(target: str, tls: ProbeTls | None) -> grpc.Channel:
-    options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-    if tls is None:
-        return grpc.insecure_channel(target, options=options)
-    credentials = grpc.ssl_channel_credentials(tls.root_certificates)
-    if tls.server_name:
-        options.append(("grpc.ssl_target_name_override", tls.server_name))  # type: ignore[arg-type]
-    return grpc.secure_channel(target, credentials, options=options)
+    return client_channel(probe_target(address), tls, MAX_RECEIVE_BYTES), auth
 
 
 def _failed(exc: grpc.RpcError) -> TransferError:
