@@ -268,14 +268,14 @@ def test_a_query_of_the_wrong_dimension_is_refused_with_value_error() -> None:
         FaissVectorIndex(0)
 
 
-def test_a_large_scope_searched_through_its_8_bit_copy_stays_right_through_every_change(
+def test_a_large_scope_searched_through_its_coded_copy_stays_right_through_every_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Above COARSE_ROWS a scope is searched in its 8-bit copy and the best candidates are
+    """Above COARSE_ROWS a scope is searched in its coded copy and the best candidates are
     scored exactly: scores stay exact cosines, a stored vector finds itself first, and the
     copy follows appends, overwrites and removals (rows move when a hole is filled)."""
     monkeypatch.setattr(shard_module, "COARSE_ROWS", 64)
-    monkeypatch.setattr(shard_module, "RERANK", 2)  # few candidates: a stale copy would show
+    monkeypatch.setattr(shard_module, "RERANK", 4)  # few candidates: a stale copy would show
     monkeypatch.setattr(shard_module, "RERANK_MIN", 10)
     rng = np.random.default_rng(8)
     index = FaissVectorIndex(DIM)
@@ -305,22 +305,49 @@ def test_a_large_scope_searched_through_its_8_bit_copy_stays_right_through_every
     assert found / wanted > 0.97
 
 
-def test_a_row_beyond_the_byte_copys_scale_is_found_after_the_copy_is_encoded_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The 8-bit copy maps the largest magnitude it was made from to 127: a later row with a
-    larger one would be clipped, so the copy is encoded again and the row finds itself."""
+def _grown_in_other_dimensions(
+    monkeypatch: pytest.MonkeyPatch, growth: int
+) -> tuple[FaissVectorIndex, Vectors]:
+    """A scope coded from rows living in the first half of the dimensions, then grown 5x
+    with rows living in the other half, then changed (so its copy is coded again)."""
     monkeypatch.setattr(shard_module, "COARSE_ROWS", 64)
     monkeypatch.setattr(shard_module, "RERANK", 1)
-    monkeypatch.setattr(shard_module, "RERANK_MIN", 1)
-    rng = np.random.default_rng(3)
-    rows = np.abs(unit(rng, 100)) + 1.0  # components of about the same size
-    rows[0] = 0.1
-    rows[0][0] = 1.0  # a decoy near the spike, and the largest magnitude
+    monkeypatch.setattr(shard_module, "RERANK_MIN", 10)
+    monkeypatch.setattr(shard_module, "RETRAIN_GROWTH", growth)
+    rng = np.random.default_rng(5)
+    old, new = unit(rng, 100), unit(rng, 400)
+    old[:, DIM // 2 :] = 0.0
+    new[:, : DIM // 2] = 0.0
     index = FaissVectorIndex(DIM)
-    index.add(ALICE, [f"ep_{i}#0" for i in range(100)], rows)
-    index.search(ALICE, rows[1], 1)  # the copy is made, its scale set by these rows
-    spike = np.zeros(DIM)
-    spike[0] = 1.0  # beyond the scale: clipped or wrapped, the decoy would come first
-    index.add(ALICE, ["spike#0"], spike[np.newaxis])
-    assert index.search(ALICE, spike, 1)[0].episode_id == "spike#0"
+    index.add(ALICE, [f"old_{i}#0" for i in range(100)], old)
+    index.search(ALICE, old[0], 1)  # the copy is made: its centroids learned from `old`
+    index.add(ALICE, [f"new_{i}#0" for i in range(400)], new)
+    index.remove(ALICE, ["old_0#0"])
+    return index, new
+
+
+def test_a_copy_coded_again_after_the_scope_grew_learns_its_centroids_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Centroids learned from the first rows know nothing of dimensions those rows never
+    used: once the scope is RETRAIN_GROWTH times larger, they are learned again, and the
+    coded pass finds the new rows by itself."""
+    index, new = _grown_in_other_dimensions(monkeypatch, growth=4)
+
+    def no_exact_pass(*_: object) -> None:
+        raise AssertionError("the coded pass should have found enough candidates")
+
+    monkeypatch.setattr(shard_module, "top_k", no_exact_pass)
+    found = sum(index.search(ALICE, new[i], 1)[0].episode_id == f"new_{i}#0" for i in range(len(new)))
+    assert found / len(new) > 0.95
+
+
+def test_a_query_the_coded_copy_scores_as_nothing_is_answered_exactly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With centroids that never saw the new rows' dimensions (not learned again), the coded
+    pass scores them all as nothing and returns too few candidates: the search is then
+    exact, never short."""
+    index, new = _grown_in_other_dimensions(monkeypatch, growth=10**9)
+    for i in range(0, len(new), 10):
+        assert index.search(ALICE, new[i], 1)[0].episode_id == f"new_{i}#0"

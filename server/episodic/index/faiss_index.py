@@ -52,7 +52,8 @@ Decisions drawn from them:
   thread up to ~8k rows, but from ~10k rows switches to OpenMP and then took 16 ms instead of
   0.3 ms on busy cores, so larger scopes are searched in blocks of 4096 rows and merged.
   One thread per query is also what a server answering many queries at once wants.
-* Exact search throughout; no approximate tier. Exact search costs ~0.04 µs per vector while
+* Exact search up to COARSE_ROWS rows a scope (above, a large agent's knowledge: a coded
+  first pass picks candidates that are scored exactly, shard.py). Exact search costs ~0.04 µs per vector while
   a scope fits the CPU cache (0.4 ms at 10k) and ~0.09 µs beyond (8.6 ms at 100k), so a
   scope stays within 1 ms up to ~20k vectors and within the 5 ms SearchEpisodes budget up to
   ~50k. One user's scope holds tens to a few thousand episodes, so no expected scope comes
