@@ -308,15 +308,17 @@ class KnowledgeService:
     ) -> list[KnowledgeHit]:
         """The first `top_k` ranked chunks whose document passes the filter, with their rows
         (from the chunk cache when nothing is filtered). Unless `read_ahead`, rows are read
-        for the first 2 x top_k candidates, and for the rest only if too few of those pass:
-        a search's rows cost what it returns, not its candidate pool (~1 ms at 100k chunks)."""
+        for the first top_k candidates (2 x top_k when filtered), and for the rest only if
+        too few of those pass: a search's rows cost what it returns, not its candidate pool
+        (~1 ms at 100k chunks). Unfiltered, only an expired document's chunks fail, rarely."""
         kept: list[KnowledgeHit] = []
-        first = len(ranked) if read_ahead else top_k * 2
+        unfiltered = q.where == KnowledgeFilter()
+        first = len(ranked) if read_ahead else top_k * (1 if unfiltered else 2)
         for batch in (ranked[:first], ranked[first:]):
             if len(kept) >= top_k or not batch:
                 break
             keys = [h.episode_id for h, _ in batch]
-            if q.where == KnowledgeFilter():
+            if unfiltered:
                 rows = await self._cached_rows(tenant_id, q.agent_id, keys)
             else:
                 rows = await self.store.chunks(tenant_id, q.agent_id, keys, q.where, now)
