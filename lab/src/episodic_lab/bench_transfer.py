@@ -29,13 +29,10 @@ from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1.agent_service_pb2_grpc import AgentServiceStub
 from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
 from episodic.v1.memory_service_pb2_grpc import MemoryServiceStub
-from episodic_lab.bench.server_process import Server, running_server
+from episodic_lab.bench.server_process import UNPACED, Server, running_server
 
 BATCH = 500
-SERVER_FLAGS = (
-    "--embedder", "hashing", "--tenant-rate-per-second", "100000", "--tenant-rate-burst", "100000",
-    "--tenant-memory-writes-per-second", "100000",
-)  # fmt: skip
+SERVER_FLAGS = ("--embedder", "hashing", "--tenant-memory-writes-per-second", "100000", *UNPACED)
 USER = "bench-user"
 AGENT = "bench-transfer"
 

@@ -28,7 +28,7 @@ from episodic_lab.bench.report import (
     section,
     to_json,
 )
-from episodic_lab.bench.server_process import Server, cpu_seconds, running_server
+from episodic_lab.bench.server_process import UNPACED, Server, cpu_seconds, running_server
 from episodic_lab.bench.workloads import Session
 from episodic_lab.connect import lab_client
 
@@ -67,7 +67,7 @@ async def _bench_backend(backend: str, options: Options) -> BackendReport:
 async def _measure(backend: str, database: str, workdir: Path, options: Options) -> BackendReport:
     async with (
         throwaway_database(backend, workdir, options.postgres_admin_url) as url,
-        running_server(url, workdir) as server,
+        running_server(url, workdir, UNPACED) as server,
         lab_client(server.target) as client,
     ):
         _progress(f"{backend}: server pid {server.pid} on port {server.port}")

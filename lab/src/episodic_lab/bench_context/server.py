@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from episodic_lab.bench.server_process import Server, running_server
+from episodic_lab.bench.server_process import UNPACED, Server, running_server
 
 
 @asynccontextmanager
 async def context_server(database_url: str, workdir: Path, embedder: str) -> AsyncIterator[Server]:
     """Yields the serving server."""
-    async with running_server(database_url, workdir, ("--embedder", embedder)) as server:
+    async with running_server(database_url, workdir, ("--embedder", embedder, *UNPACED)) as server:
         yield server
 
 
