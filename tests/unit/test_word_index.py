@@ -78,6 +78,47 @@ def test_scores_are_the_textbook_bm25_of_every_chunk_holding_a_query_word(seed: 
             assert same(index.search(query, k), textbook(texts, query, k), texts, query), query
 
 
+def _large_agent_paths(monkeypatch: pytest.MonkeyPatch, margin: int) -> None:
+    """Forces, at a few hundred chunks, the paths a large agent takes: candidates scored over
+    an array of all rows, the best k picked above a bar read off a sample (and the full
+    selection when the sample misled: a margin of 1 often does)."""
+    monkeypatch.setattr(words_module, "SPARSE_ROWS", 8)
+    monkeypatch.setattr(words_module, "SAMPLED_TOP_FROM", 16)
+    monkeypatch.setattr(words_module, "TOP_SAMPLE", 8)
+    monkeypatch.setattr(words_module, "TOP_MARGIN", margin)
+
+
+@pytest.mark.parametrize("margin", [1, 4])
+def test_a_large_agents_paths_find_the_textbook_bm25(margin: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = corpus(11, 300)
+    index = Bm25WordIndex()
+    index.add(texts.items())
+    _large_agent_paths(monkeypatch, margin)
+    for query in queries(11):
+        for k in (1, 5, 50):
+            assert same(index.search(query, k), textbook(texts, query, k), texts, query), query
+
+
+@pytest.mark.parametrize("margin", [1, 4])
+def test_a_large_agents_paths_skip_removed_chunks_as_the_small_agents_path_does(
+    margin: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = Bm25WordIndex()
+    index.add(corpus(12, 300).items())
+    index.remove_documents(["doc3"])  # dead rows among the candidates, not yet compacted away
+    asked = [(query, k) for query in queries(12) for k in (1, 5, 50)]
+    expected = {(query, k): index.search(query, k) for query, k in asked}
+    _large_agent_paths(monkeypatch, margin)
+    for query, k in asked:
+        found, wanted = index.search(query, k), expected[query, k]
+        assert not any(h.episode_id.startswith("doc3#") for h in found)
+        assert [h.score for h in found] == pytest.approx([h.score for h in wanted], rel=1e-5), query
+        scores = {h.episode_id: h.score for h in wanted}
+        assert all(
+            h.score == pytest.approx(scores[h.episode_id], rel=1e-5) for h in found if h.episode_id in scores
+        )
+
+
 def test_words_are_stemmed_folded_and_stop_words_never_match() -> None:
     index = Bm25WordIndex()
     index.add([("a#0", "We visited Café Lisboa's terraces"), ("b#0", "Nothing here at all")])
