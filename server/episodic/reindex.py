@@ -15,6 +15,7 @@ from episodic.bootstrap import (
     build_memory_service,
     build_state,
     ensure_schema,
+    hold_database,
 )
 from episodic.config import Settings
 from episodic.domain.digests import indexed_with
@@ -27,6 +28,7 @@ from episodic.store.writer import GroupCommitWriter
 
 async def reindex(settings: Settings) -> int:
     database = open_database(settings.database_url)
+    lease = hold_database(database)  # as a server does: no restore swaps the file meanwhile
     writer = GroupCommitWriter(database)
     writer.start()
     try:
@@ -35,6 +37,8 @@ async def reindex(settings: Settings) -> int:
     finally:
         await writer.stop()
         await database.dispose()
+        if lease is not None:
+            lease.release()
 
 
 async def _run(settings: Settings, database: Database, writer: GroupCommitWriter) -> int:

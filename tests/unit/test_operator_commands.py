@@ -24,6 +24,7 @@ from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, NewMessage, Role, ToolCall, ToolResult
 from episodic.service.context import ContextRequest
+from episodic.store.lease import SqliteLease
 from episodic_lab.cli import main as lab_main
 from tests.server_harness import running_server, settings_for
 
@@ -227,3 +228,19 @@ def test_eval_recall_without_the_locomo_data_says_where_it_looked_and_exits_2(
     err = capsys.readouterr().err
     assert err.startswith(f"episodic-lab eval-recall: no LoCoMo data in {tmp_path}") and "--data DIR" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["migrate", "reindex"])
+def test_migrate_and_reindex_refuse_a_file_being_restored_and_leave_it_free_after(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Like a server, they lease the SQLite file while they have it open: a restore (which
+    holds the file alone) is not swapped in under them, nor they under it."""
+    database = tmp_path / "episodic.db"
+    flags = ["--database-url", f"sqlite:///{database}", "--embedder", "hashing"]
+    assert main(["migrate", *flags[:2]]) == 0
+    with SqliteLease(database, exclusive=True):  # what `episodic restore` holds
+        assert main([command, *flags[: 4 if command == "reindex" else 2]]) == 2
+    assert "is being replaced by `episodic restore`" in capsys.readouterr().err
+    assert main([command, *flags[: 4 if command == "reindex" else 2]]) == 0
+    SqliteLease(database, exclusive=True).release()  # they let it go when they end

@@ -69,4 +69,4 @@ class SqliteLease:
 def _in_use(database: Path, exclusive: bool) -> str:
     if exclusive:
         return f"{database} is in use by a running server (it holds {lease_path(database).name}): stop it"
-    return f"{database} is being replaced by `episodic restore`: start the server when it has finished"
+    return f"{database} is being replaced by `episodic restore`: try again when it has finished"
