@@ -23,6 +23,7 @@ from episodic.domain.memory_rules import (
     MemoryDraft,
     SessionUpdate,
     apply_mask,
+    fingerprint,
     merge_patch,
     merged_session,
 )
@@ -149,3 +150,22 @@ def test_known_facts_fit_their_allowance_best_first_and_report_what_was_left_out
     assert keys == ("plan",) and "- plan: pro" in message.content  # a short value fits in what is left
     nothing, none_found, _ = facts_block(facts, [], allowance=5, count=count)
     assert nothing is None and not any(f.rendered for f in none_found)
+
+
+def test_the_same_metadata_in_another_key_order_is_the_same_content() -> None:
+    """A protobuf Struct hands its fields over in no fixed order: an import run again must
+    find its memories unchanged, not in conflict."""
+    one = MemoryDraft(
+        "Lee is vegetarian",
+        MemoryKind.FACT,
+        "mem0-a1",
+        metadata={"mem0": {"hash": "h1", "metadata": {"s": "c", "t": 1}}},
+    )
+    other = MemoryDraft(
+        "Lee is vegetarian",
+        MemoryKind.FACT,
+        "mem0-a1",
+        metadata={"mem0": {"metadata": {"t": 1, "s": "c"}, "hash": "h1"}},
+    )
+    changed = MemoryDraft("Lee is vegetarian", MemoryKind.FACT, "mem0-a1", metadata={"mem0": {"hash": "h2"}})
+    assert fingerprint(one) == fingerprint(other) != fingerprint(changed)

@@ -145,11 +145,13 @@ def _check_labels(v: Violations, field_name: str, labels: Sequence[str], max_cha
 
 
 def fingerprint(d: MemoryDraft) -> str:
-    """What makes two creates with one client id "the same content"."""
+    """What makes two creates with one client id "the same content". Metadata keys are
+    sorted: a protobuf Struct's fields come in no fixed order, so the same metadata sent
+    twice may arrive ordered differently (a mem0 import run again was refused as a conflict)."""
     body = json.dumps(
         [d.text, d.kind, list(d.topics), list(d.entities), _iso(d.event_time), _iso(d.expires_at),
          d.from_seq, d.to_seq, d.metadata],
-        ensure_ascii=False,
+        ensure_ascii=False, sort_keys=True,
     )  # fmt: skip
     return hashlib.sha256(body.encode()).hexdigest()
 
