@@ -24,7 +24,7 @@ from episodic.domain.model import Message
 from episodic.domain.ports import ChangeOwner, Clock, DigestStore, Embedder, Summarizer
 from episodic.domain.recall import Digest, DigestState, DigestText, vector_key
 from episodic.errors import EpisodicError
-from episodic.workers.loops import cancel_and_wait
+from episodic.workers.loops import cancel_and_wait, stop_if_cancelled
 
 log = logging.getLogger(__name__)
 SETTLED = (DigestState.READY, DigestState.FAILED)
@@ -97,6 +97,7 @@ class Digester:
             except Exception:  # keep the loop alive; the next round retries
                 log.exception("digest round failed")
                 done = 0
+            stop_if_cancelled()
             if not done:
                 await self._sleep()
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from episodic.domain.changes import Change
 from episodic.domain.ports import ChangeLog, ChangeOwner, FeedEntry, Leadership, Signals
 from episodic.errors import EpisodicError
-from episodic.workers.loops import SoleReplica, cancel_and_wait, every, when_leading
+from episodic.workers.loops import SoleReplica, cancel_and_wait, every, stop_if_cancelled, when_leading
 
 log = logging.getLogger(__name__)
 CHANNEL = "episodic_feed"
@@ -106,6 +106,7 @@ class FeedTail:
                 pass  # an outage: the store's health logged it; the next poll retries
             except Exception:
                 log.exception("change feed tail failed; retrying")
+            stop_if_cancelled()
 
 
 def _readable(entries: list[FeedEntry], origin: str) -> tuple[list[Change], int | None, str]:

@@ -58,4 +58,16 @@ async def every(interval_seconds: float, sweep: Callable[[], Awaitable[object]],
             pass
         except Exception:
             log.exception("background sweep failed", extra={"loop": log.name})
+        stop_if_cancelled()
         await asyncio.sleep(interval_seconds)
+
+
+def stop_if_cancelled() -> None:
+    """Ends a loop whose task was cancelled during a round that then failed otherwise. A
+    database driver interrupted mid-query may raise its own error instead of the
+    cancellation (the store turns it into UNAVAILABLE); caught as a failed round, the loop
+    would sleep until its next round and hold up shutdown. Seen as `stop feed pruner`
+    running out its 10 s at a server's stop on PostgreSQL."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
