@@ -234,14 +234,9 @@ class Bm25WordIndex:
         """The chunks holding an uncommon word, scored by every word, over an array of all
         rows: cheaper than lookups once the candidates are many."""
         scores = np.zeros(counted, dtype=np.float32)
-        candidates = np.empty(0, dtype=np.int64)
-        for i, w in enumerate(words):
-            if i == uncommon:  # every weight is positive: the rows scored so far are the candidates
-                candidates = np.flatnonzero(scores > 0)
-            for rows, _, weights in w.parts:
-                np.add.at(scores, rows, np.float32(w.idf) * weights)
-        if uncommon == len(words):
-            candidates = np.flatnonzero(scores > 0)
+        _add_all(scores, words[:uncommon])
+        candidates = np.flatnonzero(scores > 0)  # every weight is positive
+        _add_all(scores, words[uncommon:])
         if len(self._rows) < counted:
             candidates = candidates[self._alive[candidates]]
         return candidates, scores[candidates]
@@ -337,6 +332,13 @@ class _Word:
             inside = at < len(rows)
             hit = np.flatnonzero(inside)[rows[at[inside]] == candidates[inside]]
             scores[hit] += np.float32(self.idf) * weights[at[hit]]
+
+
+def _add_all(scores: NDArray[np.float32], words: Sequence[_Word]) -> None:
+    """Adds each word's score to every row holding it (a posting list holds a row once)."""
+    for w in words:
+        for rows, _, weights in w.parts:
+            np.add.at(scores, rows, np.float32(w.idf) * weights)
 
 
 def _top(scores: NDArray[np.float32], k: int) -> NDArray[np.int64]:
