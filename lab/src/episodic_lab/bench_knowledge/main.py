@@ -8,7 +8,12 @@ a title and `--paragraphs` sections (a "##" heading and a paragraph of ~400 char
 chunk each, of made-up words whose frequencies follow Zipf's law (bench-recall's lexicon), so
 the word search meets posting lists of a realistic shape. Queries are three words drawn the
 same way (HYBRID also with rare words only: the common ones are what cost the word search).
+Echo and the three searches take turns: 5 rounds of 100 calls each (by default), so that a busy
+second of the machine weighs on all four alike.
 A few probes first check that HYBRID finds the section a query was cut from.
+
+Then Echo again, on a channel of its own, while 4 hybrid searches are always in flight: what
+one agent's large knowledge base costs other callers (server CPU is not split between the two).
 
 Then, optionally, a BuildContext turn on an empty episode (the query as user message, 4k
 budget, recall and known facts off) with knowledge on against off: what the turn's knowledge
@@ -23,7 +28,7 @@ import math
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +39,15 @@ from episodic_lab.bench.machine import machine_facts
 from episodic_lab.bench.server_process import UNPACED, Server, cpu_seconds, running_server
 from episodic_lab.bench.workloads import ECHO_PAYLOAD
 from episodic_lab.bench_context import progress
-from episodic_lab.bench_recall.latency import AsyncCall, Budget, Figures, timed
+from episodic_lab.bench_recall.latency import (
+    WARMUP_SHARE,
+    AsyncCall,
+    Budget,
+    Figures,
+    GcPauses,
+    timed,
+    watching_gc,
+)
 from episodic_lab.bench_recall.words import Lexicon, lexicon
 from episodic_lab.knowledge_calls import (
     MAX_DOCUMENTS_PER_CALL,
@@ -49,6 +62,8 @@ SECTION_PHRASES = 14  # of 4 words: ~56 words, ~400 characters a section
 HEADING_WORDS = 3
 PROBES = 20
 PROBE_WORDS = 6
+ROUNDS = 5  # blocks of calls each timed RPC takes in turn
+SEARCHERS = 4  # hybrid searches in flight while another channel's Echo is timed
 BUDGET_TOKENS = 4000
 # The tenant loads 100k chunks in seconds: far past its share of chunk writes (embeddings),
 # and searches faster than its share of RPCs.
@@ -109,9 +124,8 @@ async def _run(args: argparse.Namespace) -> int:
             await _probe(lab, corpus, args.seed)
             print(f"{'rpc':<36} {'p50 ms':>8} {'p99 ms':>8} {'x echo p50':>10} {'x echo p99':>10} "
                   f"{'calls':>6} {'server cpu ms/call':>18}")  # fmt: skip
-            echo = await _measure(server, "Echo", lambda _: lab.client.echo(ECHO_PAYLOAD), budget)
-            _row(echo, echo)
             queries = _queries(corpus.words, budget, args.seed + 1)
+            calls: dict[str, AsyncCall] = {"Echo": lambda _: lab.client.echo(ECHO_PAYLOAD)}
             for label, mode, rare in (
                 ("SearchKnowledge hybrid", "hybrid", False),
                 ("SearchKnowledge hybrid, rare words", "hybrid", True),
@@ -122,7 +136,11 @@ async def _run(args: argparse.Namespace) -> int:
                 async def search(n: int, mode: str = mode, chosen: list[str] = chosen) -> object:
                     return await lab.search(AGENT, chosen[n % len(chosen)], mode, TOP_K)
 
-                _row(await _measure(server, label, search, budget), echo)
+                calls[label] = search
+            echo, *searches = await _measure_in_turns(server, calls, budget)
+            for measured in (echo, *searches):
+                _row(measured, echo)
+            _beside(await _echo_beside_searches(server, lab, queries[False], budget), echo)
             if not args.no_build_context:
                 for knowledge in (False, True):
                     _row(await _build_context(lab, server, knowledge, queries[False], budget), echo)
@@ -188,6 +206,51 @@ async def _measure(server: Server, label: str, call: AsyncCall, budget: Budget) 
     return Measured(label, figures, cpu)
 
 
+async def _measure_in_turns(server: Server, calls: dict[str, AsyncCall], budget: Budget) -> list[Measured]:
+    """Each call warmed up, then timed in ROUNDS rounds, a block of calls each in turn, and
+    the server's CPU over its blocks. Timed one after the other, a call measured in a quiet
+    second and another in a busy one differed by up to 1.5x at p50 on these machines: taking
+    turns, each call's figures span the same seconds as Echo's."""
+    for call in calls.values():
+        deadline = time.perf_counter() + budget.seconds * WARMUP_SHARE
+        for n in range(budget.warmup):
+            await call(n)
+            if time.perf_counter() > deadline:
+                break
+    turns = {label: _Turns() for label in calls}
+    block = math.ceil(budget.calls / ROUNDS)
+    for _ in range(ROUNDS):
+        for label, call in calls.items():
+            await turns[label].take(server, call, block, budget.warmup, budget.seconds / ROUNDS)
+    return [t.measured(label) for label, t in turns.items()]
+
+
+@dataclass(slots=True)
+class _Turns:
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    gcs: GcPauses = field(default_factory=GcPauses)
+
+    async def take(self, server: Server, call: AsyncCall, calls: int, first: int, seconds: float) -> None:
+        cpu_before, began = cpu_seconds(server.pid), time.perf_counter()
+        with watching_gc() as gcs:
+            for _ in range(calls):
+                start = time.perf_counter()
+                await call(first + len(self.latencies))
+                self.latencies.append(time.perf_counter() - start)
+                if start - began > seconds:
+                    break
+        self.seconds += time.perf_counter() - began
+        self.cpu_seconds += cpu_seconds(server.pid) - cpu_before
+        self.gcs.count += gcs.count
+        self.gcs.longest = max(self.gcs.longest, gcs.longest)
+
+    def measured(self, label: str) -> Measured:
+        figures = Figures.of(self.latencies, self.seconds, self.gcs)
+        return Measured(label, figures, self.cpu_seconds / max(len(self.latencies), 1) * 1000)
+
+
 async def _build_context(
     lab: KnowledgeLab, server: Server, knowledge: bool, queries: list[str], budget: Budget
 ) -> Measured:
@@ -213,6 +276,43 @@ async def _build_context(
     tokens = sum(rendered) / max(len(rendered), 1)
     return Measured(
         measured.label, measured.figures, measured.cpu_ms_per_call, f"[Knowledge] {tokens:.0f} tokens"
+    )
+
+
+async def _echo_beside_searches(
+    server: Server, lab: KnowledgeLab, queries: list[str], budget: Budget
+) -> tuple[Measured, float]:
+    """Echo on a channel of its own while SEARCHERS hybrid searches are always in flight on
+    the lab's: what one agent's large knowledge base costs another caller. Also returns the
+    searches a second."""
+    done, stop = 0, asyncio.Event()
+
+    async def searcher(first: int) -> None:
+        nonlocal done
+        n = first
+        while not stop.is_set():
+            await lab.search(AGENT, queries[n % len(queries)], "hybrid", TOP_K)
+            done, n = done + 1, n + SEARCHERS
+
+    async with knowledge_lab(server.target) as other:
+        searchers = [asyncio.create_task(searcher(i)) for i in range(SEARCHERS)]
+        try:
+            began, done_before = time.perf_counter(), done
+            label = f"Echo beside {SEARCHERS} hybrid searches"
+            measured = await _measure(server, label, lambda _: other.client.echo(ECHO_PAYLOAD), budget)
+            rate = (done - done_before) / (time.perf_counter() - began)
+        finally:
+            stop.set()
+            await asyncio.gather(*searchers)
+    return measured, rate
+
+
+def _beside(measured: tuple[Measured, float], echo: Measured) -> None:
+    m, rate = measured
+    f, e = m.figures, echo.figures
+    print(
+        f"{m.label:<36} {f.p50_ms:>8.2f} {f.p99_ms:>8.2f} {f.p50_ms / e.p50_ms:>10.1f} "
+        f"{f.p99_ms / e.p99_ms:>10.1f} {f.calls:>6} {'-':>18}  {rate:,.0f} searches/s meanwhile"
     )
 
 
