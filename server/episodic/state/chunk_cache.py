@@ -18,6 +18,7 @@ from episodic.domain.knowledge import Document, DocumentChunk, split_chunk_key
 
 Agent = tuple[str, str]  # (tenant, agent)
 Key = tuple[str, str, str]  # (tenant, agent, chunk key)
+DocumentKey = tuple[str, str, str]  # (tenant, agent, document id)
 Row = tuple[Document, DocumentChunk]
 _ENTRY_BYTES = 600  # the tuple, the two dataclasses and their small fields (tracemalloc)
 
@@ -26,8 +27,17 @@ class ChunkCache:
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._items: OrderedDict[Key, tuple[Row, int]] = OrderedDict()
+        # Each document's keys held: a changed document drops its own entries without a walk
+        # over every entry held (a 64 MiB cache holds ~60k; a batch of 100 created documents
+        # walked them 100 times).
+        self._by_document: dict[DocumentKey, set[Key]] = {}
         self._bytes = 0
         self._generations: dict[Agent, int] = {}
+
+    @property
+    def held_bytes(self) -> int:
+        """What the entries held count against the budget."""
+        return self._bytes
 
     def generation(self, tenant_id: str, agent_id: str) -> int:
         """Read before a SQL read whose rows are to be kept (see `put`)."""
@@ -52,12 +62,13 @@ class ChunkCache:
             return
         for key, row in rows.items():
             size = _ENTRY_BYTES + sys.getsizeof(row[1].text) + sys.getsizeof(row[0].title)
-            self._discard((tenant_id, agent_id, key))
-            self._items[(tenant_id, agent_id, key)] = (row, size)
+            held = (tenant_id, agent_id, key)
+            self._discard(held)
+            self._items[held] = (row, size)
+            self._by_document.setdefault(_document_of(held), set()).add(held)
             self._bytes += size
         while self._bytes > self._max_bytes and self._items:
-            _, (_, size) = self._items.popitem(last=False)
-            self._bytes -= size
+            self._discard(next(iter(self._items)))  # the least recently used
 
     def changed(self, change: Change) -> None:
         if isinstance(change, KnowledgeVectors):
@@ -71,18 +82,26 @@ class ChunkCache:
             for key in stale:
                 self._discard(key)
 
-    def _drop_documents(self, documents: Iterable[tuple[str, str, str]]) -> None:
-        wanted = set(documents)
-        for tenant_id, agent_id, _ in wanted:
-            self._bump((tenant_id, agent_id))
-        gone = [k for k in self._items if (k[0], k[1], split_chunk_key(k[2])[0]) in wanted]
-        for key in gone:
-            self._discard(key)
+    def _drop_documents(self, documents: Iterable[DocumentKey]) -> None:
+        for document in set(documents):
+            self._bump(document[:2])
+            for key in list(self._by_document.get(document, ())):
+                self._discard(key)
 
     def _bump(self, agent: Agent) -> None:
         self._generations[agent] = self._generations.get(agent, 0) + 1
 
     def _discard(self, key: Key) -> None:
         entry = self._items.pop(key, None)
-        if entry is not None:
-            self._bytes -= entry[1]
+        if entry is None:
+            return
+        self._bytes -= entry[1]
+        document = _document_of(key)
+        keys = self._by_document[document]
+        keys.discard(key)
+        if not keys:
+            del self._by_document[document]
+
+
+def _document_of(key: Key) -> DocumentKey:
+    return key[0], key[1], split_chunk_key(key[2])[0]
