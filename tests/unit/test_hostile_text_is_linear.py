@@ -26,8 +26,11 @@ from episodic.tokens import TiktokenCounter
 
 SMALL = 16 * 1024
 LARGE = 256 * 1024
-# Linear is 16x; the slack covers caches and allocation growing with the size, not 256x.
-MAX_RATIO = 40.0
+# Linear is 16x, quadratic 256x. The slack covers caches and allocation growing with the
+# size: cases that make an object a word ("a fact in every word") measure ~20x in a fresh
+# process, 23-40x in one holding 3M objects with two thirds freed at random, and 45-46x late in
+# a fresh-clone CI run (2026-11-28), linear as they are.
+MAX_RATIO = 64.0
 # tiktoken merges one long piece (a run of full stops) in about n log n: ~24x at rest, which a
 # loaded machine can push past the bound for a measurement or two. A burst of load on the
 # host can outlast several measurements (a fresh-clone CI run once saw 40-54x on nine linear
