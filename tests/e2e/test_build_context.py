@@ -304,7 +304,9 @@ async def test_a_cancelled_stream_leaves_no_half_written_model_call(database_url
         assert late.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         await asyncio.sleep(0.2)
         await assert_serving(channel, bearer(KEY_A))
+    # The late call may still be served whole: the server can finish it before it sees the
+    # deadline its client gave up on (a fresh-clone CI run stored it once).
     async with running_server(settings_for(database_url)) as server, server.channel() as channel:
         for stored in await list_calls(Client.of(channel, KEY_A), episode_id, page_size=2):
             assert stored.report.model_call_id == stored.model_call_id  # each one whole, or none at all
-            assert len(stored.messages) == 2 and stored.messages[-1].content == "word " * 40_000
+            assert len(stored.messages) == 2 and stored.messages[-1].content in ("word " * 40_000, "x")

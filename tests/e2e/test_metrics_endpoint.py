@@ -1,6 +1,7 @@
 """Prometheus metrics of a real server on --metrics-address: what a scrape shows after a few
 RPCs, what it never shows (tenant and user ids), paths other than /metrics, and scrapes made
-while the server shuts down (a full answer or a refused connection, nothing in between)."""
+while the server shuts down (a full answer or a refused connection, nothing in between, but
+the kernel's reset of a connection left in the listen backlog)."""
 
 from __future__ import annotations
 
@@ -202,7 +203,9 @@ async def test_scrapes_during_shutdown_get_a_full_answer_or_a_refused_connection
     draining = await asyncio.wait_for(during, 30)
     await channel.close(None)
     assert draining.status == 200 and "episodic_working_set_count" in draining.body
-    assert outcomes[-1] == "refused", outcomes
+    # A connection the kernel completed into the listen backlog just as the listener closed
+    # is reset by the kernel, never seen by the server: as good as refused (no answer begun).
+    assert outcomes[-1] == "refused" or outcomes[-1].startswith("broken: ConnectionResetError"), outcomes
     assert set(outcomes[:-1]) == {"full"}, outcomes
     assert not [r for r in caplog.records if r.name.startswith("episodic.telemetry")]
 
