@@ -39,15 +39,7 @@ from episodic_lab.bench.machine import machine_facts
 from episodic_lab.bench.server_process import UNPACED, Server, cpu_seconds, running_server
 from episodic_lab.bench.workloads import ECHO_PAYLOAD
 from episodic_lab.bench_context import progress
-from episodic_lab.bench_recall.latency import (
-    WARMUP_SHARE,
-    AsyncCall,
-    Budget,
-    Figures,
-    GcPauses,
-    timed,
-    watching_gc,
-)
+from episodic_lab.bench_recall.latency import AsyncCall, Budget, Figures, GcPauses, time_calls, timed, warm_up
 from episodic_lab.bench_recall.words import Lexicon, lexicon
 from episodic_lab.knowledge_calls import (
     MAX_DOCUMENTS_PER_CALL,
@@ -140,7 +132,7 @@ async def _run(args: argparse.Namespace) -> int:
             echo, *searches = await _measure_in_turns(server, calls, budget)
             for measured in (echo, *searches):
                 _row(measured, echo)
-            _beside(await _echo_beside_searches(server, lab, queries[False], budget), echo)
+            _row(await _echo_beside_searches(server, lab, queries[False], budget), echo)
             if not args.no_build_context:
                 for knowledge in (False, True):
                     _row(await _build_context(lab, server, knowledge, queries[False], budget), echo)
@@ -186,7 +178,7 @@ def _queries(words: Lexicon, budget: Budget, seed: int) -> dict[bool, list[str]]
 class Measured:
     label: str
     figures: Figures
-    cpu_ms_per_call: float
+    cpu_ms_per_call: float | None  # None: the server's CPU went to other calls too
     note: str = ""
 
 
@@ -211,40 +203,32 @@ async def _measure_in_turns(server: Server, calls: dict[str, AsyncCall], budget:
     the server's CPU over its blocks. Timed one after the other, a call measured in a quiet
     second and another in a busy one differed by up to 1.5x at p50 on these machines: taking
     turns, each call's figures span the same seconds as Echo's."""
-    for call in calls.values():
-        deadline = time.perf_counter() + budget.seconds * WARMUP_SHARE
-        for n in range(budget.warmup):
-            await call(n)
-            if time.perf_counter() > deadline:
-                break
+    first = {label: await warm_up(call, budget) for label, call in calls.items()}
     turns = {label: _Turns() for label in calls}
     block = math.ceil(budget.calls / ROUNDS)
     for _ in range(ROUNDS):
         for label, call in calls.items():
-            await turns[label].take(server, call, block, budget.warmup, budget.seconds / ROUNDS)
+            await turns[label].take(server, call, first[label], block, budget.seconds / ROUNDS)
     return [t.measured(label) for label, t in turns.items()]
 
 
 @dataclass(slots=True)
 class _Turns:
+    """One call's blocks, pooled."""
+
     latencies: list[float] = field(default_factory=list)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     gcs: GcPauses = field(default_factory=GcPauses)
 
-    async def take(self, server: Server, call: AsyncCall, calls: int, first: int, seconds: float) -> None:
-        cpu_before, began = cpu_seconds(server.pid), time.perf_counter()
-        with watching_gc() as gcs:
-            for _ in range(calls):
-                start = time.perf_counter()
-                await call(first + len(self.latencies))
-                self.latencies.append(time.perf_counter() - start)
-                if start - began > seconds:
-                    break
-        self.seconds += time.perf_counter() - began
+    async def take(self, server: Server, call: AsyncCall, first: int, calls: int, seconds: float) -> None:
+        cpu_before = cpu_seconds(server.pid)
+        block = await time_calls(call, first + len(self.latencies), calls, seconds)
         self.cpu_seconds += cpu_seconds(server.pid) - cpu_before
-        self.gcs.count += gcs.count
-        self.gcs.longest = max(self.gcs.longest, gcs.longest)
+        self.latencies += block.latencies
+        self.seconds += block.seconds
+        self.gcs.count += block.gcs.count
+        self.gcs.longest = max(self.gcs.longest, block.gcs.longest)
 
     def measured(self, label: str) -> Measured:
         figures = Figures.of(self.latencies, self.seconds, self.gcs)
@@ -281,10 +265,10 @@ async def _build_context(
 
 async def _echo_beside_searches(
     server: Server, lab: KnowledgeLab, queries: list[str], budget: Budget
-) -> tuple[Measured, float]:
+) -> Measured:
     """Echo on a channel of its own while SEARCHERS hybrid searches are always in flight on
-    the lab's: what one agent's large knowledge base costs another caller. Also returns the
-    searches a second."""
+    the lab's: what one agent's large knowledge base costs another caller, with the searches
+    a second meanwhile."""
     done, stop = 0, asyncio.Event()
 
     async def searcher(first: int) -> None:
@@ -304,24 +288,15 @@ async def _echo_beside_searches(
         finally:
             stop.set()
             await asyncio.gather(*searchers)
-    return measured, rate
-
-
-def _beside(measured: tuple[Measured, float], echo: Measured) -> None:
-    m, rate = measured
-    f, e = m.figures, echo.figures
-    print(
-        f"{m.label:<36} {f.p50_ms:>8.2f} {f.p99_ms:>8.2f} {f.p50_ms / e.p50_ms:>10.1f} "
-        f"{f.p99_ms / e.p99_ms:>10.1f} {f.calls:>6} {'-':>18}  {rate:,.0f} searches/s meanwhile"
-    )
+    return Measured(label, measured.figures, None, f"{rate:,.0f} searches/s meanwhile")
 
 
 def _row(m: Measured, echo: Measured) -> None:
     f, e = m.figures, echo.figures
+    cpu = "-" if m.cpu_ms_per_call is None else f"{m.cpu_ms_per_call:.2f}"
     print(
         f"{m.label:<36} {f.p50_ms:>8.2f} {f.p99_ms:>8.2f} {f.p50_ms / e.p50_ms:>10.1f} "
-        f"{f.p99_ms / e.p99_ms:>10.1f} {f.calls:>6} {m.cpu_ms_per_call:>18.2f}"
-        + (f"  {m.note}" if m.note else "")
+        f"{f.p99_ms / e.p99_ms:>10.1f} {f.calls:>6} {cpu:>18}" + (f"  {m.note}" if m.note else "")
     )
 
 

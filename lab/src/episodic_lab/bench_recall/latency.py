@@ -83,20 +83,41 @@ def watching_gc() -> Iterator[GcPauses]:
 
 
 async def timed(call: AsyncCall, budget: Budget) -> Figures:
+    first = await warm_up(call, budget)
+    block = await time_calls(call, first, budget.calls, budget.seconds)
+    return Figures.of(block.latencies, block.seconds, block.gcs)
+
+
+async def warm_up(call: AsyncCall, budget: Budget) -> int:
+    """The budget's warm-up calls (at least one; no more once its share of the time has
+    passed); returns how many were made."""
     number, deadline = 0, time.perf_counter() + budget.seconds * WARMUP_SHARE
     while number < budget.warmup and (number == 0 or time.perf_counter() < deadline):
         await call(number)
         number += 1
+    return number
+
+
+@dataclass(slots=True)
+class Timed:
+    latencies: list[float]
+    seconds: float
+    gcs: GcPauses
+
+
+async def time_calls(call: AsyncCall, first: int, calls: int, seconds: float) -> Timed:
+    """Up to `calls` calls, numbered from `first`, each timed (at least one; no more once
+    `seconds` have passed), and the full collections meanwhile."""
     latencies: list[float] = []
     with watching_gc() as gcs:
         started = time.perf_counter()
-        deadline = started + budget.seconds
-        while len(latencies) < budget.calls and (not latencies or time.perf_counter() < deadline):
+        deadline = started + seconds
+        while len(latencies) < calls and (not latencies or time.perf_counter() < deadline):
             began = time.perf_counter()
-            await call(number + len(latencies))
+            await call(first + len(latencies))
             latencies.append(time.perf_counter() - began)
-        seconds = time.perf_counter() - started
-    return Figures.of(latencies, seconds, gcs)
+        taken = time.perf_counter() - started
+    return Timed(latencies, taken, gcs)
 
 
 async def timed_sync(call: SyncCall, budget: Budget) -> Figures:
