@@ -16,33 +16,38 @@ from episodic.workers.loops import every
 log = logging.getLogger(__name__)
 
 
-async def _interrupted_query() -> None:
-    """A round whose query, interrupted by the cancellation, fails with the store's error."""
-    try:
-        await asyncio.sleep(60)
-    except asyncio.CancelledError:
-        raise Unavailable("the connection was closed in the middle of an operation") from None
-
-
 async def test_a_loop_cancelled_mid_round_ends_though_the_round_failed_otherwise() -> None:
-    task = asyncio.create_task(every(3600, _interrupted_query, log))
-    await asyncio.sleep(0.01)  # the first round is under way
+    under_way = asyncio.Event()
+
+    async def interrupted_query() -> None:
+        """A round whose query, interrupted by the cancellation, fails with the store's error."""
+        under_way.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            raise Unavailable("the connection was closed in the middle of an operation") from None
+
+    task = asyncio.create_task(every(3600, interrupted_query, log))
+    await asyncio.wait_for(under_way.wait(), timeout=30)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, timeout=2)  # not the hour until the next round
+        await asyncio.wait_for(task, timeout=30)  # not the hour until the next round
 
 
 async def test_a_round_that_fails_without_a_cancellation_waits_for_the_next_round() -> None:
     rounds = 0
+    third = asyncio.Event()
 
     async def failing() -> None:
         nonlocal rounds
         rounds += 1
+        if rounds == 3:
+            third.set()
         raise Unavailable("the database is out")
 
     task = asyncio.create_task(every(0.01, failing, log))
-    await asyncio.sleep(0.2)
-    assert not task.done() and rounds > 2
+    await asyncio.wait_for(third.wait(), timeout=30)
+    assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
