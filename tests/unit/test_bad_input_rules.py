@@ -15,7 +15,15 @@ from episodic.domain.json_text import nested_deeper_than
 from episodic.domain.memories import MemoryKind, Placement
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft, SessionUpdate, check_session_update
 from episodic.domain.model import Caller, JsonValue, NewMessage, Role
-from episodic.domain.validation import Limits, Violations, check_json, check_text
+from episodic.domain.validation import (
+    NUL_RULE,
+    SURROGATE_RULE,
+    Limits,
+    Violations,
+    check_json,
+    check_text,
+    text_problem,
+)
 from episodic.errors import InvalidArgument
 from episodic.service.memory_tools import MemoryTools
 from tests.unit.use_cases import CALLER, TENANT, UseCases, use_cases
@@ -99,6 +107,13 @@ def test_a_lone_surrogate_is_invalid_in_text_and_in_json_at_any_depth() -> None:
         ("metadata", True),
         ("data", True),
     ]
+
+
+def test_text_outside_ascii_is_valid_unless_it_holds_a_lone_surrogate_anywhere() -> None:
+    assert text_problem("café 😀 日本語 " * 1000) == ""
+    assert text_problem("é" * 10_000 + "\udc80") == SURROGATE_RULE  # a low half at the very end
+    assert text_problem("\ud83d" + "a") == SURROGATE_RULE  # a high half with no low half after it
+    assert text_problem("a\x00é") == NUL_RULE
 
 
 async def test_a_lone_surrogate_in_a_memory_or_a_message_is_invalid_naming_the_field(uc: UseCases) -> None:

@@ -59,17 +59,21 @@ def check_id(v: Violations, field: str, value: str, *, required: bool = True) ->
 NUL_RULE = "contains a NUL character (U+0000), which cannot be stored"
 SURROGATE_RULE = "contains a lone surrogate (U+D800-U+DFFF), which is not valid Unicode text"
 TIME_RULE = "is out of range: it must fall within years 1-9999 in UTC"
-# Lone surrogates reach us through JSON escapes ("\\ud800": MCP, tool arguments); protobuf
-# refuses them on the wire. UTF-8 cannot encode them, so a store would fail on them.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def text_problem(value: str) -> str:
-    """Why `value` cannot be stored as text ("" when it can): the one check of every text."""
+    """Why `value` cannot be stored as text ("" when it can): the one check of every text.
+    Lone surrogates reach us through JSON escapes ("\\ud800": MCP, tool arguments); protobuf
+    refuses them on the wire. They are the only code points strict UTF-8 cannot encode, so
+    the encoder finds them: ~100x faster than a regex scan (a 4 MB batch held the event loop
+    ~90 ms), and an ASCII string (a flag CPython keeps) cannot hold one at all."""
     if "\x00" in value:
         return NUL_RULE
-    if _SURROGATE.search(value):
-        return SURROGATE_RULE
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return SURROGATE_RULE
     return ""
 
 
