@@ -1023,6 +1023,8 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
             # watches never finish on their own: end them now (UNAVAILABLE: watch another replica)
             await within(WORKER_STOP_SECONDS, app.state.watch.close(), "end live watches")
             grace = app.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
+            if grace > 0:  # calls already sent are taken, to finish in the grace, not cancelled
+                await grpc_server.arrivals.settle()
             # gRPC cancels what is still running after the grace; a handler that then does not
             # finish must not hold the process
             await within(grace + WORKER_STOP_SECONDS, grpc_server.server.stop(grace), "stop gRPC server")

@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from episodic.api.access_log import AccessLog
 from episodic.api.agents import AgentServicer
+from episodic.api.arrivals import ArrivalInterceptor, Arrivals
 from episodic.api.context import ContextServicer
 from episodic.api.diagnostics import DiagnosticsServicer
 from episodic.api.episodes import EpisodeServicer
@@ -102,6 +103,7 @@ class GrpcServer:
     port: int
     up: bool = False
     database_ok: bool = True
+    arrivals: Arrivals = field(default_factory=Arrivals)
     _publishing: asyncio.Lock = field(default_factory=asyncio.Lock)
     _pending: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -178,8 +180,10 @@ async def build_server(
     would refuse health checks too, and let one tenant take every slot)."""
     dev_tenant = settings.dev_tenant if settings.insecure_dev else None
     shares = TenantShares(settings.share_limits) if shares is None else shares
+    arrivals = Arrivals()
     server = grpc.aio.server(
         interceptors=[
+            ArrivalInterceptor(arrivals),
             *outer,
             ErrorInterceptor(access_log),
             AuthInterceptor(keys, dev_tenant),
@@ -219,7 +223,7 @@ async def build_server(
         server,
     )
     port = _bind(server, settings.address, tls)
-    result = GrpcServer(server, health_servicer, port)
+    result = GrpcServer(server, health_servicer, port, arrivals=arrivals)
     await result.set_serving(False)
     if database_health is not None:
         database_health.listen(result.database_changed)
