@@ -56,6 +56,10 @@ def bearer(key: str) -> tuple[tuple[str, str], ...]:
 @asynccontextmanager
 async def running_server(settings: Settings, tracing: Tracing | None = None) -> AsyncIterator[RunningServer]:
     """`tracing` replaces the one the OTEL_* variables would configure (e.g. an in-memory
-    exporter); it traces both the RPCs and the services, as in `episodic serve`."""
-    async with open_app(settings, tracing=tracing) as app, serve_app(app, grace_seconds=1) as grpc_server:
+    exporter); it traces both the RPCs and the services, as in `episodic serve`. Stopping
+    does not wait for arrivals to settle: a test's calls have all returned by then."""
+    async with (
+        open_app(settings, tracing=tracing) as app,
+        serve_app(app, grace_seconds=1, settle_seconds=0) as grpc_server,
+    ):
         yield RunningServer(f"127.0.0.1:{grpc_server.port}", settings)

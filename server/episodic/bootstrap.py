@@ -21,6 +21,7 @@ from pathlib import Path
 
 from episodic import system
 from episodic.api.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
+from episodic.api.arrivals import QUIET_SECONDS
 from episodic.api.server import GrpcServer, Services, build_server
 from episodic.api.shares import Refused
 from episodic.bounded import within
@@ -994,9 +995,13 @@ def share_refusals(metrics: Metrics, tenant_labels: bool) -> Refused | None:
 
 
 @asynccontextmanager
-async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIterator[GrpcServer]:
+async def serve_app(
+    app: App, *, grace_seconds: float | None = None, settle_seconds: float = QUIET_SECONDS
+) -> AsyncIterator[GrpcServer]:
     """The gRPC server of an open app on its settings' address, SERVING until the block ends;
-    then NOT_SERVING, and calls in flight get the grace (default: the shutdown grace).
+    then NOT_SERVING, calls already sent are taken (until none arrived for `settle_seconds`;
+    0: not waited for, as tests whose calls have all returned do), and calls in flight get
+    the grace (default: the shutdown grace).
     Metrics and the inspector (when on) are served from before SERVING until the calls have
     drained."""
     async with (
@@ -1023,8 +1028,8 @@ async def serve_app(app: App, *, grace_seconds: float | None = None) -> AsyncIte
             # watches never finish on their own: end them now (UNAVAILABLE: watch another replica)
             await within(WORKER_STOP_SECONDS, app.state.watch.close(), "end live watches")
             grace = app.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
-            if grace > 0:  # calls already sent are taken, to finish in the grace, not cancelled
-                await grpc_server.arrivals.settle()
+            if grace > 0 and settle_seconds > 0:  # to finish in the grace, not be cancelled
+                await grpc_server.arrivals.settle(settle_seconds)
             # gRPC cancels what is still running after the grace; a handler that then does not
             # finish must not hold the process
             await within(grace + WORKER_STOP_SECONDS, grpc_server.server.stop(grace), "stop gRPC server")
