@@ -101,9 +101,9 @@ class GrpcServer:
     server: grpc.aio.Server
     health: HealthServicer
     port: int
+    arrivals: Arrivals  # noted by the server's outermost interceptor; settled before a stop
     up: bool = False
     database_ok: bool = True
-    arrivals: Arrivals = field(default_factory=Arrivals)
     _publishing: asyncio.Lock = field(default_factory=asyncio.Lock)
     _pending: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -223,7 +223,7 @@ async def build_server(
         server,
     )
     port = _bind(server, settings.address, tls)
-    result = GrpcServer(server, health_servicer, port, arrivals=arrivals)
+    result = GrpcServer(server, health_servicer, port, arrivals)
     await result.set_serving(False)
     if database_health is not None:
         database_health.listen(result.database_changed)
