@@ -68,8 +68,12 @@ def queries(seed: int, count: int = 30) -> list[str]:
     return [" ".join(rng.choice(VOCABULARY, size=int(rng.integers(1, 5)))) for _ in range(count)]
 
 
+@pytest.mark.parametrize("all_rows_up_to", [0, words_module.ALL_ROWS_UP_TO])  # MaxScore, all rows at once
 @pytest.mark.parametrize("seed", range(5))
-def test_scores_are_the_textbook_bm25_of_every_chunk_holding_a_query_word(seed: int) -> None:
+def test_scores_are_the_textbook_bm25_of_every_chunk_holding_a_query_word(
+    seed: int, all_rows_up_to: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(words_module, "ALL_ROWS_UP_TO", all_rows_up_to)
     texts = corpus(seed, 300)
     index = Bm25WordIndex()
     index.add(texts.items())
@@ -82,6 +86,7 @@ def _large_agent_paths(monkeypatch: pytest.MonkeyPatch, margin: int) -> None:
     """Forces, at a few hundred chunks, the paths a large agent takes: candidates scored over
     an array of all rows, the best k picked above a bar read off a sample (and the full
     selection when the sample misled: a margin of 1 often does)."""
+    monkeypatch.setattr(words_module, "ALL_ROWS_UP_TO", 0)
     monkeypatch.setattr(words_module, "SPARSE_ROWS", 8)
     monkeypatch.setattr(words_module, "SAMPLED_TOP_FROM", 16)
     monkeypatch.setattr(words_module, "TOP_SAMPLE", 8)

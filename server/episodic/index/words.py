@@ -43,6 +43,9 @@ ADD_BATCH = 8192  # chunks analysed and indexed at a time
 COMMON_SHARE = 0.5  # a word in more of an agent's chunks than this finds nothing alone,
 COMMON_MIN = 1000  # once it is in more chunks than this (a small agent has no such words)
 SPARSE_ROWS = 4096  # candidates scored by lookups up to this many; beyond, over all rows
+# An agent of at most this many rows is scored over all of them at once: a few numpy calls,
+# where the lookups of the candidate-by-candidate path make tens (2k chunks: 0.23 -> 0.11 ms).
+ALL_ROWS_UP_TO = 4096
 SAMPLED_TOP_FROM = 8192  # candidates from which the best k are found above a sampled bar
 TOP_SAMPLE = 1024  # scores in that sample
 TOP_MARGIN = 4  # the bar is where ~4 x k of the scores should pass
@@ -190,31 +193,40 @@ class Bm25WordIndex:
         chunks (and more than COMMON_MIN) never makes a candidate: it is this agent's stop
         word, and only adds to chunks rarer words found (Lucene's common-terms rule), so a
         query of such words alone finds nothing by words. Work follows what the rare words
-        hold, not the agent's size."""
+        hold, not the agent's size. A small agent's rows are all scored at once. Which of the
+        chunks tied at the k-th score are kept is not specified."""
         if not self._rows or k <= 0:
             return []
         counted = len(self._keys)
         words = self._matched(terms, counted)
         uncommon = sum(w.holding <= max(COMMON_SHARE * counted, COMMON_MIN) for w in words)
+        if not uncommon:
+            return []
+        if counted <= ALL_ROWS_UP_TO:
+            candidates, scores = self._dense(words, uncommon, counted)
+        else:
+            candidates, scores = self._max_score(words, uncommon, counted, k)
+        best = _top(scores, k)
+        keys = [str(self._keys[r]) for r in candidates[best].tolist()]
+        # (-score, key) pairs sort best first, ties by key, without a key function
+        ranked = sorted(zip((-scores[best]).tolist(), keys, strict=True))
+        return [Hit(key, -negated) for negated, key in ranked]
+
+    def _max_score(
+        self, words: Sequence[_Word], uncommon: int, counted: int, k: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """The candidates (and their scores) among which the k best are: the chunks holding
+        the fewest rarest words that the other words cannot lift a chunk past."""
         for essential in range(1, uncommon + 1):
-            held = sum(w.holding for w in words[:essential])
-            if held > SPARSE_ROWS:
-                candidates, scores = self._dense(words, uncommon, counted)
+            if sum(w.holding for w in words[:essential]) > SPARSE_ROWS:
                 break
             candidates, scores = self._sparse(words, essential, counted)
+            if essential == uncommon:  # every uncommon word made candidates
+                return candidates, scores
             best = _top(scores, k)
-            bound = sum(w.bound for w in words[essential:])
-            if len(best) == k and scores[best[-1]] > bound:
-                break
-        else:
-            if not uncommon:
-                return []
-        best = _top(scores, k)
-        ranked = sorted(
-            ((float(scores[i]), str(self._keys[candidates[i]])) for i in best.tolist()),
-            key=lambda p: (-p[0], p[1]),
-        )
-        return [Hit(key, score) for score, key in ranked]
+            if len(best) == k and scores[best[-1]] > sum(w.bound for w in words[essential:]):
+                return candidates, scores
+        return self._dense(words, uncommon, counted)
 
     def _sparse(
         self, words: Sequence[_Word], essential: int, counted: int
@@ -326,12 +338,13 @@ class _Word:
         return self.idf * (K1 + 1)  # a weight saturates below K1 + 1
 
     def add_to(self, scores: NDArray[np.float32], candidates: NDArray[np.int64]) -> None:
-        """Adds this word's score to the candidates (sorted rows) holding it."""
+        """Adds this word's score to the candidates (sorted rows) holding it: 0 to the others,
+        over whole arrays (fewer numpy calls than picking out the ones holding it)."""
         for rows, _, weights in self.parts:
             at = np.searchsorted(rows, candidates)
-            inside = at < len(rows)
-            hit = np.flatnonzero(inside)[rows[at[inside]] == candidates[inside]]
-            scores[hit] += np.float32(self.idf) * weights[at[hit]]
+            np.minimum(at, len(rows) - 1, out=at)  # past the last row: compared with it, unequal
+            held = rows[at] == candidates
+            scores += np.float32(self.idf) * np.where(held, weights[at], np.float32(0))
 
 
 def _add_all(scores: NDArray[np.float32], words: Sequence[_Word]) -> None:
