@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 from episodic.domain import digests as rules
@@ -50,6 +51,19 @@ def test_rank_fusion_rewards_agreement_between_signals() -> None:
     )
     assert [h.episode_id for h, _ in fused] == ["b", "a", "c"]
     assert fused[0][1] == (Signal.SEMANTIC, Signal.LEXICAL)
+
+
+def test_rank_fusion_with_a_limit_returns_the_head_of_the_whole_fusion() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        rankings = {
+            signal: [Hit(f"k{rng.randrange(30)}", rng.random()) for _ in range(rng.randrange(25))]
+            for signal in (Signal.SEMANTIC, Signal.LEXICAL)
+        }
+        whole = reciprocal_rank_fusion(rankings)
+        assert [h.score for h, _ in whole] == sorted((h.score for h, _ in whole), reverse=True)
+        for limit in (0, 1, 5, 20, 60):
+            assert reciprocal_rank_fusion(rankings, limit=limit) == whole[:limit]
 
 
 def test_an_episode_scores_its_best_chunk() -> None:

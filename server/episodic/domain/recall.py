@@ -83,22 +83,25 @@ RRF_K = 10  # measured better than the customary 60 on LoCoMo dev (few candidate
 
 
 def reciprocal_rank_fusion(
-    rankings: Mapping[Signal, Sequence[Hit]], k: int = RRF_K
+    rankings: Mapping[Signal, Sequence[Hit]], k: int = RRF_K, limit: int | None = None
 ) -> list[tuple[Hit, tuple[Signal, ...]]]:
-    """Fuses ranked lists: score = sum of 1/(k + rank) over the lists an episode is in."""
+    """Fuses ranked lists: score = sum of 1/(k + rank) over the lists an episode is in, best
+    first, ties by key. With `limit`, the first `limit` of them: a large agent's knowledge
+    search fuses ~100 candidates for 5 hits, and a Hit for each was half of the fusion's
+    time (~140 -> ~60 µs with the native sort below)."""
     scores: dict[str, float] = {}
     signals: dict[str, tuple[Signal, ...]] = {}
     for signal, hits in rankings.items():
-        for rank, hit in enumerate(hits, start=1):
+        for rank, hit in enumerate(hits, start=k + 1):
             key = hit.episode_id
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
-            signals[key] = (*signals.get(key, ()), signal)
-    fused = sorted(scores.items(), key=_best_first)
-    return [(Hit(key, score), signals[key]) for key, score in fused]
-
-
-def _best_first(item: tuple[str, float]) -> tuple[float, str]:
-    return -item[1], item[0]
+            if key in scores:
+                scores[key] += 1.0 / rank
+                signals[key] += (signal,)
+            else:
+                scores[key] = 1.0 / rank
+                signals[key] = (signal,)
+    fused = sorted([(-score, key) for key, score in scores.items()])  # best first, ties by key
+    return [(Hit(key, -negated), signals[key]) for negated, key in fused[:limit]]
 
 
 def fuse_with_passages(

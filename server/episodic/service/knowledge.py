@@ -289,13 +289,14 @@ class KnowledgeService:
             semantic = await self._semantic(tenant_id, q)
             ranked = [(h, (Signal.SEMANTIC,)) for h in semantic]
             return await self._hits(tenant_id, q, ranked, top_k, now, read_ahead)
-        async with asyncio.TaskGroup() as both:  # a large agent's two searches run on two threads
+        async with asyncio.TaskGroup() as both:  # side by side: a large agent's vectors on a thread
             by_meaning = both.create_task(self._semantic(tenant_id, q))
             by_words = both.create_task(self.words.search(tenant_id, q.agent_id, q.query, POOL))
         fused = reciprocal_rank_fusion(
-            {Signal.SEMANTIC: by_meaning.result(), Signal.LEXICAL: by_words.result()}
+            {Signal.SEMANTIC: by_meaning.result(), Signal.LEXICAL: by_words.result()},
+            limit=max(POOL, top_k * 4),
         )
-        return await self._hits(tenant_id, q, fused[: max(POOL, top_k * 4)], top_k, now, read_ahead)
+        return await self._hits(tenant_id, q, fused, top_k, now, read_ahead)
 
     async def _hits(
         self,
