@@ -36,6 +36,7 @@ from episodic.v1 import agent_pb2, episode_pb2, episode_service_pb2
 
 E = TypeVar("E")
 K = TypeVar("K", bound=int)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # what Timestamps count from (time_out)
 
 ROLES: dict[episode_pb2.Role.ValueType, Role] = {
     episode_pb2.ROLE_SYSTEM: Role.SYSTEM,
@@ -137,9 +138,6 @@ def time_out(value: datetime) -> timestamp_pb2.Timestamp:
     since = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)) - _EPOCH
     seconds = since.days * 86_400 + since.seconds
     return timestamp_pb2.Timestamp(seconds=seconds, nanos=since.microseconds * 1000)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def duration_in(d: duration_pb2.Duration, field: str) -> timedelta:
