@@ -96,8 +96,8 @@ class MemorySearch:
             return [MemoryHit(rows[h.episode_id], h.score, (Signal.SEMANTIC,)) for h in semantic[:top_k]]
         pool = semantic[: max(POOL, top_k * 4)]  # word matching stays bounded when filters widen the read
         words = word_matches(q.query, {h.episode_id: rows[h.episode_id].text for h in pool})
-        fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: words})
-        return [MemoryHit(rows[h.episode_id], h.score, s) for h, s in fused[:top_k]]
+        fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: words}, limit=top_k)
+        return [MemoryHit(rows[h.episode_id], h.score, s) for h, s in fused]
 
     async def _newest(self, scope: Scope, where: MemoryFilter, now: datetime, top_k: int) -> list[Memory]:
         """Long-term memories, newest first, with the named episode's PENDING ones among them."""
