@@ -1269,6 +1269,18 @@ class FakeKnowledgeStore:
             found += [(c.chunk.key, embedded_text(d, c.chunk)) for c in stored]
         return sorted(found, key=lambda pair: split_chunk_key(pair[0]))
 
+    async def chunk_page(
+        self, tenant_id: str, agent_id: str, after: tuple[str, int] | None, limit: int
+    ) -> list[tuple[Document, DocumentChunk]]:
+        found = []
+        for (tenant, agent, document_id), stored in sorted(self._t.chunks.items()):
+            if (tenant, agent) != (tenant_id, agent_id):
+                continue
+            d = dataclasses.replace(self._t.documents[(tenant, agent, document_id)], text="")
+            found += [(d, c.chunk) for c in stored if after is None or (document_id, c.chunk.index) > after]
+        found.sort(key=lambda row: (row[1].document_id, row[1].index))
+        return found[:limit]
+
     async def newest(
         self, tenant_id: str, agent_id: str, where: KnowledgeFilter, now: datetime, limit: int
     ) -> list[tuple[Document, DocumentChunk]]:

@@ -514,7 +514,7 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
         index=index,
         memory_index=memory_index,
         knowledge_index=knowledge_index,
-        chunks=ChunkCache(settings.knowledge_cache_bytes),
+        chunks=ChunkCache(settings.knowledge_cache_bytes, adapters.knowledge, adapters.monotonic),
         knowledge_words=ResidentWords(
             adapters.knowledge, Bm25WordIndex, max(1, int(settings.index_cache_bytes * KNOWLEDGE_WORDS_SHARE))
         ),

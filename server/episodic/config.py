@@ -394,8 +394,8 @@ class Settings:
         check=at_least(1),
     )
     knowledge_cache_bytes: int = setting(
-        64 * 1024 * 1024,
-        "RAM for the text of agents' document chunks that turns render, so a warm BuildContext reads no SQL for knowledge; least recently used dropped beyond this.",
+        256 * 1024 * 1024,
+        "RAM for agents' document chunks (text and fields, ~1 KB a chunk of ~400 characters) that knowledge searches return, so a warm search or BuildContext reads no SQL for knowledge: an agent's first search that misses reads all of its chunks in, in the background, while they fit in half of this; least recently used dropped beyond it.",
         check=at_least(1),
     )
     feed_poll_seconds: float = setting(

@@ -541,6 +541,29 @@ async def test_texts_are_each_chunk_as_matched_with_title_and_headings_in_key_or
     assert await world.knowledge.texts(unique("tenant"), agent_id) == []
 
 
+async def test_chunk_pages_give_each_of_an_agents_chunks_once_expired_ones_too(world: World) -> None:
+    agent_id = new_agent()
+    guide = split(world, agent_id, title="Plant care", document_id="guide")
+    other = split(world, agent_id, "Just one line.", document_id="a-first")
+    ending = split(world, agent_id, "Shade.", document_id="ending", expires_at=world.clock() + HOUR)
+    await world.learn(guide, other, ending)
+    await world.learn(split(world, new_agent(), "elsewhere"))
+    world.later(HOUR)
+    pages: list[list[tuple[Document, DocumentChunk]]] = []
+    after: tuple[str, int] | None = None
+    while not pages or len(pages[-1]) == 2:
+        pages.append(await world.knowledge.chunk_page(world.tenant, agent_id, after, 2))
+        after = (pages[-1][-1][1].document_id, pages[-1][-1][1].index) if pages[-1] else None
+    rows = [row for page in pages for row in page]
+    writes = {w.document.document_id: w for w in (guide, other, ending)}
+    assert sorted(c.key for _, c in rows) == sorted(c.key for w in writes.values() for c in w.chunks)
+    for d, c in rows:
+        assert d == bare(writes[c.document_id].document) and c in writes[c.document_id].chunks
+    assert [c.index for _, c in rows if c.document_id == "guide"] == [0, 1, 2]  # in order, together
+    assert len(pages) == 3 and len(rows) == 5
+    assert await world.knowledge.chunk_page(unique("tenant"), agent_id, None, 10) == []
+
+
 async def test_lexical_keys_name_the_chunk_that_matched(world: World) -> None:
     agent_id = new_agent()
     write = split(world, agent_id)

@@ -1,8 +1,12 @@
-"""The chunk rows turns render, cached (state/chunk_cache.py): kept by bytes, least recently
-used dropped first, and kept right by the change owner's changes."""
+"""The chunk rows searches return, cached (state/chunk_cache.py): kept by bytes, least recently
+used dropped first, kept right by the change owner's changes, and an agent read in whole on
+its first miss while it fits in half of the budget."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -13,7 +17,6 @@ from episodic.domain.knowledge import (
     DocumentDraft,
     knowledge_scope,
     new_document,
-    split_chunk_key,
 )
 from episodic.state import chunk_cache
 from episodic.state.chunk_cache import ChunkCache, Row
@@ -100,12 +103,139 @@ def test_a_changed_document_looks_at_its_own_entries_not_the_whole_cache(
     cache = ChunkCache(1 << 30)
     fill(cache, "t", "a", 1_000)
     read: list[str] = []
+    document_of = chunk_cache._document_of
 
-    def counting(key: str) -> tuple[str, int]:
-        read.append(key)
-        return split_chunk_key(key)
+    def counting(key: chunk_cache.Key, row: Row) -> chunk_cache.DocumentKey:
+        read.append(key[2])
+        return document_of(key, row)
 
-    monkeypatch.setattr(chunk_cache, "split_chunk_key", counting)
+    monkeypatch.setattr(chunk_cache, "_document_of", counting)
     for d in range(0, 1_000, 100):
         cache.changed(rewritten("t", "a", f"doc-{d}"))
     assert sorted(read) == sorted(f"doc-{d}#{i}" for d in range(0, 1_000, 100) for i in range(2))
+
+
+class Pages:
+    """A `ChunkPages` source over rows held here; `during` runs as each page is read."""
+
+    def __init__(self, rows: dict[tuple[str, str], dict[str, Row]]) -> None:
+        self.rows = rows
+        self.reads = 0
+        self.during: Callable[[int], None] = lambda read: None
+
+    async def chunk_page(
+        self, tenant_id: str, agent_id: str, after: tuple[str, int] | None, limit: int
+    ) -> list[Row]:
+        self.reads += 1
+        self.during(self.reads)
+        ordered = sorted(self.rows.get((tenant_id, agent_id), {}).values(), key=_place)
+        return [row for row in ordered if after is None or _place(row) > after][:limit]
+
+
+def _place(row: Row) -> tuple[str, int]:
+    return row[1].document_id, row[1].index
+
+
+def agent_rows(tenant_id: str, agent_id: str, documents: int, chunks: int = 2) -> dict[str, Row]:
+    rows: dict[str, Row] = {}
+    for d in range(documents):
+        rows |= rows_of(tenant_id, agent_id, f"doc-{d}", chunks)
+    return rows
+
+
+def entry_bytes() -> int:
+    probe = ChunkCache(1 << 30)
+    fill(probe, "t", "a", 1, chunks=1)
+    return probe.held_bytes
+
+
+async def test_a_fill_reads_all_of_one_agents_chunks_in_a_page_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(chunk_cache, "FILL_PAGE", 4)
+    a, b = agent_rows("t", "a", 5), agent_rows("t", "b", 2)
+    source = Pages({("t", "a"): a, ("t", "b"): b})
+    cache = ChunkCache(1 << 30, source)
+    assert await cache.fill("t", "a") == 10
+    assert held(cache, "t", "a", list(a)) == set(a)
+    assert held(cache, "t", "b", list(b)) == set()
+    assert source.reads == 3  # 4 + 4 + 2
+
+
+async def test_a_fill_stops_before_the_agent_takes_more_than_half_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(chunk_cache, "FILL_PAGE", 2)
+    rows = agent_rows("t", "a", 10)
+    cache = ChunkCache(entry_bytes() * 9, Pages({("t", "a"): rows}))
+    assert await cache.fill("t", "a") == 4  # a third page would make 6 entries: over 4.5
+    assert len(held(cache, "t", "a", list(rows))) == 4
+
+
+async def test_a_page_that_raced_a_change_is_not_kept_and_the_fill_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(chunk_cache, "FILL_PAGE", 2)
+    rows = agent_rows("t", "a", 3)
+    source = Pages({("t", "a"): rows})
+    cache = ChunkCache(1 << 30, source)
+    source.during = lambda read: cache.changed(rewritten("t", "a", "doc-2")) if read == 2 else None
+    assert await cache.fill("t", "a") == 2
+    assert held(cache, "t", "a", list(rows)) == {"doc-0#0", "doc-0#1"}
+    assert source.reads == 2
+
+
+async def test_a_miss_starts_one_fill_and_the_next_only_after_the_interval() -> None:
+    now = [0.0]
+    source = Pages({("t", "a"): agent_rows("t", "a", 2)})
+    cache = ChunkCache(1 << 30, source, monotonic=lambda: now[0])
+    cache.missed("t", "a")
+    cache.missed("t", "a")  # one is running already
+    await asyncio.sleep(0)
+    assert source.reads == 1 and held(cache, "t", "a", ["doc-1#1"]) == {"doc-1#1"}
+    now[0] = chunk_cache.FILL_AGAIN_SECONDS - 1
+    cache.missed("t", "a")
+    await asyncio.sleep(0)
+    assert source.reads == 1
+    now[0] = chunk_cache.FILL_AGAIN_SECONDS
+    cache.missed("t", "a")
+    await asyncio.sleep(0)
+    assert source.reads == 2
+
+
+async def test_a_tenant_gone_stale_is_read_in_again_at_its_next_miss() -> None:
+    source = Pages({("t", "a"): agent_rows("t", "a", 1)})
+    cache = ChunkCache(1 << 30, source, monotonic=lambda: 0.0)
+    cache.missed("t", "a")
+    await asyncio.sleep(0)
+    cache.changed(CachesStale("t"))
+    assert held(cache, "t", "a", ["doc-0#0"]) == set()
+    cache.missed("t", "a")
+    await asyncio.sleep(0)
+    assert source.reads == 2 and held(cache, "t", "a", ["doc-0#0"]) == {"doc-0#0"}
+
+
+async def test_a_failed_fill_is_logged_by_kind_only_and_the_cache_still_serves(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source = Pages({})
+
+    def fails(read: int) -> None:
+        raise ConnectionError("database at secret-host gone while reading agent a")
+
+    source.during = fails
+    cache = ChunkCache(1 << 30, source)
+    with caplog.at_level(logging.WARNING, logger=chunk_cache.__name__):
+        cache.missed("t", "a")
+        await asyncio.sleep(0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "reading an agent's chunks into the cache failed: ConnectionError"
+    ]
+    fill(cache, "t", "a", 1)
+    assert held(cache, "t", "a", ["doc-0#0"]) == {"doc-0#0"}
+
+
+def test_a_cache_without_a_source_is_filled_by_use_only() -> None:
+    cache = ChunkCache(1 << 30)
+    cache.missed("t", "a")  # no event loop needed: nothing starts
+    assert held(cache, "t", "a", ["doc-0#0"]) == set()

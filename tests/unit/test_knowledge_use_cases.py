@@ -5,6 +5,8 @@ in "[Knowledge]" beside the caller's items."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from episodic.domain.agents import MemoryDraft
@@ -221,6 +223,16 @@ async def test_a_warm_turn_takes_the_chunks_it_renders_from_ram_not_sql(app: Use
     second = await turn(app, episode_id, "how many paid leave days carry over?")
     assert reads.reads == 0
     assert any(k.document_id == "handbook" for k in second.report.knowledge)
+
+
+async def test_a_search_that_missed_reads_the_agent_in_and_later_searches_read_no_sql(app: UseCases) -> None:
+    await add(app, handbook(), DocumentDraft("parking", PARKING))
+    assert await search(app, "paid leave days", top_k=1) == ["handbook#0"]  # read from SQL: the agent read in
+    await asyncio.sleep(0)  # the fill runs beside the searches (at once over the fakes)
+    reads = CountingChunkReads(app)
+    assert (await search(app, "parking permits"))[0] == "parking#0"
+    assert await search(app, "travel expenses receipts", SearchMode.SEMANTIC)
+    assert reads.reads == 0
 
 
 async def test_an_updated_document_is_rendered_new_at_the_next_turn(app: UseCases) -> None:

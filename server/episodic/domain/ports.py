@@ -658,6 +658,14 @@ class KnowledgeStore(Protocol):
         too, in key order: what the agent's word index is built from."""
         ...
 
+    async def chunk_page(
+        self, tenant_id: str, agent_id: str, after: tuple[str, int] | None, limit: int
+    ) -> list[tuple[Document, DocumentChunk]]:
+        """At most `limit` of the agent's chunks after (document_id, index) `after`, in that
+        order, expired ones too, each with its document without its text (""; one object
+        per document in a page): the chunk cache is filled from these."""
+        ...
+
     async def newest(
         self, tenant_id: str, agent_id: str, where: KnowledgeFilter, now: datetime, limit: int
     ) -> list[tuple[Document, DocumentChunk]]:

@@ -252,6 +252,7 @@ class KnowledgeService:
         now = self.clock()
         held, missing = self.chunks.get(tenant_id, agent_id, keys)
         if missing:
+            self.chunks.missed(tenant_id, agent_id)
             generation = self.chunks.generation(tenant_id, agent_id)
             read = await self.store.chunks(tenant_id, agent_id, missing, KnowledgeFilter(), now)
             self.chunks.put(tenant_id, agent_id, read, generation)

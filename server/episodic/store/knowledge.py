@@ -180,6 +180,33 @@ class SqlKnowledgeStore:
 
         return await self._db.read(read)
 
+    async def chunk_page(
+        self, tenant_id: str, agent_id: str, after: tuple[str, int] | None, limit: int
+    ) -> list[tuple[Document, DocumentChunk]]:
+        stmt = (
+            select(*_CHUNK_COLUMNS, *_DOCUMENT_FIELDS)
+            .select_from(_WITH_CHUNKS)
+            .where(C.c.tenant_id == tenant_id, C.c.agent_id == agent_id)
+            .order_by(C.c.document_id, C.c.chunk_index)
+            .limit(limit)
+        )
+        if after is not None:  # the primary key's order: (document_id, chunk_index)
+            document_id, index = after
+            later = and_(C.c.document_id == document_id, C.c.chunk_index > index)
+            stmt = stmt.where(or_(C.c.document_id > document_id, later))
+
+        def read(conn: Connection) -> list[tuple[Document, DocumentChunk]]:
+            documents: dict[str, Document] = {}
+            page = []
+            for r in conn.execute(stmt).mappings():
+                d = documents.get(r["document_id"])
+                if d is None:
+                    d = documents[r["document_id"]] = _bare_document(r)
+                page.append((d, _chunk_from_row(r)))
+            return page
+
+        return await self._db.read(read)
+
     async def newest(
         self, tenant_id: str, agent_id: str, where: KnowledgeFilter, now: datetime, limit: int
     ) -> list[tuple[Document, DocumentChunk]]:

@@ -16,3 +16,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip BuildContext with knowledge on against off",
     )
+    parser.add_argument(
+        "--server-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="a flag for `episodic serve` (repeat it; e.g. --server-flag=--knowledge-cache-bytes=1048576)",
+    )
