@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -41,6 +42,7 @@ async def serve(settings: Settings) -> None:
     if problem is not None:
         raise AddressInUse(f"address: cannot listen on {settings.address}: {problem}")
     async with open_app(settings) as app, serve_app(app) as grpc_server:
+        freeze_start_up()  # before "serving" is told: nobody calls yet
         log.info(
             "serving",
             extra={
@@ -60,6 +62,16 @@ def transport_of(tls: TlsMaterial | None) -> str:
     if tls is None:
         return "plaintext"
     return "tls" if tls.client_ca is None else "mtls"
+
+
+def freeze_start_up() -> None:
+    """Start-up's objects (modules, classes, functions, the app's wiring: ~150k the collector
+    tracks) live as long as the process: frozen, a full collection walks only what calls and
+    caches made since. Unfrozen, one took 110-150 ms with an agent of 100k chunks resident
+    (bench-knowledge), stalling every call, and reading an agent's words or chunks in set off
+    several; frozen, 27-39 ms."""
+    gc.collect()
+    gc.freeze()
 
 
 def stop_on_signals() -> asyncio.Event:

@@ -216,4 +216,4 @@ def test_a_bulk_add_is_indexed_a_batch_at_a_time_and_ends_as_one_segment(
 
 def test_the_terms_of_a_word_are_shared_strings_not_one_per_occurrence() -> None:
     first, second = analyse("visiting visiting"), analyse("visiting")
-    assert first == ["visit", "visit"] and first[0] is first[1] is second[0]
+    assert first == ("visit", "visit") and first[0] is first[1] is second[0]

@@ -60,11 +60,12 @@ Postings = tuple[NDArray[np.int32], NDArray[np.float32], NDArray[np.float32]]
 Segment = dict[str, Postings]
 
 
-def analyse(text: str) -> list[str]:
+def analyse(text: str) -> tuple[str, ...]:
     """The text's words as the index holds them, in order (repeats kept). Each distinct word
     is cut and stemmed once per thread (a cache): stemming every occurrence took 10 s of the
     14 s an agent of 100k chunks took to index. The terms returned are the cache's own
-    strings, so a chunk's list costs a pointer a word, not a new string."""
+    strings, so a chunk's terms cost a pointer a word, not a new string; a tuple, which the
+    garbage collector stops tracking once it has seen it (100k chunks are read in at once)."""
     words = text_analysis.only_terms(text_analysis.words(text))
     known = _known()
     missing = set(words).difference(known)
@@ -72,7 +73,7 @@ def analyse(text: str) -> list[str]:
         if len(known) + len(missing) > MAX_KNOWN_WORDS:
             known.clear()
         _learn(known, missing)
-    return list(chain.from_iterable(map(known.__getitem__, words)))
+    return tuple(chain.from_iterable(map(known.__getitem__, words)))
 
 
 def _learn(known: dict[str, tuple[str, ...]], words: Iterable[str]) -> None:

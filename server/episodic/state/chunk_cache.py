@@ -8,6 +8,11 @@ searches then read no SQL at all, where filled by use a large agent's searches k
 (100k chunks, random queries: ~0.4 ms of a ~1.5 ms search went to reading its 5 rows, and
 ~1 ms of its p99; bench-knowledge).
 
+Entries hold no object the garbage collector tracks (a tuple of strings and numbers, which it
+stops tracking once it has seen it; each document's fields are held once, apart): 100k
+entries as (Document, DocumentChunk) pairs were ~300k tracked objects, and the full
+collections reading them in set off stalled every call for up to ~240 ms.
+
 An LRU bounded by bytes, kept right by the change owner: a document rewritten
 (KnowledgeVectors) or removed (DocumentsRemoved), here or on another replica, drops its
 entries, and a tenant's caches going stale drops the tenant's. A read from SQL that raced
@@ -30,6 +35,8 @@ Agent = tuple[str, str]  # (tenant, agent)
 Key = tuple[str, str, str]  # (tenant, agent, chunk key)
 DocumentKey = tuple[str, str, str]  # (tenant, agent, document id)
 Row = tuple[Document, DocumentChunk]
+# (bytes counted, document id, index, text, start, end, heading path): a chunk's fields
+_Entry = tuple[int, str, int, str, int, int, tuple[str, ...]]
 _ENTRY_BYTES = 600  # the tuple, the two dataclasses and their small fields (tracemalloc)
 # Rows read (and kept) at a time while an agent's chunks are read in: keeping a page costs
 # the event loop ~0.5 ms, and other calls run between pages.
@@ -57,7 +64,8 @@ class ChunkCache:
         self._monotonic = monotonic
         self._filled_at: dict[Agent, float] = {}  # when a fill of the agent last started
         self._filling: dict[Agent, asyncio.Task[int]] = {}
-        self._items: OrderedDict[Key, tuple[Row, int]] = OrderedDict()
+        self._items: OrderedDict[Key, _Entry] = OrderedDict()
+        self._documents: dict[DocumentKey, Document] = {}  # of the entries held
         # Each document's keys held: a changed document drops its own entries without a walk
         # over every entry held (a 64 MiB cache holds ~60k; a batch of 100 created documents
         # walked them 100 times).
@@ -84,19 +92,23 @@ class ChunkCache:
                 missing.append(key)
                 continue
             self._items.move_to_end((tenant_id, agent_id, key))
-            found[key] = entry[0]
+            _, document_id, index, text, start, end, heading_path = entry
+            document = self._documents[(tenant_id, agent_id, document_id)]
+            found[key] = (document, DocumentChunk(document_id, index, text, start, end, heading_path))
         return found, missing
 
     def put(self, tenant_id: str, agent_id: str, rows: dict[str, Row], generation: int) -> None:
         """Keeps rows read from SQL, unless the agent's documents changed since `generation`."""
         if generation != self.generation(tenant_id, agent_id):
             return
-        for key, row in rows.items():
-            size = _size(row)
+        for key, (document, c) in rows.items():
+            size = _size((document, c))
             held = (tenant_id, agent_id, key)
             self._discard(held)
-            self._items[held] = (row, size)
-            self._by_document.setdefault(_document_of(held, row), set()).add(held)
+            self._items[held] = (size, c.document_id, c.index, c.text, c.start, c.end, c.heading_path)
+            of = (tenant_id, agent_id, c.document_id)
+            self._by_document.setdefault(of, set()).add(held)
+            self._documents[of] = document
             self._bytes += size
         while self._bytes > self._max_bytes and self._items:
             self._discard(next(iter(self._items)))  # the least recently used
@@ -172,18 +184,14 @@ class ChunkCache:
         entry = self._items.pop(key, None)
         if entry is None:
             return
-        self._bytes -= entry[1]
-        document = _document_of(key, entry[0])
+        self._bytes -= entry[0]
+        document = (key[0], key[1], entry[1])
         keys = self._by_document[document]
         keys.discard(key)
         if not keys:
             del self._by_document[document]
+            del self._documents[document]
 
 
 def _size(row: Row) -> int:
     return _ENTRY_BYTES + sys.getsizeof(row[1].text) + sys.getsizeof(row[0].title)
-
-
-def _document_of(key: Key, row: Row) -> DocumentKey:
-    # the row's, not parsed from the key: parsing checked the key (~4 µs), for every row kept
-    return key[0], key[1], row[1].document_id
