@@ -899,6 +899,7 @@ async def _wired(
         yield adapters, state, services, workers
     finally:
         await within(WORKER_STOP_SECONDS, state.watch.close(), "end live watches")
+        await within(WORKER_STOP_SECONDS, state.chunks.close(), "stop reading chunks in")
         await workers.stop()
         await within(WORKER_STOP_SECONDS, state.tail.stop(), "stop the change feed tail")
         await within(WORKER_STOP_SECONDS, adapters.replica_signals.stop(), "close the signal connection")

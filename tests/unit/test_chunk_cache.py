@@ -250,6 +250,26 @@ async def test_a_failed_fill_is_logged_by_kind_only_and_the_cache_still_serves(
     assert held(cache, "t", "a", ["doc-0#0"]) == {"doc-0#0"}
 
 
+async def test_closing_stops_a_fill_in_flight_and_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    reading, never = asyncio.Event(), asyncio.Event()
+
+    class Stuck:
+        async def chunk_page(
+            self, tenant_id: str, agent_id: str, after: tuple[str, int] | None, limit: int
+        ) -> list[Row]:
+            reading.set()
+            await never.wait()
+            return []
+
+    cache = ChunkCache(1 << 30, Stuck())
+    cache.missed("t", "a")
+    await reading.wait()
+    with caplog.at_level(logging.WARNING, logger=chunk_cache.__name__):
+        await cache.close()
+    assert caplog.records == [] and cache._filling == {}
+    await cache.close()  # nothing in flight: nothing to stop
+
+
 def test_a_cache_without_a_source_is_filled_by_use_only() -> None:
     cache = ChunkCache(1 << 30)
     cache.missed("t", "a")  # no event loop needed: nothing starts

@@ -149,6 +149,13 @@ class ChunkCache:
                 return kept
             after = (page[-1][1].document_id, page[-1][1].index)
 
+    async def close(self) -> None:
+        """Stops the fills in flight (before the database closes under them)."""
+        fills = list(self._filling.values())
+        for task in fills:
+            task.cancel()
+        await asyncio.gather(*fills, return_exceptions=True)
+
     async def _fill_quietly(self, agent: Agent) -> int:
         try:
             return await self.fill(*agent)
