@@ -860,6 +860,7 @@ def watched_state(adapters: SqlAdapters, state: State) -> Watched:
         digest_queue=adapters.sql_digests.waiting,
         clock=adapters.clock,
         knowledge_counts=adapters.knowledge.counts,
+        knowledge_cache_bytes=lambda: state.chunks.held_bytes,
     )
 
 

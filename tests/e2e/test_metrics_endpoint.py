@@ -139,6 +139,7 @@ async def test_a_scrape_shows_rpcs_renders_and_state_and_no_tenant_or_user_ids(d
     assert value(text, "episodic_knowledge_search_duration_seconds_count", episodic_search_mode="hybrid") == 1
     assert value(text, "episodic_knowledge_documents") >= 1  # cluster-wide: other tests may add theirs
     assert value(text, "episodic_knowledge_chunks") >= 1
+    assert value(text, "episodic_knowledge_cache_usage_bytes") > 0  # the turn's one chunk, read in
     assert value(text, "episodic_index_vectors", index="knowledge") == 1
     for index in ("episodes", "memories", "knowledge"):
         assert value(text, "episodic_index_scopes", index=index) >= 0

@@ -145,6 +145,7 @@ def watched(
         pools=lambda: pools,
         digest_queue=queue or no_queue(),
         clock=lambda: NOW,
+        knowledge_cache_bytes=lambda: working_sets.total_bytes // 2,
     )
 
 
@@ -159,6 +160,7 @@ def test_scrape_time_gauges_read_the_state_when_scraped() -> None:
     pools["main"] = (1, 1)
 
     assert sample(metrics, "episodic_working_set_usage_bytes") == 4096
+    assert sample(metrics, "episodic_knowledge_cache_usage_bytes") == 2048
     assert sample(metrics, "episodic_working_set_count") == 7
     assert sample(metrics, "episodic_working_set_evictions_total") == 2
     assert sample(metrics, "episodic_index_scopes", index="episodes") == 2

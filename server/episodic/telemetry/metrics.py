@@ -80,6 +80,7 @@ class Watched:
     digest_queue: Callable[[], Awaitable[Sequence[QueueRow]]]
     clock: Callable[[], datetime]
     knowledge_counts: Callable[[], Awaitable[tuple[int, int]]] | None = None  # (documents, chunks)
+    knowledge_cache_bytes: Callable[[], int] | None = None  # the chunk cache's
 
 
 class Metrics:
@@ -307,6 +308,12 @@ class _WatchedInstruments:
             description="Agents' documents held (cluster-wide, read from SQL).",
         )
         meter.create_observable_gauge(
+            "episodic.knowledge.cache.usage",
+            [self._knowledge_cache_bytes],
+            unit="By",
+            description="Estimated bytes of chunk rows held in RAM (bounded by knowledge_cache_bytes).",
+        )
+        meter.create_observable_gauge(
             "episodic.knowledge.chunks",
             [self._chunks],
             unit="{chunk}",
@@ -327,6 +334,10 @@ class _WatchedInstruments:
 
     def _working_set_evictions(self, _: CallbackOptions) -> Iterable[Observation]:
         return [Observation(self._watched.working_sets.evictions)]
+
+    def _knowledge_cache_bytes(self, _: CallbackOptions) -> Iterable[Observation]:
+        held = self._watched.knowledge_cache_bytes
+        return [] if held is None else [Observation(held())]
 
     def _index_scopes(self, _: CallbackOptions) -> Iterable[Observation]:
         return [Observation(c.loaded()[0], {"index": name}) for name, c in self._watched.indexes.items()]
