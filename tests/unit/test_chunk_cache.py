@@ -82,6 +82,19 @@ def test_a_tenant_gone_stale_drops_its_entries_only() -> None:
     assert held(cache, "t2", "a", ["doc-0#0", "doc-1#1"]) == {"doc-0#0", "doc-1#1"}
 
 
+@pytest.mark.parametrize("stale", ["t1", None])
+def test_a_read_in_flight_when_its_tenant_went_stale_is_not_kept_even_for_an_agent_holding_nothing(
+    stale: str | None,
+) -> None:
+    cache = ChunkCache(1 << 30)
+    before = {t: cache.generation(t, "a") for t in ("t1", "t2")}  # read before the SQL reads
+    cache.changed(CachesStale(stale))
+    for tenant, generation in before.items():
+        cache.put(tenant, "a", rows_of(tenant, "a", "doc-0", 1), generation)
+    assert held(cache, "t1", "a", ["doc-0#0"]) == set()
+    assert held(cache, "t2", "a", ["doc-0#0"]) == (set() if stale is None else {"doc-0#0"})
+
+
 def test_the_least_recently_used_go_first_beyond_the_budget_and_their_document_can_change_later() -> None:
     probe = ChunkCache(1 << 30)
     fill(probe, "t", "a", 1, chunks=1)

@@ -72,15 +72,20 @@ class ChunkCache:
         self._by_document: dict[DocumentKey, set[Key]] = {}
         self._bytes = 0
         self._generations: dict[Agent, int] = {}
+        # Times a tenant's caches (or all tenants', `_all_stale`) went stale: part of every
+        # generation, so a read in flight then is not kept, for any of its agents.
+        self._tenant_stale: dict[str, int] = {}
+        self._all_stale = 0
 
     @property
     def held_bytes(self) -> int:
         """What the entries held count against the budget."""
         return self._bytes
 
-    def generation(self, tenant_id: str, agent_id: str) -> int:
+    def generation(self, tenant_id: str, agent_id: str) -> tuple[int, int, int]:
         """Read before a SQL read whose rows are to be kept (see `put`)."""
-        return self._generations.get((tenant_id, agent_id), 0)
+        stale = self._tenant_stale.get(tenant_id, 0)
+        return self._all_stale, stale, self._generations.get((tenant_id, agent_id), 0)
 
     def get(self, tenant_id: str, agent_id: str, keys: Sequence[str]) -> tuple[dict[str, Row], list[str]]:
         """(rows held, keys not held)."""
@@ -97,7 +102,9 @@ class ChunkCache:
             found[key] = (document, DocumentChunk(document_id, index, text, start, end, heading_path))
         return found, missing
 
-    def put(self, tenant_id: str, agent_id: str, rows: dict[str, Row], generation: int) -> None:
+    def put(
+        self, tenant_id: str, agent_id: str, rows: dict[str, Row], generation: tuple[int, int, int]
+    ) -> None:
         """Keeps rows read from SQL, unless the agent's documents changed since `generation`."""
         if generation != self.generation(tenant_id, agent_id):
             return
@@ -171,12 +178,21 @@ class ChunkCache:
         elif isinstance(change, DocumentsRemoved):
             self._drop_documents([(s.tenant_id, s.agent_id, d) for s, d in change.documents])
         elif isinstance(change, CachesStale):
-            stale = [k for k in self._items if change.tenant_id is None or k[0] == change.tenant_id]
-            for agent in {k[:2] for k in stale}:
-                self._bump(agent)
-                self._filled_at.pop(agent, None)  # its next miss reads it in again
-            for key in stale:
+            self._went_stale(change.tenant_id)
+
+    def _went_stale(self, tenant_id: str | None) -> None:
+        """The tenant's entries go (found by document, not by a walk over every entry), no
+        read in flight of any of its agents is kept (one of an agent holding nothing was), and
+        its agents are read in again at their next miss. None: every tenant's."""
+        if tenant_id is None:
+            self._all_stale += 1
+        else:
+            self._tenant_stale[tenant_id] = self._tenant_stale.get(tenant_id, 0) + 1
+        for document in [d for d in self._by_document if tenant_id in (None, d[0])]:
+            for key in list(self._by_document[document]):
                 self._discard(key)
+        for agent in [a for a in self._filled_at if tenant_id in (None, a[0])]:
+            del self._filled_at[agent]
 
     def _drop_documents(self, documents: Iterable[DocumentKey]) -> None:
         for document in set(documents):
