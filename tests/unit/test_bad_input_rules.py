@@ -97,6 +97,33 @@ async def test_an_event_time_beyond_datetimes_range_in_utc_is_invalid(uc: UseCas
 # --- text -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("plain", ""),
+        ("a\x00b", NUL_RULE),
+        ("café ☕ 🙂", ""),
+        ("é\x00", NUL_RULE),
+        (f"é{LONE}", SURROGATE_RULE),
+        (f"\x00{LONE}", NUL_RULE),
+    ],
+)
+def test_a_texts_size_is_its_utf8_bytes_and_its_problem_the_one_rule_of_every_text(
+    text: str, problem: str
+) -> None:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    v = Violations()
+    check_text(v, "text", text, size - 1)
+    assert [i.description for i in v.items] == [
+        *([problem] if problem else []),
+        f"is {size} bytes, over the limit of {size - 1}",
+    ]
+    assert text_problem(text) == problem
+    fits = Violations()
+    check_text(fits, "text", text, size)
+    assert [i.description for i in fits.items] == ([problem] if problem else [])
+
+
 def test_a_lone_surrogate_is_invalid_in_text_and_in_json_at_any_depth() -> None:
     v = Violations()
     check_text(v, "message.content", f"a{LONE}b", 100)
