@@ -37,7 +37,9 @@ DocumentKey = tuple[str, str, str]  # (tenant, agent, document id)
 Row = tuple[Document, DocumentChunk]
 # (bytes counted, document id, index, text, start, end, heading path): a chunk's fields
 _Entry = tuple[int, str, int, str, int, int, tuple[str, ...]]
-_ENTRY_BYTES = 600  # the tuple, the two dataclasses and their small fields (tracemalloc)
+# An entry's cost beyond its text and title: tracemalloc's for a (Document, DocumentChunk) pair;
+# an entry's tuple, key and share of its document take less, so the budget errs on the safe side.
+_ENTRY_BYTES = 600
 # Rows read (and kept) at a time while an agent's chunks are read in: keeping a page costs
 # the event loop ~0.5 ms, and other calls run between pages.
 FILL_PAGE = 256
