@@ -108,19 +108,8 @@ class ChunkCache:
         self, tenant_id: str, agent_id: str, rows: dict[str, Row], generation: tuple[int, int, int]
     ) -> None:
         """Keeps rows read from SQL, unless the agent's documents changed since `generation`."""
-        if generation != self.generation(tenant_id, agent_id):
-            return
-        for key, (document, c) in rows.items():
-            size = _size((document, c))
-            held = (tenant_id, agent_id, key)
-            self._discard(held)
-            self._items[held] = (size, c.document_id, c.index, c.text, c.start, c.end, c.heading_path)
-            of = (tenant_id, agent_id, c.document_id)
-            self._by_document.setdefault(of, set()).add(held)
-            self._documents[of] = document
-            self._bytes += size
-        while self._bytes > self._max_bytes and self._items:
-            self._discard(next(iter(self._items)))  # the least recently used
+        if generation == self.generation(tenant_id, agent_id):
+            self._keep(tenant_id, agent_id, _sized(rows))
 
     def missed(self, tenant_id: str, agent_id: str) -> None:
         """A search read rows of this agent from SQL: its chunks are read in, in the
@@ -146,14 +135,14 @@ class ChunkCache:
         while True:
             generation = self.generation(tenant_id, agent_id)
             page = await self._source.chunk_page(tenant_id, agent_id, after, FILL_PAGE)
-            rows = {chunk.key: (document, chunk) for document, chunk in page}
-            size = sum(map(_size, rows.values()))
+            sized = _sized({chunk.key: (document, chunk) for document, chunk in page})
+            size = sum(entry[0] for _, _, entry in sized)
             if generation != self.generation(tenant_id, agent_id):
                 return kept
             if kept_bytes + size > self._max_bytes * FILL_SHARE:
                 return kept
-            self.put(tenant_id, agent_id, rows, generation)
-            kept, kept_bytes = kept + len(rows), kept_bytes + size
+            self._keep(tenant_id, agent_id, sized)
+            kept, kept_bytes = kept + len(sized), kept_bytes + size
             if len(page) < FILL_PAGE:
                 return kept
             after = (page[-1][1].document_id, page[-1][1].index)
@@ -190,11 +179,21 @@ class ChunkCache:
             self._all_stale += 1
         else:
             self._tenant_stale[tenant_id] = self._tenant_stale.get(tenant_id, 0) + 1
-        for document in [d for d in self._by_document if tenant_id in (None, d[0])]:
-            for key in list(self._by_document[document]):
-                self._discard(key)
+        self._drop_documents([d for d in self._by_document if tenant_id in (None, d[0])])
         for agent in [a for a in self._filled_at if tenant_id in (None, a[0])]:
             del self._filled_at[agent]
+
+    def _keep(self, tenant_id: str, agent_id: str, sized: list[tuple[str, Document, _Entry]]) -> None:
+        for key, document, entry in sized:
+            held = (tenant_id, agent_id, key)
+            self._discard(held)
+            self._items[held] = entry
+            of = (tenant_id, agent_id, entry[1])
+            self._by_document.setdefault(of, set()).add(held)
+            self._documents[of] = document
+            self._bytes += entry[0]
+        while self._bytes > self._max_bytes and self._items:
+            self._discard(next(iter(self._items)))  # the least recently used
 
     def _drop_documents(self, documents: Iterable[DocumentKey]) -> None:
         for document in set(documents):
@@ -218,5 +217,10 @@ class ChunkCache:
             del self._documents[document]
 
 
-def _size(row: Row) -> int:
-    return _ENTRY_BYTES + sys.getsizeof(row[1].text) + sys.getsizeof(row[0].title)
+def _sized(rows: dict[str, Row]) -> list[tuple[str, Document, _Entry]]:
+    """Each row as (key, document, entry), its size counted once."""
+    return [
+        (key, d, (_ENTRY_BYTES + sys.getsizeof(c.text) + sys.getsizeof(d.title), c.document_id, c.index,
+                  c.text, c.start, c.end, c.heading_path))
+        for key, (d, c) in rows.items()
+    ]  # fmt: skip
