@@ -129,6 +129,16 @@ async function rendered(page) {
 }
 
 async function callView(page) {
+  // The call the address names, rendered: right after a link is followed, the page it left
+  // (its own messages, no bars) can still be in place, and was read once instead.
+  await page.waitForFunction(
+    () => {
+      const named = decodeURIComponent((location.hash.split("/calls/")[1] || "").split("/")[0]);
+      return named !== "" && document.querySelector('[data-testid="call-id"]')?.textContent === named;
+    },
+    null,
+    { timeout: TIMEOUT },
+  );
   await page.locator(tid("rendered-message")).first().waitFor({ timeout: TIMEOUT });
   const bars = await page.locator(tid("section-bar")).evaluateAll((rows) =>
     rows.map((row) => {
