@@ -5,10 +5,10 @@ posting of every query word in every agent (the statistics are global) and ANDs 
 token whose posting list holds all of the agent's chunks. At 100k chunks in one agent that
 cost 8-33 ms p50/p99 per query, of which 3 ms was the scope token alone (bench-knowledge;
 PostgreSQL's ts_rank_cd has no index-side ranking either). Here each agent has its own
-inverted index, so a query costs what its words' posting lists in that agent hold (numpy,
-a few hundred µs at 100k chunks), the statistics are the agent's own (a word common in
-another tenant's documents weighs nothing here), and no tenant's documents slow another's
-searches.
+inverted index, so a query costs what its words' posting lists in that agent hold (one pass
+over them in C without the GIL, _postings.c: ~0.2/1 ms p50/p99 at 100k chunks), the
+statistics are the agent's own (a word common in another tenant's documents weighs nothing
+here), and no tenant's documents slow another's searches.
 
 Words are `text_analysis` words (folded, stop words out), cut into letters-and-digits pieces,
 then stemmed (Snowball English, PyStemmer): "visited" finds "visit".
@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 from episodic.domain import text_analysis
 from episodic.domain.knowledge import split_chunk_key
 from episodic.domain.recall import Hit
+from episodic.index import _postings
 
 K1, B = 1.2, 0.75  # the customary BM25 constants, not tuned
 MAX_QUERY_TERMS = 32
@@ -42,16 +43,9 @@ MAX_SEGMENTS = 8
 ADD_BATCH = 8192  # chunks analysed and indexed at a time
 COMMON_SHARE = 0.5  # a word in more of an agent's chunks than this finds nothing alone,
 COMMON_MIN = 1000  # once it is in more chunks than this (a small agent has no such words)
-SPARSE_ROWS = 4096  # candidates scored by lookups up to this many; beyond, over all rows
-# An agent of at most this many rows is scored over all of them at once: a few numpy calls,
-# where the lookups of the candidate-by-candidate path make tens (2k chunks: 0.23 -> 0.11 ms).
-ALL_ROWS_UP_TO = 4096
-SAMPLED_TOP_FROM = 8192  # candidates from which the best k are found above a sampled bar
-TOP_SAMPLE = 1024  # scores in that sample
-TOP_MARGIN = 4  # the bar is where ~4 x k of the scores should pass
 POSTING_BYTES = 12  # an int32 row, its float32 count and the count's BM25 weight
 REWEIGH_DRIFT = 0.1  # weights are recomputed when the mean chunk length moved this much
-ROW_BYTES = 120  # the key string, its slots in the row maps, its length and flag
+ROW_BYTES = 124  # the key string, its slots in the row maps, its length, flag and score slot
 MAX_KNOWN_WORDS = 200_000  # words whose terms a thread remembers (~30 MB); then it starts over
 _local = threading.local()
 
@@ -121,6 +115,7 @@ class Bm25WordIndex:
         self._by_document: dict[str, list[int]] = {}
         self._lengths: NDArray[np.float32] = np.zeros(0, dtype=np.float32)
         self._alive: NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self._scores: NDArray[np.float32] = np.zeros(0, dtype=np.float32)  # a search's, all zero between
         self._total_length = 0.0  # of every row, removed ones too
         self._weighed_at = 1.0  # the mean length the weights were computed with
         self._postings = 0
@@ -187,15 +182,13 @@ class Bm25WordIndex:
     # --- internals -----------------------------------------------------------------------
 
     def _search(self, terms: Sequence[str], k: int) -> list[Hit]:
-        """MaxScore over the query's words, rarest first: the chunks holding the rarest
-        words are the candidates, and the other words are only looked up in them, as long
-        as those words together (each worth at most idf x (K1+1)) cannot lift a chunk outside
-        the candidates above the k-th best. A word held by more than COMMON_SHARE of the
-        chunks (and more than COMMON_MIN) never makes a candidate: it is this agent's stop
-        word, and only adds to chunks rarer words found (Lucene's common-terms rule), so a
-        query of such words alone finds nothing by words. Work follows what the rare words
-        hold, not the agent's size. A small agent's rows are all scored at once. Which of the
-        chunks tied at the k-th score are kept is not specified."""
+        """BM25 over the chunks holding the query's uncommon words. A word held by more than
+        COMMON_SHARE of the chunks (and more than COMMON_MIN) never finds a chunk: it is this
+        agent's stop word, and only adds to chunks rarer words found (Lucene's common-terms
+        rule), so a query of such words alone finds nothing by words. The postings are scored
+        in C without the GIL (_postings.c): one pass over each query word's posting lists,
+        then a heap of k over the chunks found."""
+        k = min(k, len(self._keys))
         if not self._rows or k <= 0:
             return []
         counted = len(self._keys)
@@ -203,56 +196,17 @@ class Bm25WordIndex:
         uncommon = sum(w.holding <= max(COMMON_SHARE * counted, COMMON_MIN) for w in words)
         if not uncommon:
             return []
-        if counted <= ALL_ROWS_UP_TO:
-            candidates, scores = self._dense(words, uncommon, counted)
-        else:
-            candidates, scores = self._max_score(words, uncommon, counted, k)
-        best = _top(scores, k)
-        keys = [str(self._keys[r]) for r in candidates[best].tolist()]
+        if len(self._scores) != counted:  # rows were added or compacted since the last search
+            self._scores = np.zeros(counted, dtype=np.float32)
+        parts = [
+            (rows, weights, w.idf, i < uncommon) for i, w in enumerate(words) for rows, _, weights in w.parts
+        ]
+        best_rows, best_scores = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float32)
+        found = _postings.best_rows(parts, self._scores, self._alive, best_rows, best_scores)
+        keys = [self._keys[r] for r in best_rows[:found].tolist()]
         # (-score, key) pairs sort best first, ties by key, without a key function
-        ranked = sorted(zip((-scores[best]).tolist(), keys, strict=True))
-        return [Hit(key, -negated) for negated, key in ranked]
-
-    def _max_score(
-        self, words: Sequence[_Word], uncommon: int, counted: int, k: int
-    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
-        """The candidates (and their scores) among which the k best are: the chunks holding
-        the fewest rarest words that the other words cannot lift a chunk past."""
-        for essential in range(1, uncommon + 1):
-            if sum(w.holding for w in words[:essential]) > SPARSE_ROWS:
-                break
-            candidates, scores = self._sparse(words, essential, counted)
-            if essential == uncommon:  # every uncommon word made candidates
-                return candidates, scores
-            best = _top(scores, k)
-            if len(best) == k and scores[best[-1]] > sum(w.bound for w in words[essential:]):
-                return candidates, scores
-        return self._dense(words, uncommon, counted)
-
-    def _sparse(
-        self, words: Sequence[_Word], essential: int, counted: int
-    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
-        """The chunks holding one of the first `essential` words, scored by every word."""
-        candidates = _distinct_sorted([p[0] for w in words[:essential] for p in w.parts])
-        if len(self._rows) < counted:
-            candidates = candidates[self._alive[candidates]]
-        scores = np.zeros(len(candidates), dtype=np.float32)
-        for w in words:
-            w.add_to(scores, candidates)
-        return candidates, scores
-
-    def _dense(
-        self, words: Sequence[_Word], uncommon: int, counted: int
-    ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
-        """The chunks holding an uncommon word, scored by every word, over an array of all
-        rows: cheaper than lookups once the candidates are many."""
-        scores = np.zeros(counted, dtype=np.float32)
-        _add_all(scores, words[:uncommon])
-        candidates = np.flatnonzero(scores > 0)  # every weight is positive
-        _add_all(scores, words[uncommon:])
-        if len(self._rows) < counted:
-            candidates = candidates[self._alive[candidates]]
-        return candidates, scores[candidates]
+        ranked = sorted(zip((-best_scores[:found]).tolist(), keys, strict=True))
+        return [Hit(str(key), -negated) for negated, key in ranked]
 
     def _matched(self, terms: Sequence[str], counted: int) -> list[_Word]:
         """The query's words the index holds, rarest first."""
@@ -333,62 +287,6 @@ class _Word:
     parts: list[Postings]  # one per segment holding it
     idf: float
     holding: int
-
-    @property
-    def bound(self) -> float:
-        return self.idf * (K1 + 1)  # a weight saturates below K1 + 1
-
-    def add_to(self, scores: NDArray[np.float32], candidates: NDArray[np.int64]) -> None:
-        """Adds this word's score to the candidates (sorted rows) holding it: 0 to the others,
-        over whole arrays (fewer numpy calls than picking out the ones holding it)."""
-        for rows, _, weights in self.parts:
-            at = np.searchsorted(rows, candidates)
-            np.minimum(at, len(rows) - 1, out=at)  # past the last row: compared with it, unequal
-            held = rows[at] == candidates
-            scores += np.float32(self.idf) * np.where(held, weights[at], np.float32(0))
-
-
-def _add_all(scores: NDArray[np.float32], words: Sequence[_Word]) -> None:
-    """Adds each word's score to every row holding it (a posting list holds a row once)."""
-    for w in words:
-        for rows, _, weights in w.parts:
-            np.add.at(scores, rows, np.float32(w.idf) * weights)
-
-
-def _top(scores: NDArray[np.float32], k: int) -> NDArray[np.int64]:
-    """Positions of the k largest scores (fewer if fewer), largest first."""
-    if len(scores) <= k:
-        chosen: NDArray[np.int64] = np.arange(len(scores))
-    else:
-        likely = _above_a_sampled_bar(scores, k) if len(scores) > SAMPLED_TOP_FROM else None
-        if likely is None:
-            chosen = np.argpartition(-scores, k - 1)[:k]
-        else:
-            chosen = likely[np.argpartition(-scores[likely], k - 1)[:k]]
-    return chosen[np.argsort(-scores[chosen], kind="stable")]
-
-
-def _above_a_sampled_bar(scores: NDArray[np.float32], k: int) -> NDArray[np.int64] | None:
-    """The positions of the scores at or above a bar read off a sample (where ~TOP_MARGIN x k
-    of them should be), if at least k are: the k largest are then among them, since the k-th
-    largest is at or above the bar. Selecting among all of a common word's chunks (tens of
-    thousands) cost 0.3-0.8 ms; one pass over them and a selection among the few above the
-    bar, a fraction of that. None when the sample misled (then select among all)."""
-    sample = scores[:: max(len(scores) // TOP_SAMPLE, 1)]
-    rank = min(len(sample) - 1, TOP_MARGIN * k * len(sample) // len(scores))
-    bar = np.partition(sample, len(sample) - 1 - rank)[len(sample) - 1 - rank]
-    likely = np.flatnonzero(scores >= bar)
-    return likely if len(likely) >= k else None
-
-
-def _distinct_sorted(lists: Sequence[NDArray[np.int32]]) -> NDArray[np.int64]:
-    """The rows of these ascending lists, once each, ascending. A sort and a comparison: numpy's
-    hashing np.unique took ~0.3 ms for the few thousand rows a query's rare words hold."""
-    if len(lists) == 1:  # a posting list is ascending and distinct already
-        return lists[0].astype(np.int64)
-    rows = np.concatenate(lists).astype(np.int64)
-    rows.sort()
-    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
 
 
 def _size(segment: Segment) -> int:

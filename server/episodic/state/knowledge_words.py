@@ -22,14 +22,12 @@ from episodic.domain.ports import WordIndex
 from episodic.domain.recall import Hit
 
 Agent = tuple[str, str]  # (tenant, agent)
-# An index of at most this many chunks is searched on the event loop. The search holds the
-# GIL for nearly all of its time (Python and numpy calls on short arrays), so another thread
-# runs it no more in parallel with the loop: the hop only added its cost and GIL hand-offs.
-# At 100k chunks, on the loop, hybrid SearchKnowledge took ~0.7 ms less at p50 and 4
-# concurrent searchers served ~1.5x the searches, with Echo beside them no slower
-# (docs/knowledge.md, Performance). A search takes ~0.3/0.7 ms p50/p99 at 100k chunks,
-# 0.5/0.9 at 200k, 0.8/1.9 at 400k: larger indexes are searched off the loop, so that one
-# search never holds it for long.
+# An index of at most this many chunks is searched on the event loop. Its scoring loop runs
+# in C without the GIL (index/_postings.c), so the vector half runs beside it on its thread;
+# the loop is held ~0.2/1 ms p50/p99 at 100k chunks (bench-knowledge's queries, in process),
+# ~0.06 ms of it in Python. Searched on a thread of its own instead, through gRPC, it measured
+# no better (one more hop; docs/knowledge.md, Performance). Larger indexes are searched off
+# the loop, so that one search never holds it for long.
 INLINE_SEARCH_CHUNKS = 200_000
 INLINE_ADD_CHUNKS = 64  # rewritten chunks analysed on the loop (~50 µs each); more, off it
 READ_TRIES = 3
