@@ -4,9 +4,11 @@ kept right through adds and removals, scored by a C loop that refuses what it ca
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from episodic.domain.recall import Hit
 from episodic.index import _postings
@@ -129,6 +131,7 @@ def test_the_scoring_loop_keeps_the_k_best_of_the_rows_candidate_lists_found() -
         [(np.array([1], dtype=np.int64), np.array([1], dtype=np.float32), 1.0, True)],
         [(np.array([1], dtype=np.int32), np.array([1], dtype=np.float64), 1.0, True)],
         [("rows", "weights")],
+        [[np.array([1], dtype=np.int32), np.array([1], dtype=np.float32), 1.0, True]],  # not a tuple
     ],
 )
 def test_the_scoring_loop_refuses_postings_it_would_read_or_write_outside_of(parts: list[object]) -> None:
@@ -232,3 +235,30 @@ def test_a_bulk_add_is_indexed_a_batch_at_a_time_and_ends_as_one_segment(
 def test_the_terms_of_a_word_are_shared_strings_not_one_per_occurrence() -> None:
     first, second = analyse("visiting visiting"), analyse("visiting")
     assert first == ("visit", "visit") and first[0] is first[1] is second[0]
+
+
+def _arrays(**replaced: NDArray[Any]) -> dict[str, NDArray[Any]]:
+    """A search's arrays for 10 rows and k = 3, some replaced."""
+    arrays: dict[str, NDArray[Any]] = {
+        "scores": np.zeros(10, dtype=np.float32),
+        "alive": np.ones(10, dtype=np.bool_),
+        "out_rows": np.empty(3, dtype=np.int64),
+        "out_scores": np.empty(3, dtype=np.float32),
+    }
+    return arrays | replaced
+
+
+@pytest.mark.parametrize(
+    "arrays",
+    [
+        _arrays(scores=np.zeros(10, dtype=np.float64)),
+        _arrays(scores=np.zeros(20, dtype=np.float32)[::2]),  # not one block of memory
+        _arrays(alive=np.ones(10, dtype=np.uint8)),
+        _arrays(alive=np.ones(9, dtype=np.bool_)),
+        _arrays(out_rows=np.empty(3, dtype=np.int32)),
+        _arrays(out_scores=np.empty(2, dtype=np.float32)),
+    ],
+)
+def test_the_scoring_loop_refuses_arrays_of_another_type_or_length(arrays: dict[str, NDArray[Any]]) -> None:
+    with pytest.raises((ValueError, TypeError, BufferError)):
+        _postings.best_rows([_part([1, 2], [1, 1], 1.0, True)], **arrays)

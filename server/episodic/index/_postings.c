@@ -49,12 +49,17 @@ static void sift_down(float *score, int64_t *row, Py_ssize_t size, Py_ssize_t at
     }
 }
 
-static int get_buffer(PyObject *obj, Py_buffer *view, const char *format, Py_ssize_t itemsize, int writable,
+/* `kinds`: the struct format characters accepted for items of `itemsize` bytes (an int32 is
+ * 'i' where a C long has 8 bytes, 'l' where it has 4). */
+static int get_buffer(PyObject *obj, Py_buffer *view, const char *kinds, Py_ssize_t itemsize, int writable,
                       const char *what) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
-    if (view->itemsize != itemsize || view->format == NULL || strcmp(view->format, format) != 0) {
-        PyErr_Format(PyExc_TypeError, "%s: expected items of format '%s'", what, format);
+    const char *format = view->format == NULL ? "B" : view->format;
+    if (*format == '@' || *format == '=' || *format == '<') format++;
+    if (view->itemsize != itemsize || format[0] == '\0' || format[1] != '\0' || strchr(kinds, format[0]) == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes, one of the formats '%s'", what, itemsize,
+                     kinds);
         PyBuffer_Release(view);
         return -1;
     }
@@ -72,8 +77,12 @@ static int read_part(PyObject *item, Part *part) {
     PyObject *rows, *weights;
     double idf;
     int makes_candidates;
+    if (!PyTuple_Check(item)) {
+        PyErr_SetString(PyExc_TypeError, "a part must be a tuple (rows, weights, idf, makes_candidates)");
+        return -1;
+    }
     if (!PyArg_ParseTuple(item, "OOdp", &rows, &weights, &idf, &makes_candidates)) return -1;
-    if (get_buffer(rows, &part->rows, "i", 4, 0, "rows") < 0) return -1;
+    if (get_buffer(rows, &part->rows, "il", 4, 0, "rows") < 0) return -1;
     if (get_buffer(weights, &part->weights, "f", 4, 0, "weights") < 0) {
         PyBuffer_Release(&part->rows);
         return -1;
@@ -184,7 +193,7 @@ static PyObject *best_rows(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     if (get_buffer(scores_in, &scores, "f", 4, 1, "scores") < 0) return NULL;
     if (get_buffer(alive_in, &alive, "?", 1, 0, "alive") < 0) goto no_alive;
-    if (get_buffer(out_rows_in, &out_rows, "l", 8, 1, "out_rows") < 0) goto no_out_rows;
+    if (get_buffer(out_rows_in, &out_rows, "lq", 8, 1, "out_rows") < 0) goto no_out_rows;
     if (get_buffer(out_scores_in, &out_scores, "f", 4, 1, "out_scores") < 0) goto no_out_scores;
     if (alive.len != scores.len / 4 || out_scores.len / 4 != out_rows.len / 8) {
         PyErr_SetString(PyExc_ValueError, "scores and alive must have a slot per row, out_rows and out_scores k");
