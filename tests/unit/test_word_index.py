@@ -197,9 +197,27 @@ def test_a_word_in_most_of_a_large_agents_chunks_only_adds_to_what_rarer_words_f
     assert index.search("acme", 10) == []  # in nearly every chunk: this agent's stop word
     found = index.search("acme vacation", 10)
     assert [h.episode_id for h in found] == ["rare#0", "rare#1"]  # acme adds to rare#0 only
+    texts = dict([*chunks, ("rare#0", "acme vacation days"), ("rare#1", "vacation leave days")])
+    every = {h.episode_id: h.score for h in textbook(texts, "acme vacation", len(texts))}
+    assert [h.score for h in found] == pytest.approx([every["rare#0"], every["rare#1"]], rel=1e-4)
     small = Bm25WordIndex()
     small.add([("a#0", "acme"), ("a#1", "acme tools"), ("a#2", "tools")])
     assert [h.episode_id for h in small.search("acme", 10)] == ["a#0", "a#1"]  # small: no such words
+
+
+# policy in every 2nd chunk: a pass over acme's postings; in every 500th: a lookup of each row
+@pytest.mark.parametrize("share", [2, 500])
+def test_a_common_word_adds_its_textbook_score_to_the_rows_found_either_way(share: int) -> None:
+    texts = {  # acme in ~4/5 of the chunks: an agent's stop word, yet worth something (idf ~0.2)
+        f"d{i}#0": "acme policy" if i % share == 0 else "rules" if i % 5 == 1 else "acme rules"
+        for i in range(COMMON_MIN * 3)
+    }
+    index = Bm25WordIndex()
+    index.add(texts.items())
+    found = index.search("acme policy", 10)
+    every = {h.episode_id: h.score for h in textbook(texts, "acme policy", len(texts))}
+    assert found and all(h.episode_id.startswith("d") and int(h.episode_id[1:-2]) % share == 0 for h in found)
+    assert all(math.isclose(h.score, every[h.episode_id], rel_tol=1e-4) for h in found)
 
 
 def test_a_query_of_thousands_of_words_is_cut_to_its_first_distinct_ones() -> None:
