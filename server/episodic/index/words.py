@@ -5,8 +5,8 @@ posting of every query word in every agent (the statistics are global) and ANDs 
 token whose posting list holds all of the agent's chunks. At 100k chunks in one agent that
 cost 8-33 ms p50/p99 per query, of which 3 ms was the scope token alone (bench-knowledge;
 PostgreSQL's ts_rank_cd has no index-side ranking either). Here each agent has its own
-inverted index, so a query costs what its words' posting lists in that agent hold (one pass
-over them in C without the GIL, _postings.c: ~0.2/1 ms p50/p99 at 100k chunks), the
+inverted index, so a query costs what its words' posting lists in that agent hold (scored in
+C without the GIL, _postings.c: ~0.2/1 ms p50/p99 at 100k chunks), the
 statistics are the agent's own (a word common in another tenant's documents weighs nothing
 here), and no tenant's documents slow another's searches.
 
@@ -186,21 +186,20 @@ class Bm25WordIndex:
         COMMON_SHARE of the chunks (and more than COMMON_MIN) never finds a chunk: it is this
         agent's stop word, and only adds to chunks rarer words found (Lucene's common-terms
         rule), so a query of such words alone finds nothing by words. The postings are scored
-        in C without the GIL (_postings.c): one pass over each query word's posting lists,
-        then a heap of k over the chunks found."""
+        in C without the GIL (_postings.c): a pass over each other word's posting lists (a
+        stop word's, or a lookup of each chunk found in it, whichever is cheaper), then a
+        heap of k over the chunks found."""
         k = min(k, len(self._keys))
         if not self._rows or k <= 0:
             return []
         counted = len(self._keys)
         words = self._matched(terms, counted)
-        uncommon = sum(w.holding <= max(COMMON_SHARE * counted, COMMON_MIN) for w in words)
-        if not uncommon:
+        most = max(COMMON_SHARE * counted, COMMON_MIN)  # chunks an uncommon word is in, at most
+        if not any(w.holding <= most for w in words):
             return []
         if len(self._scores) != counted:  # rows were added or compacted since the last search
             self._scores = np.zeros(counted, dtype=np.float32)
-        parts = [
-            (rows, weights, w.idf, i < uncommon) for i, w in enumerate(words) for rows, _, weights in w.parts
-        ]
+        parts = [(rows, weights, w.idf, w.holding <= most) for w in words for rows, _, weights in w.parts]
         best_rows, best_scores = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.float32)
         found = _postings.best_rows(parts, self._scores, self._alive, best_rows, best_scores)
         keys = [self._keys[r] for r in best_rows[:found].tolist()]
@@ -209,7 +208,7 @@ class Bm25WordIndex:
         return [Hit(str(key), -negated) for negated, key in ranked]
 
     def _matched(self, terms: Sequence[str], counted: int) -> list[_Word]:
-        """The query's words the index holds, rarest first."""
+        """The query's words the index holds, rarest first (the order their scores add up in)."""
         words = []
         for term in dict.fromkeys(terms):
             parts = [segment[term] for segment in self._segments if term in segment]
