@@ -562,6 +562,16 @@ class BackgroundCompactions(Protocol):
     def schedule(self, key: tuple[str, str], working_set: WorkingSet, through: int) -> None: ...
 
 
+class CompactionListener(Protocol):
+    """Told what a new summary of a live episode folded in, so memories can be extracted
+    from it while the episode is still open (seed 001's memories awaiting promotion)."""
+
+    def compacted(self, episode: Episode, messages: Sequence[Message]) -> None:
+        """Called on the event loop right after the summary is stored, with the messages it
+        newly covers (retracted ones left out), oldest first. Must not block: the work runs
+        in the background, and a failure there is logged, never raised to the turn."""
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryFilter:
     """Which of one scope's memories a listing or search may return. Expired memories are

@@ -40,6 +40,7 @@ from episodic.domain.model import (
 from episodic.domain.ports import (
     BackgroundCompactions,
     Clock,
+    CompactionListener,
     ContextStore,
     IdFactory,
     MemoryStore,
@@ -153,6 +154,8 @@ class ContextService:
     reads: ReadsTogether  # a turn's searches share one trip to the database
     # told the tokens of each section of every new model call (metrics)
     rendered: Callable[[Iterable[tuple[str, int]]], None]
+    # told what each inline summary newly covers: memories are extracted from it while live
+    compacted: CompactionListener | None = None
     counts: CachedCounts = dataclasses.field(init=False)
     compactions: SharedCompactions = dataclasses.field(init=False)
 
@@ -437,6 +440,8 @@ class ContextService:
                 (section, tokens) for section, tokens in stored.report.section_tokens.items() if tokens
             )
         if summary is not None:
+            if self.compacted is not None:
+                self.compacted.compacted(turn.working_set.episode, _newly_covered(turn.working_set, summary))
             turn.working_set.compacted(summary)
             self.cache.put(key, turn.working_set)
         return stored, fresh
@@ -583,6 +588,11 @@ def _input_messages(assembly: Assembly) -> str:
         {"role": m.role.value, "parts": [{"type": "text", "content": m.content}]} for m in assembly.messages
     ]
     return json.dumps(parts, ensure_ascii=False)
+
+
+def _newly_covered(ws: WorkingSet, summary: Summary) -> list[Message]:
+    """The tail messages a new summary folds in, before the working set drops them."""
+    return [m for m in ws.tail if m.seq <= summary.to_seq and m.retracted_at is None]
 
 
 def _covered(assembly: Assembly) -> int:
