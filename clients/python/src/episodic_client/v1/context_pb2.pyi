@@ -52,6 +52,11 @@ class _ContextSectionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Contex
     chunks of the agent's documents found for this turn, rendered right after the system
     prompt.
     """
+    CONTEXT_SECTION_EARLIER: _ContextSection.ValueType  # 8
+    """The one `context` message headed "[Earlier in this conversation]": passages of this
+    episode that the history tail no longer holds (the summary covers them), recalled for
+    this turn's query, in time order, each with its time. Rendered after the summary.
+    """
 
 class ContextSection(_ContextSection, metaclass=_ContextSectionEnumTypeWrapper):
     """The part of a rendered context a message belongs to, in rendering order."""
@@ -77,7 +82,40 @@ CONTEXT_SECTION_KNOWLEDGE: ContextSection.ValueType  # 7
 chunks of the agent's documents found for this turn, rendered right after the system
 prompt.
 """
+CONTEXT_SECTION_EARLIER: ContextSection.ValueType  # 8
+"""The one `context` message headed "[Earlier in this conversation]": passages of this
+episode that the history tail no longer holds (the summary covers them), recalled for
+this turn's query, in time order, each with its time. Rendered after the summary.
+"""
 Global___ContextSection: _TypeAlias = ContextSection  # noqa: Y015
+
+class _PassageFate:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PassageFateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PassageFate.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PASSAGE_FATE_UNSPECIFIED: _PassageFate.ValueType  # 0
+    """Not set."""
+    PASSAGE_FATE_WHOLE: _PassageFate.ValueType  # 1
+    """Rendered whole: every message of the passage, verbatim."""
+    PASSAGE_FATE_CUT: _PassageFate.ValueType  # 2
+    """Rendered, but at least one of its messages was clipped to fit."""
+    PASSAGE_FATE_DROPPED: _PassageFate.ValueType  # 3
+    """Not rendered: no room left in the section's share of the budget."""
+
+class PassageFate(_PassageFate, metaclass=_PassageFateEnumTypeWrapper):
+    """What became of a passage recalled from this episode's compacted history."""
+
+PASSAGE_FATE_UNSPECIFIED: PassageFate.ValueType  # 0
+"""Not set."""
+PASSAGE_FATE_WHOLE: PassageFate.ValueType  # 1
+"""Rendered whole: every message of the passage, verbatim."""
+PASSAGE_FATE_CUT: PassageFate.ValueType  # 2
+"""Rendered, but at least one of its messages was clipped to fit."""
+PASSAGE_FATE_DROPPED: PassageFate.ValueType  # 3
+"""Not rendered: no room left in the section's share of the budget."""
+Global___PassageFate: _TypeAlias = PassageFate  # noqa: Y015
 
 class _Compaction:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -195,6 +233,7 @@ class SectionTokens(_message.Message):
     REPLY_PRIMING_FIELD_NUMBER: _builtins.int
     KNOWN_FACTS_FIELD_NUMBER: _builtins.int
     KNOWLEDGE_FIELD_NUMBER: _builtins.int
+    EARLIER_FIELD_NUMBER: _builtins.int
     system: _builtins.int
     """The system prompt."""
     past_conversations: _builtins.int
@@ -211,6 +250,8 @@ class SectionTokens(_message.Message):
     """The "[Known Facts]" message."""
     knowledge: _builtins.int
     """The "[Knowledge]" message."""
+    earlier: _builtins.int
+    """The "[Earlier in this conversation]" message."""
     def __init__(
         self,
         *,
@@ -222,10 +263,11 @@ class SectionTokens(_message.Message):
         reply_priming: _builtins.int = ...,
         known_facts: _builtins.int = ...,
         knowledge: _builtins.int = ...,
+        earlier: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "knowledge", b"knowledge", "known_facts", b"known_facts", "past_conversations", b"past_conversations", "reply_priming", b"reply_priming", "summary", b"summary", "system", b"system", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["earlier", b"earlier", "history", b"history", "knowledge", b"knowledge", "known_facts", b"known_facts", "past_conversations", b"past_conversations", "reply_priming", b"reply_priming", "summary", b"summary", "system", b"system", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -308,6 +350,46 @@ class RecalledEpisode(_message.Message):
 Global___RecalledEpisode: _TypeAlias = RecalledEpisode  # noqa: Y015
 
 @_typing.final
+class RecalledPassage(_message.Message):
+    """A passage of this episode's compacted history recalled for this turn: a matching
+    message with its neighbours.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQS_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    FATE_FIELD_NUMBER: _builtins.int
+    SIGNALS_FIELD_NUMBER: _builtins.int
+    score: _builtins.float
+    """Its fused rank score (higher is better)."""
+    fate: Global___PassageFate.ValueType
+    """What became of it."""
+    @_builtins.property
+    def seqs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The log sequence numbers of the messages it holds, oldest first."""
+
+    @_builtins.property
+    def signals(self) -> _containers.RepeatedScalarFieldContainer[_episode_service_pb2.MatchSignal.ValueType]:
+        """The signals that found it (by meaning, by words)."""
+
+    def __init__(
+        self,
+        *,
+        seqs: _abc.Iterable[_builtins.int] | None = ...,
+        score: _builtins.float = ...,
+        fate: Global___PassageFate.ValueType = ...,
+        signals: _abc.Iterable[_episode_service_pb2.MatchSignal.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fate", b"fate", "score", b"score", "seqs", b"seqs", "signals", b"signals"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecalledPassage: _TypeAlias = RecalledPassage  # noqa: Y015
+
+@_typing.final
 class ContextReport(_message.Message):
     """The final report of a BuildContext call."""
 
@@ -336,6 +418,7 @@ class ContextReport(_message.Message):
     RECALLED_MEMORIES_FIELD_NUMBER: _builtins.int
     SESSION_DATA_KEYS_FIELD_NUMBER: _builtins.int
     KNOWLEDGE_FIELD_NUMBER: _builtins.int
+    EARLIER_PASSAGES_FIELD_NUMBER: _builtins.int
     total_tokens: _builtins.int
     """Tokens of the whole rendered context (the sum of the sections)."""
     budget_tokens: _builtins.int
@@ -396,6 +479,12 @@ class ContextReport(_message.Message):
         order they were ranked, with what became of each.
         """
 
+    @_builtins.property
+    def earlier_passages(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecalledPassage]:
+        """Passages of this episode's compacted history recalled for the
+        "[Earlier in this conversation]" section, best first, with what became of each.
+        """
+
     def __init__(
         self,
         *,
@@ -422,10 +511,11 @@ class ContextReport(_message.Message):
         recalled_memories: _abc.Iterable[Global___RecalledMemory] | None = ...,
         session_data_keys: _abc.Iterable[_builtins.str] | None = ...,
         knowledge: _abc.Iterable[_knowledge_pb2.RenderedKnowledge] | None = ...,
+        earlier_passages: _abc.Iterable[Global___RecalledPassage] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["section_tokens", b"section_tokens"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "ceiling_tokens", b"ceiling_tokens", "compaction", b"compaction", "history_from_seq", b"history_from_seq", "history_to_seq", b"history_to_seq", "knowledge", b"knowledge", "messages_pruned", b"messages_pruned", "messages_summarized", b"messages_summarized", "model", b"model", "model_call_id", b"model_call_id", "over_budget", b"over_budget", "pending_digests", b"pending_digests", "recalled_episodes", b"recalled_episodes", "recalled_memories", b"recalled_memories", "section_tokens", b"section_tokens", "session_data_keys", b"session_data_keys", "summary_from_seq", b"summary_from_seq", "summary_to_seq", b"summary_to_seq", "token_encoding", b"token_encoding", "tool_results_stubbed", b"tool_results_stubbed", "total_tokens", b"total_tokens", "trace_id", b"trace_id", "user_message_seq", b"user_message_seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens", "ceiling_tokens", b"ceiling_tokens", "compaction", b"compaction", "earlier_passages", b"earlier_passages", "history_from_seq", b"history_from_seq", "history_to_seq", b"history_to_seq", "knowledge", b"knowledge", "messages_pruned", b"messages_pruned", "messages_summarized", b"messages_summarized", "model", b"model", "model_call_id", b"model_call_id", "over_budget", b"over_budget", "pending_digests", b"pending_digests", "recalled_episodes", b"recalled_episodes", "recalled_memories", b"recalled_memories", "section_tokens", b"section_tokens", "session_data_keys", b"session_data_keys", "summary_from_seq", b"summary_from_seq", "summary_to_seq", b"summary_to_seq", "token_encoding", b"token_encoding", "tool_results_stubbed", b"tool_results_stubbed", "total_tokens", b"total_tokens", "trace_id", b"trace_id", "user_message_seq", b"user_message_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

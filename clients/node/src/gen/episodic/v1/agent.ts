@@ -264,7 +264,15 @@ export interface MemoryConfig {
    * The share of max_working_memory_tokens the "[Past Conversations]" section may take at
    * most (0-100). Default 50.
    */
-  recallBudgetPercent?: number | undefined;
+  recallBudgetPercent?:
+    | number
+    | undefined;
+  /**
+   * The share of max_working_memory_tokens the "[Earlier in this conversation]" section
+   * may take at most (0-100): passages of this episode that the history tail no longer
+   * holds, recalled for the turn's query. 0 turns the section off. Default 40.
+   */
+  earlierBudgetPercent?: number | undefined;
 }
 
 /** Session data keys to render. */
@@ -517,6 +525,7 @@ function createBaseMemoryConfig(): MemoryConfig {
     knowledgeBudgetPercent: undefined,
     knownFactsBudgetPercent: undefined,
     recallBudgetPercent: undefined,
+    earlierBudgetPercent: undefined,
   };
 }
 
@@ -587,6 +596,9 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
     }
     if (message.recallBudgetPercent !== undefined) {
       writer.uint32(176).int32(message.recallBudgetPercent);
+    }
+    if (message.earlierBudgetPercent !== undefined) {
+      writer.uint32(184).int32(message.earlierBudgetPercent);
     }
     return writer;
   },
@@ -780,6 +792,14 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
             message.recallBudgetPercent = reader.int32();
             continue;
           }
+          case 23: {
+            if (tag !== 184) {
+              break;
+            }
+
+            message.earlierBudgetPercent = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -900,6 +920,11 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
         : isSet(object.recall_budget_percent)
         ? globalThis.Number(object.recall_budget_percent)
         : undefined,
+      earlierBudgetPercent: isSet(object.earlierBudgetPercent)
+        ? globalThis.Number(object.earlierBudgetPercent)
+        : isSet(object.earlier_budget_percent)
+        ? globalThis.Number(object.earlier_budget_percent)
+        : undefined,
     };
   },
 
@@ -971,6 +996,9 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
     if (message.recallBudgetPercent !== undefined) {
       obj.recallBudgetPercent = Math.round(message.recallBudgetPercent);
     }
+    if (message.earlierBudgetPercent !== undefined) {
+      obj.earlierBudgetPercent = Math.round(message.earlierBudgetPercent);
+    }
     return obj;
   },
 
@@ -1005,6 +1033,7 @@ export const MemoryConfig: MessageFns<MemoryConfig> = {
     message.knowledgeBudgetPercent = object.knowledgeBudgetPercent ?? undefined;
     message.knownFactsBudgetPercent = object.knownFactsBudgetPercent ?? undefined;
     message.recallBudgetPercent = object.recallBudgetPercent ?? undefined;
+    message.earlierBudgetPercent = object.earlierBudgetPercent ?? undefined;
     return message;
   },
 };

@@ -42,6 +42,12 @@ export enum ContextSection {
    * prompt.
    */
   CONTEXT_SECTION_KNOWLEDGE = 7,
+  /**
+   * CONTEXT_SECTION_EARLIER - The one `context` message headed "[Earlier in this conversation]": passages of this
+   * episode that the history tail no longer holds (the summary covers them), recalled for
+   * this turn's query, in time order, each with its time. Rendered after the summary.
+   */
+  CONTEXT_SECTION_EARLIER = 8,
   UNRECOGNIZED = -1,
 }
 
@@ -71,6 +77,9 @@ export function contextSectionFromJSON(object: any): ContextSection {
     case 7:
     case "CONTEXT_SECTION_KNOWLEDGE":
       return ContextSection.CONTEXT_SECTION_KNOWLEDGE;
+    case 8:
+    case "CONTEXT_SECTION_EARLIER":
+      return ContextSection.CONTEXT_SECTION_EARLIER;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -96,7 +105,59 @@ export function contextSectionToJSON(object: ContextSection): string {
       return "CONTEXT_SECTION_KNOWN_FACTS";
     case ContextSection.CONTEXT_SECTION_KNOWLEDGE:
       return "CONTEXT_SECTION_KNOWLEDGE";
+    case ContextSection.CONTEXT_SECTION_EARLIER:
+      return "CONTEXT_SECTION_EARLIER";
     case ContextSection.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/** What became of a passage recalled from this episode's compacted history. */
+export enum PassageFate {
+  /** PASSAGE_FATE_UNSPECIFIED - Not set. */
+  PASSAGE_FATE_UNSPECIFIED = 0,
+  /** PASSAGE_FATE_WHOLE - Rendered whole: every message of the passage, verbatim. */
+  PASSAGE_FATE_WHOLE = 1,
+  /** PASSAGE_FATE_CUT - Rendered, but at least one of its messages was clipped to fit. */
+  PASSAGE_FATE_CUT = 2,
+  /** PASSAGE_FATE_DROPPED - Not rendered: no room left in the section's share of the budget. */
+  PASSAGE_FATE_DROPPED = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function passageFateFromJSON(object: any): PassageFate {
+  switch (object) {
+    case 0:
+    case "PASSAGE_FATE_UNSPECIFIED":
+      return PassageFate.PASSAGE_FATE_UNSPECIFIED;
+    case 1:
+    case "PASSAGE_FATE_WHOLE":
+      return PassageFate.PASSAGE_FATE_WHOLE;
+    case 2:
+    case "PASSAGE_FATE_CUT":
+      return PassageFate.PASSAGE_FATE_CUT;
+    case 3:
+    case "PASSAGE_FATE_DROPPED":
+      return PassageFate.PASSAGE_FATE_DROPPED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return PassageFate.UNRECOGNIZED;
+  }
+}
+
+export function passageFateToJSON(object: PassageFate): string {
+  switch (object) {
+    case PassageFate.PASSAGE_FATE_UNSPECIFIED:
+      return "PASSAGE_FATE_UNSPECIFIED";
+    case PassageFate.PASSAGE_FATE_WHOLE:
+      return "PASSAGE_FATE_WHOLE";
+    case PassageFate.PASSAGE_FATE_CUT:
+      return "PASSAGE_FATE_CUT";
+    case PassageFate.PASSAGE_FATE_DROPPED:
+      return "PASSAGE_FATE_DROPPED";
+    case PassageFate.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
   }
@@ -210,6 +271,8 @@ export interface SectionTokens {
   knownFacts: number;
   /** The "[Knowledge]" message. */
   knowledge: number;
+  /** The "[Earlier in this conversation]" message. */
+  earlier: number;
 }
 
 /** A memory found for this turn. */
@@ -237,6 +300,21 @@ export interface RecalledEpisode {
   /** False when it was found but did not fit the budget. */
   rendered: boolean;
   /** The signals that found it (by meaning, by words, by recency), as SearchEpisodes says. */
+  signals: MatchSignal[];
+}
+
+/**
+ * A passage of this episode's compacted history recalled for this turn: a matching
+ * message with its neighbours.
+ */
+export interface RecalledPassage {
+  /** The log sequence numbers of the messages it holds, oldest first. */
+  seqs: number[];
+  /** Its fused rank score (higher is better). */
+  score: number;
+  /** What became of it. */
+  fate: PassageFate;
+  /** The signals that found it (by meaning, by words). */
   signals: MatchSignal[];
 }
 
@@ -296,6 +374,11 @@ export interface ContextReport {
    * order they were ranked, with what became of each.
    */
   knowledge: RenderedKnowledge[];
+  /**
+   * Passages of this episode's compacted history recalled for the
+   * "[Earlier in this conversation]" section, best first, with what became of each.
+   */
+  earlierPassages: RecalledPassage[];
 }
 
 /** What the model answered to a model call, attached by the caller afterwards. */
@@ -590,6 +673,7 @@ function createBaseSectionTokens(): SectionTokens {
     replyPriming: 0,
     knownFacts: 0,
     knowledge: 0,
+    earlier: 0,
   };
 }
 
@@ -618,6 +702,9 @@ export const SectionTokens: MessageFns<SectionTokens> = {
     }
     if (message.knowledge !== 0) {
       writer.uint32(64).int32(message.knowledge);
+    }
+    if (message.earlier !== 0) {
+      writer.uint32(72).int32(message.earlier);
     }
     return writer;
   },
@@ -699,6 +786,14 @@ export const SectionTokens: MessageFns<SectionTokens> = {
             message.knowledge = reader.int32();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.earlier = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -737,6 +832,7 @@ export const SectionTokens: MessageFns<SectionTokens> = {
         ? globalThis.Number(object.known_facts)
         : 0,
       knowledge: isSet(object.knowledge) ? globalThis.Number(object.knowledge) : 0,
+      earlier: isSet(object.earlier) ? globalThis.Number(object.earlier) : 0,
     };
   },
 
@@ -766,6 +862,9 @@ export const SectionTokens: MessageFns<SectionTokens> = {
     if (message.knowledge !== 0) {
       obj.knowledge = Math.round(message.knowledge);
     }
+    if (message.earlier !== 0) {
+      obj.earlier = Math.round(message.earlier);
+    }
     return obj;
   },
 
@@ -782,6 +881,7 @@ export const SectionTokens: MessageFns<SectionTokens> = {
     message.replyPriming = object.replyPriming ?? 0;
     message.knownFacts = object.knownFacts ?? 0;
     message.knowledge = object.knowledge ?? 0;
+    message.earlier = object.earlier ?? 0;
     return message;
   },
 };
@@ -1062,6 +1162,151 @@ export const RecalledEpisode: MessageFns<RecalledEpisode> = {
   },
 };
 
+function createBaseRecalledPassage(): RecalledPassage {
+  return { seqs: [], score: 0, fate: 0, signals: [] };
+}
+
+export const RecalledPassage: MessageFns<RecalledPassage> = {
+  encode(message: RecalledPassage, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seqs.length !== 0) {
+      writer.uint32(10).fork();
+      for (const v of message.seqs) {
+        writer.int64(v);
+      }
+      writer.join();
+    }
+    if (message.score !== 0) {
+      writer.uint32(17).double(message.score);
+    }
+    if (message.fate !== 0) {
+      writer.uint32(24).int32(message.fate);
+    }
+    if (message.signals.length !== 0) {
+      writer.uint32(34).fork();
+      for (const v of message.signals) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecalledPassage {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecalledPassage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag === 8) {
+              message.seqs.push(longToNumber(reader.int64()));
+
+              continue;
+            }
+
+            if (tag === 10) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.seqs.push(longToNumber(reader.int64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.score = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.fate = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag === 32) {
+              message.signals.push(reader.int32() as any);
+
+              continue;
+            }
+
+            if (tag === 34) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.signals.push(reader.int32() as any);
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RecalledPassage {
+    return {
+      seqs: globalThis.Array.isArray(object?.seqs) ? object.seqs.map((e: any) => globalThis.Number(e)) : [],
+      score: isSet(object.score) ? globalThis.Number(object.score) : 0,
+      fate: isSet(object.fate) ? passageFateFromJSON(object.fate) : 0,
+      signals: globalThis.Array.isArray(object?.signals) ? object.signals.map((e: any) => matchSignalFromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: RecalledPassage): unknown {
+    const obj: any = {};
+    if (message.seqs?.length) {
+      obj.seqs = message.seqs.map((e) => Math.round(e));
+    }
+    if (message.score !== 0) {
+      obj.score = floatToJson(message.score);
+    }
+    if (message.fate !== 0) {
+      obj.fate = passageFateToJSON(message.fate);
+    }
+    if (message.signals?.length) {
+      obj.signals = message.signals.map((e) => matchSignalToJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RecalledPassage>): RecalledPassage {
+    return RecalledPassage.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RecalledPassage>): RecalledPassage {
+    const message = createBaseRecalledPassage();
+    message.seqs = object.seqs?.map((e) => e) || [];
+    message.score = object.score ?? 0;
+    message.fate = object.fate ?? 0;
+    message.signals = object.signals?.map((e) => e) || [];
+    return message;
+  },
+};
+
 function createBaseContextReport(): ContextReport {
   return {
     sectionTokens: undefined,
@@ -1087,6 +1332,7 @@ function createBaseContextReport(): ContextReport {
     recalledMemories: [],
     sessionDataKeys: [],
     knowledge: [],
+    earlierPassages: [],
   };
 }
 
@@ -1160,6 +1406,9 @@ export const ContextReport: MessageFns<ContextReport> = {
     }
     for (const v of message.knowledge) {
       RenderedKnowledge.encode(v!, writer.uint32(186).fork()).join();
+    }
+    for (const v of message.earlierPassages) {
+      RecalledPassage.encode(v!, writer.uint32(194).fork()).join();
     }
     return writer;
   },
@@ -1361,6 +1610,14 @@ export const ContextReport: MessageFns<ContextReport> = {
             message.knowledge.push(RenderedKnowledge.decode(reader, reader.uint32()));
             continue;
           }
+          case 24: {
+            if (tag !== 194) {
+              break;
+            }
+
+            message.earlierPassages.push(RecalledPassage.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1480,6 +1737,11 @@ export const ContextReport: MessageFns<ContextReport> = {
       knowledge: globalThis.Array.isArray(object?.knowledge)
         ? object.knowledge.map((e: any) => RenderedKnowledge.fromJSON(e))
         : [],
+      earlierPassages: globalThis.Array.isArray(object?.earlierPassages)
+        ? object.earlierPassages.map((e: any) => RecalledPassage.fromJSON(e))
+        : globalThis.Array.isArray(object?.earlier_passages)
+        ? object.earlier_passages.map((e: any) => RecalledPassage.fromJSON(e))
+        : [],
     };
   },
 
@@ -1554,6 +1816,9 @@ export const ContextReport: MessageFns<ContextReport> = {
     if (message.knowledge?.length) {
       obj.knowledge = message.knowledge.map((e) => RenderedKnowledge.toJSON(e));
     }
+    if (message.earlierPassages?.length) {
+      obj.earlierPassages = message.earlierPassages.map((e) => RecalledPassage.toJSON(e));
+    }
     return obj;
   },
 
@@ -1587,6 +1852,7 @@ export const ContextReport: MessageFns<ContextReport> = {
     message.recalledMemories = object.recalledMemories?.map((e) => RecalledMemory.fromPartial(e)) || [];
     message.sessionDataKeys = object.sessionDataKeys?.map((e) => e) || [];
     message.knowledge = object.knowledge?.map((e) => RenderedKnowledge.fromPartial(e)) || [];
+    message.earlierPassages = object.earlierPassages?.map((e) => RecalledPassage.fromPartial(e)) || [];
     return message;
   },
 };
