@@ -37,6 +37,7 @@ from episodic.domain.drafts import (
     finalized_error,
     plan_push,
 )
+from episodic.domain.earlier import MAX_MESSAGES as EARLIER_MESSAGES
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import KINDS as ERASURE_KINDS
 from episodic.domain.erasure import Audit, Erased
@@ -702,11 +703,23 @@ class FakeContextStore:
         agent = self._t.agents[(tenant_id, episode.agent_id)]
         summary = self._latest_summary(tenant_id, episode_id, known_summary_to)
         since = after_seq if after_seq is not None else (summary.to_seq if summary else 0)
-        if episode.message_count <= since:
-            return ContextSources(episode, agent, summary, [])
-        reach = TailReach(max(allowance, agent.memory.max_working_memory_tokens))
-        newest, complete = self._newest_within(tenant_id, episode_id, since, reach)
-        return ContextSources(episode, agent, summary, newest, complete)
+        newest: list[Message] = []
+        complete = True
+        if episode.message_count > since:
+            reach = TailReach(max(allowance, agent.memory.max_working_memory_tokens))
+            newest, complete = self._newest_within(tenant_id, episode_id, since, reach)
+        before = newest[0].seq if newest else episode.message_count + 1
+        earlier = self._spoken_before(tenant_id, episode_id, before) if after_seq is None else []
+        return ContextSources(episode, agent, summary, newest, complete, earlier)
+
+    def _spoken_before(self, tenant_id: str, episode_id: str, before: int) -> list[Message]:
+        spoken = (Role.USER, Role.ASSISTANT)
+        found = [
+            m
+            for m in self._t.messages[(tenant_id, episode_id)]
+            if m.seq < before and m.role in spoken and m.retracted_at is None
+        ]
+        return found[-EARLIER_MESSAGES:]
 
     def _latest_summary(self, tenant_id: str, episode_id: str, known: int) -> Summary | None:
         newer = [s for s in self._t.summaries.get((tenant_id, episode_id), []) if s.to_seq > known]

@@ -28,6 +28,7 @@ TABLES: dict[str, Mapping[Any, enum.Enum]] = {
     "episodic.v1.PiiPolicy": convert.PII_POLICIES,
     "episodic.v1.ContextSection": {number: section for section, number in context_convert.SECTIONS.items()},
     "episodic.v1.Compaction": {number: kind for kind, number in context_convert.COMPACTIONS.items()},
+    "episodic.v1.PassageFate": {number: fate for fate, number in context_convert.PASSAGE_FATES.items()},
     "episodic.v1.MemoryKind": memory_convert.KINDS,
     "episodic.v1.MemoryState": memory_convert.MEMORY_STATES,
     "episodic.v1.MemoryOrigin": memory_convert.ORIGINS,

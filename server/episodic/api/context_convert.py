@@ -13,6 +13,7 @@ from episodic.domain.context import (
     ContextReport,
     ModelCall,
     ModelReply,
+    PassageFate,
     RecalledEpisode,
     RenderedMessage,
     Section,
@@ -26,8 +27,14 @@ SECTIONS = {
     Section.KNOWN_FACTS: context_pb2.CONTEXT_SECTION_KNOWN_FACTS,
     Section.PAST_CONVERSATIONS: context_pb2.CONTEXT_SECTION_PAST_CONVERSATIONS,
     Section.SUMMARY: context_pb2.CONTEXT_SECTION_SUMMARY,
+    Section.EARLIER: context_pb2.CONTEXT_SECTION_EARLIER,
     Section.HISTORY: context_pb2.CONTEXT_SECTION_HISTORY,
     Section.USER_MESSAGE: context_pb2.CONTEXT_SECTION_USER_MESSAGE,
+}
+PASSAGE_FATES = {
+    PassageFate.WHOLE: context_pb2.PASSAGE_FATE_WHOLE,
+    PassageFate.CUT: context_pb2.PASSAGE_FATE_CUT,
+    PassageFate.DROPPED: context_pb2.PASSAGE_FATE_DROPPED,
 }
 COMPACTIONS = {
     Compaction.NONE: context_pb2.COMPACTION_NONE,
@@ -90,6 +97,7 @@ def report_out(r: ContextReport) -> context_pb2.ContextReport:
             reply_priming=r.reply_priming,
             known_facts=t.get(Section.KNOWN_FACTS, 0),  # reports stored before memories lack it
             knowledge=t.get(Section.KNOWLEDGE, 0),  # and those before knowledge this
+            earlier=t.get(Section.EARLIER, 0),  # and those before migration 0015 this
         ),
         total_tokens=r.total_tokens,
         budget_tokens=r.budget,
@@ -121,7 +129,14 @@ def report_out(r: ContextReport) -> context_pb2.ContextReport:
         ],
         session_data_keys=r.session_keys,
         knowledge=[kc.rendered_knowledge_out(k) for k in r.knowledge],
-    )
+        earlier_passages=[
+            context_pb2.RecalledPassage(
+                seqs=p.seqs, score=p.score, fate=PASSAGE_FATES[p.fate],
+                signals=[c.SIGNAL_NUMBERS[s] for s in p.signals],
+            )
+            for p in r.earlier
+        ],
+    )  # fmt: skip
 
 
 def _recalled_out(e: RecalledEpisode) -> context_pb2.RecalledEpisode:

@@ -371,6 +371,7 @@ def memory_draft_in(m: agent_pb2.MemoryConfig, field: str) -> MemoryDraft:
         if has("known_facts_budget_percent")
         else None,
         recall_budget_percent=m.recall_budget_percent if has("recall_budget_percent") else None,
+        earlier_budget_percent=m.earlier_budget_percent if has("earlier_budget_percent") else None,
     )
 
 
@@ -418,6 +419,7 @@ def memory_out(m: MemoryConfig) -> agent_pb2.MemoryConfig:
         knowledge_budget_percent=m.knowledge_budget_percent,
         known_facts_budget_percent=m.known_facts_budget_percent,
         recall_budget_percent=m.recall_budget_percent,
+        earlier_budget_percent=m.earlier_budget_percent,
     )
 
 

@@ -46,6 +46,7 @@ class MemoryDraft:
     knowledge_budget_percent: int | None = None
     known_facts_budget_percent: int | None = None
     recall_budget_percent: int | None = None
+    earlier_budget_percent: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +171,8 @@ def _check_knowledge(v: Violations, prefix: str, m: MemoryConfig) -> None:
     _in_range(v, f"{prefix}.knowledge_top_k", m.knowledge_top_k, 0, MAX_TOP_K)
     if not 0.0 <= m.knowledge_min_score <= 1.0:
         v.add(f"{prefix}.knowledge_min_score", "must be between 0 and 1")
-    for name in ("knowledge_budget_percent", "known_facts_budget_percent", "recall_budget_percent"):
+    for name in ("knowledge_budget_percent", "known_facts_budget_percent", "recall_budget_percent",
+                 "earlier_budget_percent"):  # fmt: skip
         _in_range(v, f"{prefix}.{name}", getattr(m, name), 0, 100)
 
 

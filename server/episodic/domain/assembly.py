@@ -1,13 +1,14 @@
 """Context assembly: what one model call sees, in order, under the token budget. Pure.
 
 Order: system prompt -> "[Knowledge]" -> "[Known Facts]" -> "[Past Conversations]" ->
-summary of compacted history -> history tail -> current user message. The system prompt and
+summary of compacted history -> "[Earlier in this conversation]" (passages the summary covers,
+recalled for the turn) -> history tail -> current user message. The system prompt and
 the user message are mandatory; if they alone pass the hard ceiling the call fails rather
 than truncating anything. The rest is fitted into the budget in that order of priority, each
 optional section within its share of the budget (`Shares`, the agent's
-knowledge/known_facts/recall_budget_percent: 25/25/50 by default) and of what is left: the
-knowledge, the known facts, the recalled episodes, the latest summary, then as many of the
-newest history turns as fit.
+knowledge/known_facts/recall/earlier_budget_percent: 25/25/50/40 by default) and of what is
+left: the knowledge, the known facts, the recalled episodes, the latest summary, the earlier
+passages, then as many of the newest history turns as fit.
 """
 
 from __future__ import annotations
@@ -15,9 +16,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 
-from episodic.domain.context import RecalledEpisode, RecalledMemory, RenderedMessage, Section, Span, Summary
+from episodic.domain.context import (
+    RecalledEpisode,
+    RecalledMemory,
+    RecalledPassage,
+    RenderedMessage,
+    Section,
+    Span,
+    Summary,
+)
+from episodic.domain.earlier_block import EarlierFound, earlier_block, spelled_day
 from episodic.domain.knowledge import KnowledgeItem, RenderedKnowledge
 from episodic.domain.knowledge_block import Trim, knowledge_block
 from episodic.domain.known_facts import KnownFact, facts_block
@@ -61,6 +70,7 @@ class Shares:
     knowledge: int = 25
     known_facts: int = 25
     recall: int = 50
+    earlier: int = 40
 
     def of(self, budget: int, percent: int) -> int:
         return budget * percent // 100
@@ -83,6 +93,7 @@ class AssemblyInput:
     session: Sequence[tuple[str, JsonValue]] = ()  # session data the agent asked to render
     knowledge: Sequence[KnowledgeItem] = ()  # the caller's items and the stored chunks found
     shares: Shares = Shares()
+    earlier: EarlierFound | None = None  # this episode's compacted messages matching the turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +110,7 @@ class Assembly:
     memories: tuple[RecalledMemory, ...] = ()
     session_keys: tuple[str, ...] = ()
     knowledge: tuple[RenderedKnowledge, ...] = ()
+    earlier: tuple[RecalledPassage, ...] = ()
 
 
 def mandatory_sections(
@@ -132,7 +144,12 @@ def assemble(inp: AssemblyInput, count: CountTokens, trim: Trim | None = None) -
     if summary is not None and summary.tokens > room:
         summary = None
     room -= summary.tokens if summary else 0
-    fixed = _Fixed(system, user, recall, summary, recalled, room < 0, facts, memories, keys, knowledge, known)
+    earlier, passages = earlier_block(inp.earlier, min(room, shares.of(budget, shares.earlier)), count)
+    room -= earlier.tokens if earlier else 0
+    fixed = _Fixed(
+        system, user, recall, summary, recalled, room < 0, facts, memories, keys, knowledge, known,
+        earlier, passages,
+    )  # fmt: skip
     return _fit_history(inp, count, max(room, 0), fixed)
 
 
@@ -151,6 +168,8 @@ class _Fixed:
     session_keys: tuple[str, ...] = ()
     knowledge: RenderedMessage | None = None
     known: tuple[RenderedKnowledge, ...] = ()
+    earlier: RenderedMessage | None = None
+    passages: tuple[RecalledPassage, ...] = ()
 
 
 def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: _Fixed) -> Assembly:
@@ -158,7 +177,10 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
     turns = group_turns(stubs.messages)
     kept_turns = turns[len(turns) - newest_that_fit(turns, allowance) :]
     history = [m for turn in kept_turns for m in turn.messages]
-    ordered = [fixed.system, fixed.knowledge, fixed.facts, fixed.recall, fixed.summary, *history, fixed.user]
+    ordered = [
+        fixed.system, fixed.knowledge, fixed.facts, fixed.recall, fixed.summary, fixed.earlier, *history,
+        fixed.user,
+    ]  # fmt: skip
     messages = tuple([m for m in ordered if m is not None])
     return Assembly(
         messages=messages,
@@ -172,6 +194,7 @@ def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: 
         memories=fixed.memories,
         session_keys=fixed.session_keys,
         knowledge=fixed.known,
+        earlier=fixed.passages,
         # with no room for any history this turn, a summary could not be shown either
         compact_through=_compact_through(turns, allowance)
         if inp.can_compact and not fixed.over_budget
@@ -282,25 +305,13 @@ def _block(entries: Sequence[str], chosen: Sequence[int]) -> str:
 
 
 def _entry(s: Snippet) -> str:
-    lines = [f"Date: {_date((s.ended_at or s.started_at).date())}", f"Summary: {s.summary.strip()}"]
+    lines = [f"Date: {spelled_day((s.ended_at or s.started_at).date())}", f"Summary: {s.summary.strip()}"]
     if s.key_facts:
         lines.append(KEY_FACTS_LABEL + " ".join([_sentence(f) for f in s.key_facts]))
     if s.excerpts:
         lines.append(EXCERPTS_HEADER)
         lines.extend(f"- {excerpt}" for excerpt in s.excerpts)
     return "\n".join(lines) + "\n---\n"
-
-
-def _date(day: date) -> str:
-    """ISO as in the seeds, then spelled out: "last Friday" and "in May" are asked about."""
-    return f"{day.isoformat()} ({_WEEKDAYS[day.weekday()]}, {day.day} {_MONTHS[day.month - 1]} {day.year})"
-
-
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
-)  # fmt: skip
 
 
 def _sentence(fact: str) -> str:

@@ -20,6 +20,7 @@ class Section(enum.StrEnum):
     KNOWN_FACTS = "known_facts"
     PAST_CONVERSATIONS = "past_conversations"
     SUMMARY = "summary"
+    EARLIER = "earlier"
     HISTORY = "history"
     USER_MESSAGE = "user_message"
 
@@ -70,6 +71,24 @@ class RecalledEpisode:
     signals: tuple[Signal, ...] = ()  # what found it
 
 
+class PassageFate(enum.StrEnum):
+    """What became of a passage recalled from this episode's compacted history."""
+
+    WHOLE = "whole"
+    CUT = "cut"  # rendered, a message of it clipped
+    DROPPED = "dropped"  # no room left in the section's share
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledPassage:
+    """A passage of this episode's compacted history recalled for the turn."""
+
+    seqs: tuple[int, ...]
+    score: float
+    fate: PassageFate
+    signals: tuple[Signal, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class RecalledMemory:
     memory_id: str
@@ -109,6 +128,7 @@ class ContextReport:
     memories: tuple[RecalledMemory, ...] = ()
     session_keys: tuple[str, ...] = ()
     knowledge: tuple[RenderedKnowledge, ...] = ()
+    earlier: tuple[RecalledPassage, ...] = ()
 
     @property
     def total_tokens(self) -> int:

@@ -49,7 +49,7 @@ class Transcript:
     def quote(self, i: int, max_chars: int) -> str:
         line = self.quoted.get((i, max_chars))
         if line is None:
-            line = self.quoted[(i, max_chars)] = _verbatim(self.messages[i], max_chars)
+            line = self.quoted[(i, max_chars)] = verbatim(self.messages[i], max_chars)
         return line
 
     def counts(self, wanted: Sequence[str]) -> NDArray[np.float64]:
@@ -70,7 +70,7 @@ def spoken(messages: Sequence[Message]) -> Transcript:
     postings: dict[str, tuple[list[int], list[int]]] = {}
     sizes = np.zeros(len(kept))
     for i, m in enumerate(kept):
-        said = words(_unlabelled(m.content))
+        said = words(unlabelled(m.content))
         sizes[i] = len(said)
         said_times = Counter(said)
         for word in only_terms(said_times):  # never a query's word: no postings kept for it
@@ -81,7 +81,7 @@ def spoken(messages: Sequence[Message]) -> Transcript:
     return Transcript(
         kept,
         np.maximum(sizes, 1),
-        np.maximum(_passages(sizes[np.newaxis, :])[0], 1),
+        np.maximum(neighbour_sums(sizes[np.newaxis, :])[0], 1),
         {word: w for w, word in enumerate(postings)},
         np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64),
         np.fromiter((i for where, _ in postings.values() for i in where), np.int64, sum(lengths)),
@@ -89,7 +89,7 @@ def spoken(messages: Sequence[Message]) -> Transcript:
     )
 
 
-def _passages(per_message: NDArray[np.float64]) -> NDArray[np.float64]:
+def neighbour_sums(per_message: NDArray[np.float64]) -> NDArray[np.float64]:
     """Per column, the sum of it and its neighbours (within one episode's columns)."""
     summed = per_message.copy()
     summed[:, 1:] += per_message[:, :-1]
@@ -97,7 +97,7 @@ def _passages(per_message: NDArray[np.float64]) -> NDArray[np.float64]:
     return summed
 
 
-def _unlabelled(content: str) -> str:
+def unlabelled(content: str) -> str:
     label = _LABELLED.match(content)
     return content[label.end() :] if label else content
 
@@ -114,7 +114,7 @@ def choose_excerpts(
         return {}
     episodes = list(transcripts.values())
     counts = [t.counts(wanted) for t in episodes]
-    scores = _bm25(np.hstack(counts), np.concatenate([t.sizes for t in episodes]))
+    scores = bm25(np.hstack(counts), np.concatenate([t.sizes for t in episodes]))
     chosen: dict[str, tuple[str, ...]] = {}
     start = 0
     for episode, t in transcripts.items():
@@ -136,8 +136,8 @@ def passage_scores(query: str, transcripts: Mapping[str, Transcript]) -> dict[st
     if not wanted or not transcripts:
         return {}
     episodes = list(transcripts.values())
-    counts = [_passages(t.counts(wanted)) for t in episodes]
-    scores = _bm25(np.hstack(counts), np.concatenate([t.passage_sizes for t in episodes]))
+    counts = [neighbour_sums(t.counts(wanted)) for t in episodes]
+    scores = bm25(np.hstack(counts), np.concatenate([t.passage_sizes for t in episodes]))
     best: dict[str, float] = {}
     start = 0
     for episode, t in transcripts.items():
@@ -146,7 +146,7 @@ def passage_scores(query: str, transcripts: Mapping[str, Transcript]) -> dict[st
     return best
 
 
-def _bm25(counts: NDArray[np.float64], lengths: NDArray[np.float64]) -> NDArray[np.float64]:
+def bm25(counts: NDArray[np.float64], lengths: NDArray[np.float64]) -> NDArray[np.float64]:
     """BM25 of each column (a text's counts of the query's words, one row per word) against the
     query, statistics from these columns only."""
     if counts.shape[1] == 0:
@@ -158,7 +158,7 @@ def _bm25(counts: NDArray[np.float64], lengths: NDArray[np.float64]) -> NDArray[
     return scores
 
 
-def _verbatim(m: Message, max_chars: int) -> str:
+def verbatim(m: Message, max_chars: int) -> str:
     """One line, speaker-attributed (a message not already labelled "Name: " gets its role)."""
     text = " ".join(m.content.split())
     if not _LABELLED.match(text):

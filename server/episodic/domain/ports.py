@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -377,6 +377,8 @@ class ContextSources:
     summary: Summary | None
     messages: list[Message]
     complete: bool = True
+    # a cold read's spoken messages before the tail (the newest MAX_MESSAGES), oldest first
+    earlier: list[Message] = field(default_factory=list)
 
 
 class SpokenMessages(Protocol):

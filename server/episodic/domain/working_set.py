@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, field
 
 from episodic.domain.context import RenderedMessage, Summary
+from episodic.domain.earlier import CompactedLog
 from episodic.domain.model import Agent, Episode, Message
 from episodic.domain.ports import ContextSources
 from episodic.domain.reducers import from_log
@@ -37,6 +38,8 @@ class WorkingSet:
     rendered: list[RenderedMessage] = field(default_factory=list)
     held_after: int = -1  # the tail starts after this seq; -1: right after the summary
     earlier: Summary | None = None  # the latest summary, when unheld messages follow it
+    # the spoken messages the tail no longer holds, searched per turn ("Earlier in this conversation")
+    compacted_log: CompactedLog = field(default_factory=CompactedLog)
 
     def __post_init__(self) -> None:
         self.rendered = [from_log(m) for m in self.tail]
@@ -46,6 +49,7 @@ class WorkingSet:
     @classmethod
     def of(cls, found: ContextSources) -> WorkingSet:
         held = cls(found.episode, found.agent, found.summary)
+        held.compacted_log.extend(found.earlier)
         held.absorb(found)
         return held
 
@@ -98,6 +102,7 @@ class WorkingSet:
         return True
 
     def _hold_only(self, newest: list[Message]) -> None:
+        self.compacted_log.extend([m for m in self.tail if m.seq < newest[0].seq])
         self.earlier, self.summary = self.shown_summary, None
         self.held_after = newest[0].seq - 1
         self.tail = list(newest)
@@ -110,6 +115,7 @@ class WorkingSet:
             self.earlier = summary
             return
         self.summary, self.earlier, self.held_after = summary, None, summary.to_seq
+        self.compacted_log.extend([m for m in self.tail if m.seq <= summary.to_seq])
         keep = [i for i, m in enumerate(self.tail) if m.seq > summary.to_seq]
         self.tail = [self.tail[i] for i in keep]
         self.rendered = [self.rendered[i] for i in keep]
@@ -119,6 +125,7 @@ class WorkingSet:
         fixed = _MESSAGE_FIXED_BYTES * len(self.tail)  # message_bytes, summed without a call per message
         return (
             1000
+            + self.compacted_log.size()
             + summary
             + fixed
             + sum([sys.getsizeof(m.content) + 120 * len(m.tool_calls) for m in self.tail])

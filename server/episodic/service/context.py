@@ -21,6 +21,7 @@ from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
 from episodic.domain.assembly import Assembly, AssemblyInput, Budget, Shares, assemble, mandatory_sections
 from episodic.domain.context import Compaction, ContextReport, ModelCall, Summary
+from episodic.domain.earlier_block import EarlierFound
 from episodic.domain.excerpts import choose_excerpts, terms
 from episodic.domain.knowledge import KnowledgeItem, check_items, stored_item
 from episodic.domain.knowledge_block import Trim
@@ -55,6 +56,7 @@ from episodic.domain.validation import Limits, Violations, check_id, check_text
 from episodic.domain.working_set import WorkingSet
 from episodic.errors import CONFIGURATION, FailedPrecondition
 from episodic.service.compaction import SharedCompactions, SummaryMaker
+from episodic.service.earlier import EarlierRecall
 from episodic.service.episodes import EpisodeService
 from episodic.service.knowledge import KnowledgeService
 from episodic.service.memory_search import MemoryQuery, MemorySearch
@@ -127,6 +129,7 @@ class Turn:
     facts: list[KnownFact] = dataclasses.field(default_factory=list)
     session: list[tuple[str, JsonValue]] = dataclasses.field(default_factory=list)
     found: list[KnowledgeItem] = dataclasses.field(default_factory=list)  # stored chunks for this turn
+    earlier: EarlierFound | None = None  # this episode's compacted messages matching the turn
 
 
 @dataclass(slots=True, kw_only=True)
@@ -152,6 +155,7 @@ class ContextService:
     queries: QueryVectorSource  # shared with recall and memories: embedded once a turn
     knowledge: KnowledgeService  # the agent's documents, for "[Knowledge]"
     reads: ReadsTogether  # a turn's searches share one trip to the database
+    earlier: EarlierRecall  # this episode's compacted messages, for "[Earlier in this conversation]"
     # told the tokens of each section of every new model call (metrics)
     rendered: Callable[[Iterable[tuple[str, int]]], None]
     # told what each inline summary newly covers: memories are extracted from it while live
@@ -187,8 +191,10 @@ class ContextService:
         by_meaning = _RECALL_MODES.get(config.recall_mode) in (SearchMode.SEMANTIC, SearchMode.HYBRID)
         recalls = by_meaning and q.text.strip() != "" and self.recall.may_find_by_meaning(scope)
         memories = self.memories if config.known_facts and q.matchable else None
+        earlier = self.earlier.searches(working_set, config.earlier_budget_percent, q.matchable)
         if (
             recalls
+            or (earlier and working_set.compacted_log.embedded > 0)
             or self._searches_knowledge(working_set, config, q)
             or (memories is not None and memories.may_find_by_meaning(scope))
         ):
@@ -248,6 +254,7 @@ class ContextService:
         return Turn(
             working_set, config, model, snippets, pending_digests, user_seq, r,
             found.get("known_facts", []), found.get("session", []), found.get("knowledge", []),
+            found.get("earlier"),
         )  # fmt: skip
 
     def _searches(
@@ -266,6 +273,8 @@ class ContextService:
             )
         if config.session_data_keys:
             found["session"] = partial(self._session, ws, config)
+        if self.earlier.searches(ws, config.earlier_budget_percent, q.matchable):
+            found["earlier"] = partial(self._spanned, "earlier", ws, partial(self.earlier.found, ws, q.text))
         if self._searches_knowledge(ws, config, q):
             found["knowledge"] = partial(
                 self._spanned, "knowledge", ws, partial(self._found_knowledge, ws, config, q)
@@ -429,7 +438,9 @@ class ContextService:
         with self.tracing.span("reduce", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             inputs = _inputs(r, turn.working_set, turn.config, turn.snippets, turn.user_seq)
             knowledge = (*r.knowledge, *turn.found)
-            inputs = dataclasses.replace(inputs, facts=turn.facts, session=turn.session, knowledge=knowledge)
+            inputs = dataclasses.replace(
+                inputs, facts=turn.facts, session=turn.session, knowledge=knowledge, earlier=turn.earlier
+            )
             assembly = assemble(inputs, count, self._trim(turn))
         assembly, summary, compaction = await self._compact(key, turn, inputs, assembly, count)
         call = self._model_call(caller, r, turn, assembly, compaction)
@@ -543,7 +554,10 @@ def _inputs(
         held_after=ws.held_after,
         knowledge=r.knowledge,
         shares=Shares(
-            config.knowledge_budget_percent, config.known_facts_budget_percent, config.recall_budget_percent
+            config.knowledge_budget_percent,
+            config.known_facts_budget_percent,
+            config.recall_budget_percent,
+            config.earlier_budget_percent,
         ),
     )
 
@@ -573,6 +587,7 @@ def _report(
         memories=assembly.memories,
         session_keys=assembly.session_keys,
         knowledge=assembly.knowledge,
+        earlier=assembly.earlier,
         pending_digests=turn.pending_digests,
         model=turn.model,
         token_encoding=turn.working_set.episode.token_encoding,

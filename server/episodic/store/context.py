@@ -12,6 +12,7 @@ from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from episodic.domain.context import ModelCall, ModelReply, Summary
+from episodic.domain.earlier import MAX_MESSAGES as EARLIER_MESSAGES
 from episodic.domain.model import Message, Role
 from episodic.domain.ports import ContextSources
 from episodic.domain.reducers import TailReach
@@ -57,6 +58,18 @@ _NEWEST_MESSAGES_BEFORE = (
         M.c.episode_id == _EPISODE,
         M.c.seq > bindparam("b_after"),
         M.c.seq < bindparam("b_before"),
+    )
+    .order_by(M.c.seq.desc())
+    .limit(bindparam("b_limit"))
+)
+_SPOKEN_BEFORE = (
+    select(M)
+    .where(
+        M.c.tenant_id == _TENANT,
+        M.c.episode_id == _EPISODE,
+        M.c.seq < bindparam("b_before"),
+        M.c.role.in_([Role.USER.value, Role.ASSISTANT.value]),
+        M.c.retracted_at.is_(None),
     )
     .order_by(M.c.seq.desc())
     .limit(bindparam("b_limit"))
@@ -193,11 +206,23 @@ def _sources(
         row = conn.execute(_NEWER_SUMMARY, {**scope, "b_known": known}).mappings().one()
         summary = summary_from_row(row)
     since = after if after is not None else (summary.to_seq if summary else 0)
-    if episode.message_count <= since:
-        return ContextSources(episode, agent, summary, [])
-    reach = TailReach(max(allowance, agent.memory.max_working_memory_tokens))
-    newest, complete = _newest_within(conn, scope, since, episode.message_count + 1, reach)
-    return ContextSources(episode, agent, summary, newest, complete)
+    newest: list[Message] = []
+    complete = True
+    if episode.message_count > since:
+        reach = TailReach(max(allowance, agent.memory.max_working_memory_tokens))
+        newest, complete = _newest_within(conn, scope, since, episode.message_count + 1, reach)
+    # a cold read also brings what the tail does not hold, for recall inside the episode
+    before = newest[0].seq if newest else episode.message_count + 1
+    earlier = _spoken_before(conn, scope, before) if after is None and before > 1 else []
+    return ContextSources(episode, agent, summary, newest, complete, earlier)
+
+
+def _spoken_before(conn: Connection, scope: dict[str, Any], before: int) -> list[Message]:
+    """The newest MAX_MESSAGES spoken, unretracted messages before seq `before`, oldest first."""
+    params = {**scope, "b_before": before, "b_limit": EARLIER_MESSAGES}
+    found = [message_from_row(r) for r in conn.execute(_SPOKEN_BEFORE, params).mappings()]
+    found.reverse()
+    return found
 
 
 def _newest_within(

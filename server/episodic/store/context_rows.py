@@ -13,8 +13,10 @@ from episodic.domain.context import (
     ContextReport,
     ModelCall,
     ModelReply,
+    PassageFate,
     RecalledEpisode,
     RecalledMemory,
+    RecalledPassage,
     RenderedMessage,
     Section,
     Span,
@@ -140,6 +142,7 @@ def _report_json(r: ContextReport) -> dict[str, Any]:
         "memories": [[m.memory_id, m.score, m.rendered, m.pending] for m in r.memories],
         "session_keys": list(r.session_keys),
         "knowledge": [_knowledge_json(k) for k in r.knowledge],
+        "earlier": [[list(p.seqs), p.score, p.fate.value, [s.value for s in p.signals]] for p in r.earlier],
     }
 
 
@@ -166,7 +169,12 @@ def _report_from_json(d: dict[str, Any]) -> ContextReport:
         memories=tuple(RecalledMemory(*m) for m in d.get("memories", ())),
         session_keys=tuple(d.get("session_keys", ())),
         knowledge=tuple(_knowledge_from_json(k) for k in d.get("knowledge", ())),
+        earlier=tuple(_passage_from_json(*p) for p in d.get("earlier", ())),  # none stored before 0015
     )
+
+
+def _passage_from_json(seqs: list[int], score: float, fate: str, signals: list[str]) -> RecalledPassage:
+    return RecalledPassage(tuple(seqs), score, PassageFate(fate), tuple(Signal(s) for s in signals))
 
 
 def _knowledge_json(k: RenderedKnowledge) -> dict[str, Any]:

@@ -57,6 +57,7 @@ def agent_values(agent: Agent) -> dict[str, Any]:
         "knowledge_budget_percent": m.knowledge_budget_percent,
         "known_facts_budget_percent": m.known_facts_budget_percent,
         "recall_budget_percent": m.recall_budget_percent,
+        "earlier_budget_percent": m.earlier_budget_percent,
         "created_at": agent.created_at,
         "updated_at": agent.updated_at,
     }
@@ -89,6 +90,7 @@ def agent_from_row(row: RowMapping, prefix: str = "") -> Agent:
         knowledge_budget_percent=col("knowledge_budget_percent"),
         known_facts_budget_percent=col("known_facts_budget_percent"),
         recall_budget_percent=col("recall_budget_percent"),
+        earlier_budget_percent=col("earlier_budget_percent"),
     )
     return Agent(
         tenant_id=col("tenant_id"),

@@ -1,0 +1,180 @@
+"""Recall inside the live episode: the spoken messages of this conversation that its history
+tail no longer holds (a summary covers them), searched each turn with the turn's query.
+
+`CompactedLog` is part of a working set: derived from SQL (a cold read brings the newest
+`MAX_MESSAGES` of them; afterwards each compaction hands over what it folded in), bounded,
+and dropped with the working set. It holds each message's words as postings and, once the
+background embedder has got to it, the message's vector (float16). `ranked` scores a query
+the way past-episode recall does: BM25 over passages (a message with its neighbours,
+statistics from this log only) and cosine similarity by meaning, fused by reciprocal rank.
+Linear in the postings of the query's words and in the messages held.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from episodic.domain.excerpts import bm25, neighbour_sums, unlabelled
+from episodic.domain.model import Message, Role
+from episodic.domain.recall import Hit, Signal, reciprocal_rank_fusion
+from episodic.domain.text_analysis import only_terms, terms, words
+
+MAX_MESSAGES = 2000  # held per episode: RSS stays flat however long the conversation grows
+CANDIDATES = 40  # per signal: the head each ranking contributes to the fusion
+_SPOKEN = (Role.USER, Role.ASSISTANT)
+_FIXED_BYTES = 200  # a held message's share of lists, arrays and small objects (tracemalloc)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A held message that matched the turn, by position in the log, best first."""
+
+    position: int
+    score: float
+    signals: tuple[Signal, ...]
+
+
+@dataclass(slots=True)
+class CompactedLog:
+    """The spoken messages before the tail, oldest first, with their words and vectors."""
+
+    messages: list[Message] = field(default_factory=list)
+    sizes: array[int] = field(default_factory=lambda: array("I"))  # words per message, at least 1
+    postings: dict[str, tuple[array[int], array[int]]] = field(default_factory=dict)  # positions, counts
+    vectors: NDArray[np.float16] | None = None  # row i: message i's vector, once embedded
+    embedded: int = 0  # messages[:embedded] have their vector
+    dropped: int = 0  # messages dropped from the front over the bound, since this log was made
+    _bytes: int = 0
+
+    @classmethod
+    def of(cls, messages: Sequence[Message]) -> CompactedLog:
+        log = cls()
+        log.extend(messages)
+        return log
+
+    @property
+    def last_seq(self) -> int:
+        return self.messages[-1].seq if self.messages else 0
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def size(self) -> int:
+        """Estimated bytes held (kept as messages come and go: a turn never walks them)."""
+        vectors = self.vectors.nbytes if self.vectors is not None else 0
+        return self._bytes + vectors
+
+    def extend(self, messages: Sequence[Message]) -> None:
+        """Takes the spoken, unretracted messages after the last held one; over the bound,
+        the oldest half goes (one rebuild per MAX_MESSAGES / 2 messages taken)."""
+        fresh = [
+            m for m in messages if m.seq > self.last_seq and m.role in _SPOKEN and m.retracted_at is None
+        ]
+        for m in fresh:
+            self._add(m)
+        if len(self.messages) > MAX_MESSAGES:
+            self._keep_newest(MAX_MESSAGES // 2)
+
+    def _add(self, m: Message) -> None:
+        position = len(self.messages)
+        self.messages.append(m)
+        said = Counter(only_terms(words(unlabelled(m.content))))
+        self.sizes.append(max(sum(said.values()), 1))
+        for word, times in said.items():
+            held = self.postings.get(word)
+            if held is None:
+                held = self.postings[word] = (array("I"), array("I"))
+                self._bytes += sys.getsizeof(word) + 150
+            held[0].append(position)
+            held[1].append(times)
+        self._bytes += _FIXED_BYTES + sys.getsizeof(m.content) + 8 * len(said)
+
+    def _keep_newest(self, keep: int) -> None:
+        kept, vectors = self.messages[-keep:], self.vectors
+        embedded_kept = max(self.embedded - (len(self.messages) - keep), 0)
+        dropped = self.dropped + len(self.messages) - keep
+        fresh = CompactedLog.of(kept)
+        if vectors is not None and embedded_kept:
+            start = self.embedded - embedded_kept
+            fresh.add_vectors(0, vectors[start : self.embedded])
+        for name in self.__slots__:
+            setattr(self, name, getattr(fresh, name))
+        self.dropped = dropped
+
+    # --- vectors (computed off the loop by the service, handed back here) -----------------
+
+    def unembedded(self, most: int) -> tuple[int, list[str]]:
+        """The position and texts of the next messages without a vector (at most `most`)."""
+        texts = [unlabelled_or_whole(m) for m in self.messages[self.embedded : self.embedded + most]]
+        return self.dropped + self.embedded, texts
+
+    def add_vectors(self, start: int, vectors: Sequence[Sequence[float]] | NDArray[np.floating]) -> None:
+        """Vectors of the messages from absolute position `start` (as `unembedded` gave it);
+        ignored when the log was rebuilt meanwhile (a stale batch) or they do not follow."""
+        local = start - self.dropped
+        if local != self.embedded or not len(vectors):
+            return
+        rows = np.asarray(vectors, dtype=np.float16)[: len(self.messages) - local]
+        if self.vectors is None or self.vectors.shape[1] != rows.shape[1]:
+            self.vectors = np.zeros((0, rows.shape[1]), dtype=np.float16)
+        self.vectors = np.concatenate([self.vectors[:local], rows])
+        self.embedded = local + len(rows)
+
+    # --- search ---------------------------------------------------------------------------
+
+    def ranked(self, query: str, vector: Sequence[float] | None) -> list[Candidate]:
+        """The held messages that match `query`, best first: passages by words and messages
+        by meaning, each ranking's head fused by reciprocal rank."""
+        rankings: dict[Signal, list[Hit]] = {}
+        lexical = self._by_words(sorted(set(terms(query))))
+        if lexical:
+            rankings[Signal.LEXICAL] = lexical
+        if vector is not None and self.embedded:
+            rankings[Signal.SEMANTIC] = self._by_meaning(vector)
+        fused = reciprocal_rank_fusion(rankings)
+        return [Candidate(int(hit.episode_id), hit.score, signals) for hit, signals in fused]
+
+    def _by_words(self, wanted: Sequence[str]) -> list[Hit]:
+        n = len(self.messages)
+        if not wanted or n == 0:
+            return []
+        counts = np.zeros((len(wanted), n))
+        for row, word in enumerate(wanted):
+            held = self.postings.get(word)
+            if held is not None:
+                counts[row, np.frombuffer(held[0], dtype=np.uint32)] = np.frombuffer(held[1], dtype=np.uint32)
+        if not counts.any():
+            return []
+        sizes = np.frombuffer(self.sizes, dtype=np.uint32).astype(np.float64)
+        scores = bm25(neighbour_sums(counts), neighbour_sums(sizes[np.newaxis, :])[0])
+        return _head(scores, scores > 0)
+
+    def _by_meaning(self, vector: Sequence[float]) -> list[Hit]:
+        assert self.vectors is not None
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape[0] != self.vectors.shape[1]:
+            return []  # another model's vectors (the embedder changed): words only
+        scores = self.vectors[: self.embedded].astype(np.float32) @ query
+        return _head(scores, np.ones(len(scores), dtype=bool))
+
+
+def _head(scores: NDArray[np.floating], keep: NDArray[np.bool_]) -> list[Hit]:
+    """The CANDIDATES best positions among those kept, best first (ties: the newer first)."""
+    positions = np.flatnonzero(keep)
+    if len(positions) > CANDIDATES:
+        part = np.argpartition(-scores[positions], CANDIDATES - 1)[:CANDIDATES]
+        positions = positions[part]
+    order = sorted(positions.tolist(), key=lambda i: (-float(scores[i]), -i))
+    return [Hit(str(i), float(scores[i])) for i in order]
+
+
+def unlabelled_or_whole(m: Message) -> str:
+    """What a message's vector is made of: its words, without a speaker's "Name: " label."""
+    return unlabelled(m.content) or m.content

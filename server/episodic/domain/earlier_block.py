@@ -1,0 +1,156 @@
+"""The "[Earlier in this conversation]" section: passages of this episode that the history
+tail no longer holds, recalled for the turn (see `domain/earlier.py`), fitted into the
+section's share of the budget best first and rendered in time order, each headed by its
+time. A passage is a matching message with the one before and the one after; passages that
+meet are rendered as one. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from episodic.domain.context import PassageFate, RecalledPassage, RenderedMessage, Section
+from episodic.domain.earlier import Candidate
+from episodic.domain.excerpts import verbatim
+from episodic.domain.model import Message, Role
+from episodic.domain.recall import Signal
+from episodic.domain.reducers import CountTokens, rendered
+
+EARLIER_HEADER = (
+    "[Earlier in this conversation]\n"
+    "Passages of this conversation from before the summary, matching the current message:\n"
+)
+MESSAGE_CHARS = 600  # a longer message is clipped (its passage is then "cut")
+NEIGHBOURS = 1  # messages on each side of a match: a question's answer is often the next one
+MOST_REPORTED_DROPPED = 5  # passages that did not fit, listed in the report
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierFound:
+    """What the turn's search found: the log's messages and the matches among them."""
+
+    messages: Sequence[Message]
+    candidates: Sequence[Candidate]
+
+
+@dataclass(slots=True)
+class _Passage:
+    first: int
+    last: int
+    score: float
+    signals: tuple[Signal, ...]
+    cost: int = 0
+    cut: bool = False
+
+    def holds(self, position: int) -> bool:
+        return self.first <= position <= self.last
+
+    def meets(self, first: int, last: int) -> bool:
+        return first <= self.last + 1 and self.first <= last + 1
+
+
+def earlier_block(
+    found: EarlierFound | None, allowance: int, count: CountTokens
+) -> tuple[RenderedMessage | None, tuple[RecalledPassage, ...]]:
+    """The section's message (None when nothing fits or nothing matched) and the report's
+    passages, best first: every rendered one, then the best few that did not fit."""
+    if found is None or not found.candidates or allowance <= 0:
+        return None, ()
+    room = allowance - count(EARLIER_HEADER) - 4  # MESSAGE_OVERHEAD, and a margin for the joins
+    chosen, dropped = _fit(found, room, count)
+    if not chosen:
+        return None, tuple(dropped)
+    while chosen:  # counts are not exactly additive: drop the worst until the whole fits
+        message = rendered(Role.CONTEXT, _text(found.messages, chosen), Section.EARLIER, count)
+        if message.tokens <= allowance:
+            return message, _report(found.messages, chosen, dropped)
+        worst = chosen.pop()
+        dropped.insert(0, _recalled(found.messages, worst, PassageFate.DROPPED))
+    return None, tuple(dropped)
+
+
+def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Passage], list[RecalledPassage]]:
+    """Best match first: a match inside a chosen passage adds nothing; one beside or over it
+    widens it; else it starts a passage, if its cost still fits."""
+    n, used = len(found.messages), 0
+    chosen: list[_Passage] = []
+    dropped: list[RecalledPassage] = []
+    for c in found.candidates:
+        if any(p.holds(c.position) for p in chosen):
+            continue
+        first, last = max(c.position - NEIGHBOURS, 0), min(c.position + NEIGHBOURS, n - 1)
+        meeting = [p for p in chosen if p.meets(first, last)]
+        merged = _Passage(
+            min([first, *(p.first for p in meeting)]),
+            max([last, *(p.last for p in meeting)]),
+            max([c.score, *(p.score for p in meeting)]),
+            _signals([c.signals, *(p.signals for p in meeting)]),
+        )
+        merged.cost, merged.cut = _cost(found.messages, merged, count)
+        extra = merged.cost - sum(p.cost for p in meeting)
+        if used + extra > room:
+            if len(dropped) < MOST_REPORTED_DROPPED:
+                dropped.append(_recalled(found.messages, merged, PassageFate.DROPPED))
+            continue
+        used += extra
+        at = min((chosen.index(p) for p in meeting), default=len(chosen))
+        for p in meeting:
+            chosen.remove(p)
+        chosen.insert(min(at, len(chosen)), merged)
+    return chosen, dropped
+
+
+def _cost(messages: Sequence[Message], p: _Passage, count: CountTokens) -> tuple[int, bool]:
+    lines, cut = _lines(messages, p)
+    return count("\n".join(lines) + "\n"), cut
+
+
+def _lines(messages: Sequence[Message], p: _Passage) -> tuple[list[str], bool]:
+    shown = messages[p.first : p.last + 1]
+    lines = [f"[{_when(shown[0].created_at)}]"]
+    cut = False
+    for m in shown:
+        line = verbatim(m, MESSAGE_CHARS)
+        cut = cut or line.endswith("…")
+        lines.append(line)
+    return lines, cut
+
+
+def _text(messages: Sequence[Message], chosen: Sequence[_Passage]) -> str:
+    """In time order: the model reads a conversation forwards."""
+    parts = ["\n".join(_lines(messages, p)[0]) for p in sorted(chosen, key=lambda p: p.first)]
+    return EARLIER_HEADER + "\n".join(parts)
+
+
+def _report(
+    messages: Sequence[Message], chosen: Sequence[_Passage], dropped: Sequence[RecalledPassage]
+) -> tuple[RecalledPassage, ...]:
+    shown = [_recalled(messages, p, PassageFate.CUT if p.cut else PassageFate.WHOLE) for p in chosen]
+    return (*shown, *dropped)
+
+
+def _recalled(messages: Sequence[Message], p: _Passage, fate: PassageFate) -> RecalledPassage:
+    seqs = tuple(m.seq for m in messages[p.first : p.last + 1])
+    return RecalledPassage(seqs, p.score, fate, p.signals)
+
+
+def _signals(groups: Sequence[tuple[Signal, ...]]) -> tuple[Signal, ...]:
+    held = {s for group in groups for s in group}
+    return tuple(s for s in Signal if s in held)
+
+
+def _when(at: datetime) -> str:
+    return f"{spelled_day(at.date())}, {at.strftime('%H:%M')}"
+
+
+def spelled_day(day: date) -> str:
+    """ISO as in the seeds, then spelled out: "last Friday" and "in May" are asked about."""
+    return f"{day.isoformat()} ({_WEEKDAYS[day.weekday()]}, {day.day} {_MONTHS[day.month - 1]} {day.year})"
+
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)  # fmt: skip
