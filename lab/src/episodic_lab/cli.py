@@ -24,6 +24,7 @@ from episodic_lab.evals.flags import add_flags as add_eval_recall_flags
 from episodic_lab.evals.flags import add_pii_flags
 from episodic_lab.evals.knowledge_flags import add_flags as add_eval_knowledge_flags
 from episodic_lab.evals.known_facts_flags import add_flags as add_eval_known_facts_flags
+from episodic_lab.evals.live_flags import add_flags as add_eval_live_flags
 from episodic_lab.evals.locomo_data import MissingData
 from episodic_lab.evals.shares_flags import add_flags as add_eval_shares_flags
 from episodic_lab.report.options import add_flags as add_report_flags
@@ -56,6 +57,9 @@ TOOLS = (
          add_eval_known_facts_flags, "episodic_lab.evals.known_facts:run_eval_known_facts"),
     Tool("eval-shares", "LoCoMo with knowledge, known facts and recall at once: answer coverage by budget "
          "split", add_eval_shares_flags, "episodic_lab.evals.shares:run_eval_shares"),
+    Tool("eval-live", "LoCoMo replayed into one open episode: answer coverage of what the model sees of its "
+         "own conversation, next to the transcript's tail and BM25 windows (4k, 8k)", add_eval_live_flags,
+         "episodic_lab.evals.live:run_eval_live"),
     Tool("eval-pii", "precision/recall of PII detectors on a labelled set", add_pii_flags,
          "episodic_lab.evals.pii:run_eval_pii"),
     Tool("bench-index", "the FAISS index alone: build and search times, RSS, by size", add_bench_index_flags,

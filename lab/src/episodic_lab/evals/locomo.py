@@ -55,20 +55,26 @@ async def _evaluate(
 
 
 @asynccontextmanager
-async def loaded_server(sessions: list[Session], embedder: str) -> AsyncIterator[AsyncEpisodicClient]:
-    """A throwaway server (SQLite, `--embedder embedder`) holding every session as a closed,
-    digested episode of agent AGENT and user sample_id; yields a client to it."""
+async def throwaway_server(embedder: str) -> AsyncIterator[AsyncEpisodicClient]:
+    """An empty server subprocess (SQLite in a temporary directory, `--embedder embedder`);
+    yields a client to it."""
     with tempfile.TemporaryDirectory(prefix="episodic-eval-") as tmp:
         async with (
             running_server(f"sqlite:///{tmp}/eval.db", Path(tmp), ("--embedder", embedder)) as server,
             lab_client(server.target) as client,
         ):
-            started = time.perf_counter()
-            await _load(client, sessions)
-            print(
-                f"loaded {len(sessions)} episodes and digested them in {time.perf_counter() - started:.1f} s"
-            )
             yield client
+
+
+@asynccontextmanager
+async def loaded_server(sessions: list[Session], embedder: str) -> AsyncIterator[AsyncEpisodicClient]:
+    """A throwaway server holding every session as a closed, digested episode of agent AGENT
+    and user sample_id; yields a client to it."""
+    async with throwaway_server(embedder) as client:
+        started = time.perf_counter()
+        await _load(client, sessions)
+        print(f"loaded {len(sessions)} episodes and digested them in {time.perf_counter() - started:.1f} s")
+        yield client
 
 
 async def _load(client: AsyncEpisodicClient, sessions: list[Session]) -> None:
