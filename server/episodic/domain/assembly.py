@@ -6,7 +6,7 @@ recalled for the turn) -> history tail -> current user message. The system promp
 the user message are mandatory; if they alone pass the hard ceiling the call fails rather
 than truncating anything. The rest is fitted into the budget in that order of priority, each
 optional section within its share of the budget (`Shares`, the agent's
-knowledge/known_facts/recall/earlier_budget_percent: 25/25/50/40 by default) and of what is
+knowledge/known_facts/recall/earlier_budget_percent: 25/25/50/50 by default) and of what is
 left: the knowledge, the known facts, the recalled episodes, the latest summary, the earlier
 passages, then as many of the newest history turns as fit.
 """
@@ -70,7 +70,7 @@ class Shares:
     knowledge: int = 25
     known_facts: int = 25
     recall: int = 50
-    earlier: int = 40
+    earlier: int = 50
 
     def of(self, budget: int, percent: int) -> int:
         return budget * percent // 100

@@ -141,7 +141,9 @@ def _signals(groups: Sequence[tuple[Signal, ...]]) -> tuple[Signal, ...]:
 
 
 def _when(at: datetime) -> str:
-    return f"{spelled_day(at.date())}, {at.strftime('%H:%M')}"
+    """Short (it heads every passage), with the weekday and month spelled: "last Friday" and
+    "in May" are asked about."""
+    return f"{_WEEKDAYS[at.weekday()]} {at.day} {_MONTHS[at.month - 1]} {at.year}, {at:%H:%M}"
 
 
 def spelled_day(day: date) -> str:

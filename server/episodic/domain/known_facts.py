@@ -16,7 +16,7 @@ from episodic.domain.json_text import json_text
 from episodic.domain.memory_merge import negated
 from episodic.domain.model import JsonValue, Role
 from episodic.domain.reducers import MESSAGE_OVERHEAD, CountTokens, fit_in_order, rendered
-from episodic.domain.text_analysis import is_term, words
+from episodic.domain.text_analysis import is_term, terms, words
 
 FACTS_HEADER = "[Known Facts]\nWhat you know about this user (from earlier conversations and this one):\n"
 SESSION_HEADER = "Session data:\n"
@@ -61,6 +61,18 @@ def content_words(text: str, subject: frozenset[str]) -> frozenset[str]:
             word = word[:-1]
         found.add(word)
     return frozenset(found)
+
+
+def pending_for_turn(held: Sequence[KnownFact], query: str, most: int) -> list[KnownFact]:
+    """This episode's PENDING memories for the turn: every one the client wrote (it chose to
+    remember it), then at most `most` of those extracted from its compacted turns, the ones
+    sharing most of the query's words first, newest first among equals. A long conversation
+    extracts many; shown all, they would fill the section with whatever was said last."""
+    wanted = set(terms(query))
+    extracted = [(i, f) for i, f in enumerate(held) if not f.client]
+    ranked = sorted(extracted, key=lambda pair: (-len(wanted & set(terms(pair[1].text))), pair[0]))
+    kept = {f.memory_id for _, f in ranked[:most]}
+    return [f for f in held if f.client or f.memory_id in kept]
 
 
 def profile_fill(matched: Sequence[KnownFact], newest: Sequence[KnownFact], top_k: int) -> list[KnownFact]:

@@ -75,7 +75,7 @@ class MemoryConfig:
     knowledge_budget_percent: int = 25
     known_facts_budget_percent: int = 25
     recall_budget_percent: int = 50
-    earlier_budget_percent: int = 40  # "[Earlier in this conversation]"; 0: off
+    earlier_budget_percent: int = 50  # "[Earlier in this conversation]"; 0: off
 
     @property
     def ceiling_tokens(self) -> int:

@@ -25,7 +25,7 @@ from episodic.domain.earlier_block import EarlierFound
 from episodic.domain.excerpts import choose_excerpts, terms
 from episodic.domain.knowledge import KnowledgeItem, check_items, stored_item
 from episodic.domain.knowledge_block import Trim
-from episodic.domain.known_facts import KnownFact, selected, subject_words
+from episodic.domain.known_facts import KnownFact, pending_for_turn, selected, subject_words
 from episodic.domain.log import PreparedMessage, countable_text
 from episodic.domain.memories import Memory, MemoryOrigin
 from episodic.domain.model import (
@@ -337,7 +337,8 @@ class ContextService:
             q = MemoryQuery(e.agent_id, e.user_id, SearchMode.RECENCY, "", pool)
             hits = await self.memories.ranked(scope, q, SearchMode.RECENCY, pool)
             newest = [_fact(h.memory, 0.0) for h in hits if h.memory.episode_id != e.episode_id]
-        held = [_fact(m, 1.0, pending=True) for m in reversed(pending)]
+        newest_first = [_fact(m, 1.0, pending=True) for m in reversed(pending)]
+        held = pending_for_turn(newest_first, query.text, top_k)
         return selected(held, matched, newest, top_k, subject_words(e.user_id))
 
     async def _session(self, ws: WorkingSet, config: MemoryConfig) -> list[tuple[str, JsonValue]]:

@@ -104,7 +104,7 @@ agents = Table(
     Column("knowledge_budget_percent", Integer, nullable=False, server_default="25"),
     Column("known_facts_budget_percent", Integer, nullable=False, server_default="25"),
     Column("recall_budget_percent", Integer, nullable=False, server_default="50"),
-    Column("earlier_budget_percent", Integer, nullable=False, server_default="40"),  # migration 0015
+    Column("earlier_budget_percent", Integer, nullable=False, server_default="50"),  # migration 0015
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
 )

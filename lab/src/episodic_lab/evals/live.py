@@ -226,18 +226,23 @@ def sections_line(overall: Row) -> str:
 
 def gate_failures(overall: dict[int, Row], floors: dict[int, float]) -> tuple[list[str], list[str]]:
     """(checks passed, checks failed): at each floored budget measured, the rendered covered
-    share against its floor and against BM25 windows at the same characters."""
+    share against its floor, and the rendered mean coverage against BM25 windows' at the same
+    characters (the mean: on two conversations the covered share moves by a question or two,
+    ~0.005 each, between runs of the same build, and LoCoMo's keys are ~6% wrong)."""
     passed: list[str] = []
     failed: list[str] = []
     for budget, floor in floors.items():
         if budget not in overall:
             passed.append(f"{budget} tokens: not measured (--budgets), floor {floor} not checked")
             continue
-        share = overall[budget].coverage["rendered"].covered
-        bm25 = overall[budget].coverage["bm25_windows"].covered
-        for bound, name in ((floor, f"floor {floor}"), (bm25, f"bm25 windows {bm25:.3f}")):
-            check = f"{budget} tokens: rendered covered {share:.3f} {'>=' if share >= bound else '<'} {name}"
-            (passed if share >= bound else failed).append(check)
+        rendered, bm25 = overall[budget].coverage["rendered"], overall[budget].coverage["bm25_windows"]
+        checks = (
+            ("covered", rendered.covered, floor, f"floor {floor}"),
+            ("mean", rendered.mean, bm25.mean, f"bm25 windows {bm25.mean:.3f}"),
+        )
+        for what, value, bound, name in checks:
+            check = f"{budget} tokens: rendered {what} {value:.3f} {'>=' if value >= bound else '<'} {name}"
+            (passed if value >= bound else failed).append(check)
     return passed, failed
 
 

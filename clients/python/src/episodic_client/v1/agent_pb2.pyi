@@ -235,7 +235,7 @@ class MemoryConfig(_message.Message):
     earlier_budget_percent: _builtins.int
     """The share of max_working_memory_tokens the "[Earlier in this conversation]" section
     may take at most (0-100): passages of this episode that the history tail no longer
-    holds, recalled for the turn's query. 0 turns the section off. Default 40.
+    holds, recalled for the turn's query. 0 turns the section off. Default 50.
     """
     @_builtins.property
     def idle_timeout(self) -> _duration_pb2.Duration:

@@ -20,7 +20,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("agents") as agents:
         agents.add_column(
-            sa.Column("earlier_budget_percent", sa.Integer(), nullable=False, server_default="40")
+            sa.Column("earlier_budget_percent", sa.Integer(), nullable=False, server_default="50")
         )
 
 

@@ -270,7 +270,7 @@ export interface MemoryConfig {
   /**
    * The share of max_working_memory_tokens the "[Earlier in this conversation]" section
    * may take at most (0-100): passages of this episode that the history tail no longer
-   * holds, recalled for the turn's query. 0 turns the section off. Default 40.
+   * holds, recalled for the turn's query. 0 turns the section off. Default 50.
    */
   earlierBudgetPercent?: number | undefined;
 }
