@@ -75,6 +75,7 @@ from episodic.service.erasure_replay import ErasureReplay
 from episodic.service.index_check import IndexChecker
 from episodic.service.inspection import InspectionService
 from episodic.service.knowledge import KnowledgeService
+from episodic.service.live_memories import LiveMemories
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
@@ -236,9 +237,11 @@ class Workers:
     compactor: BackgroundCompactor | None
     marks: RecallMarks
     pruner: FeedPruner
+    live_memories: LiveMemories  # memories extracted from live episodes' compacted turns
 
     def start(self) -> None:
         self.digester.start()
+        self.live_memories.start()
         self.reaper.start()
         self.retention.start()
         self.marks.start()
@@ -250,6 +253,7 @@ class Workers:
         await within(WORKER_STOP_SECONDS, self.retention.stop(), "stop retention")
         if self.compactor is not None:
             await within(WORKER_STOP_SECONDS, self.compactor.stop(), "stop compactor")
+        await within(WORKER_STOP_SECONDS, self.live_memories.stop(), "stop live memories")
         await within(WORKER_STOP_SECONDS, self.reaper.stop(), "stop idle reaper")
         await within(WORKER_STOP_SECONDS, self.digester.stop(), "stop digester")
         await within(WORKER_STOP_SECONDS, self.marks.stop(), "stop recall marks")  # writes what is noted
@@ -598,8 +602,11 @@ def build_digester(
     )
 
 
-def build_compactor(settings: Settings, adapters: Adapters, state: State) -> BackgroundCompactor | None:
-    """Extractive compaction runs inline; a configured LLM summarizer runs in the background."""
+def build_compactor(
+    settings: Settings, adapters: Adapters, state: State, live: LiveMemories | None = None
+) -> BackgroundCompactor | None:
+    """Extractive compaction runs inline; a configured LLM summarizer runs in the background.
+    `live` is told what each summary newly covers, as BuildContext tells it of inline ones."""
     if settings.summarizer != SummarizerKind.OPENAI:
         return None
     return BackgroundCompactor(
@@ -607,6 +614,7 @@ def build_compactor(settings: Settings, adapters: Adapters, state: State) -> Bac
         maker=SummaryMaker(tokens=adapters.tokens, clock=adapters.clock),
         store=adapters.context,
         cache=state.working_sets,
+        listener=live,
     )
 
 
@@ -626,6 +634,7 @@ def build_services(
     memories: MemoryService,
     marks: RecallMarks,
     metrics: Metrics | None = None,
+    live: LiveMemories | None = None,
 ) -> Services:
     a, limits, clock = adapters, settings.limits, adapters.clock
     metered = metrics if metrics is not None and metrics.enabled else None
@@ -659,7 +668,7 @@ def build_services(
         cache=state.working_sets, memo=RecencyMemo(state.versions, clock=a.monotonic), passages=passages,
         pii=state.pii, summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
         memory_store=a.memories, sessions=a.sessions, queries=queries, knowledge=knowledge, reads=a.reads,
-        rendered=metered.context_rendered if metered else _unmetered,
+        rendered=metered.context_rendered if metered else _unmetered, compacted=live,
     )  # fmt: skip
     model_calls = ModelCallService(store=a.context, episodes=episodes, limits=limits, clock=clock)
     agents = AgentService(
@@ -721,6 +730,7 @@ def build_workers(
     digester: Digester,
     compactor: BackgroundCompactor | None,
     marks: RecallMarks,
+    live: LiveMemories,
 ) -> Workers:
     reaper = IdleReaper(
         episodes=adapters.episodes,
@@ -748,8 +758,9 @@ def build_workers(
         clock=adapters.monotonic,
     )
     return Workers(
-        digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks, pruner=pruner
-    )
+        digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks,
+        pruner=pruner, live_memories=live,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -776,14 +787,15 @@ def build_core(
     state = build_state(settings, adapters)
     memories = build_memory_service(settings, adapters, state, pool, embed_pool)
     digester = build_digester(settings, adapters, state, pool, memories, metrics, embed_pool)
-    compactor = build_compactor(settings, adapters, state)
+    live = LiveMemories(memories=memories)  # memories from compacted turns, while episodes are open
+    compactor = build_compactor(settings, adapters, state, live)
     marks = RecallMarks(store=adapters.memories)
     services = build_services(
         settings, adapters, state, digester=digester, compactor=compactor, pool=pool,
         tracing=tracing if tracing is not None else no_tracing(), memories=memories, marks=marks,
-        metrics=metrics,
+        metrics=metrics, live=live,
     )  # fmt: skip
-    workers = build_workers(settings, adapters, state, services, digester, compactor, marks)
+    workers = build_workers(settings, adapters, state, services, digester, compactor, marks, live)
     return Core(state, services, workers)
 
 

@@ -24,6 +24,7 @@ from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.knowledge import KnowledgeService
+from episodic.service.live_memories import LiveMemories
 from episodic.service.memories import MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.model_calls import ModelCallService
@@ -267,6 +268,10 @@ class UseCases:
     @property
     def reaper(self) -> IdleReaper:
         return self.workers.reaper
+
+    @property
+    def live_memories(self) -> LiveMemories:
+        return self.workers.live_memories
 
     async def new_agent(
         self, agent_id: str = "helper", memory: MemoryDraft | None = None, system_prompt: str = "Be brief."

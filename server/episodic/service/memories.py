@@ -1,5 +1,6 @@
 """Long-term memories: create (LAZY into an open episode's working memory, EAGER into
-long-term storage), read, list, update, delete, and promotion when an episode closes.
+long-term storage), read, list, update, delete, extraction from a live episode's compacted
+turns (held PENDING in its working memory), and promotion when an episode closes.
 
 Every write that changes what the memory index holds goes through the change owner
 (`ChangeOwner.commit`): SQL first, then the index, so a crash between them is repaired
@@ -39,7 +40,8 @@ from episodic.domain.memory_rules import (
     check_create,
     new_memory,
 )
-from episodic.domain.model import Caller, EpisodeState, Message, Page
+from episodic.domain.memory_search import cosine_hits
+from episodic.domain.model import Caller, Episode, EpisodeState, Message, Page
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
 from episodic.domain.ports import (
     AgentStore,
@@ -239,17 +241,24 @@ class MemoryService:
             await _let_others_run()
         return plan
 
-    async def _plan_promoted(self, scope: Scope, new: list[tuple[Memory, Vector]]) -> _Plan:
-        """Each new memory, in order, against what the scope holds and the ones before it."""
+    async def _plan_promoted(self, scope: Scope, new: list[tuple[Memory, Vector]], held: int = 0) -> _Plan:
+        """Each new memory, in order, against what the scope holds and the ones before it.
+        The first `held` are an episode's working memory, promoted at close: the ones after
+        them are compared with those by meaning too (a batch's others by text only), so a
+        statement extracted while the episode was live and again at close from a wider
+        window ("the same fact, slightly different text") is one memory."""
         plan = _Plan()
         stored = await self._stored_candidates(scope, new)
+        nears = await asyncio.to_thread(_similar_to_held, new, held) if 0 < held < len(new) else {}
         for memory, vector in new:
             pool = stored.get(memory.memory_id, [])
             pool += [Candidate(m) for m, _ in plan.insert if m.memory_id != memory.memory_id]
+            near = nears.get(memory.memory_id, {})
             pool = [
-                Candidate(plan.replace[c.memory.memory_id][0], c.similarity)
-                if c.memory.memory_id in plan.replace
-                else c
+                Candidate(
+                    plan.replace[c.memory.memory_id][0] if c.memory.memory_id in plan.replace else c.memory,
+                    max(c.similarity, near.get(c.memory.memory_id, 0.0)),
+                )
                 for c in pool
             ]
             self._merge_or_insert(plan, memory, vector, pool, supersede=True)
@@ -361,7 +370,7 @@ class MemoryService:
             missing = [m.text for m, v in promoted if v is None]
             filled = iter(await self._embed(missing))
             rows = [(m, v if v is not None else next(filled)) for m, v in promoted] + new
-            plan = await self._plan_promoted(scope, rows)
+            plan = await self._plan_promoted(scope, rows, held=len(promoted))
             held_ids = {m.memory_id for m, _ in held}
             _promote_in_place(plan, held_ids)
             plan.episode = digest.episode_id  # erased meanwhile: nothing is written
@@ -372,13 +381,7 @@ class MemoryService:
         self, digest: Digest, found: Sequence[ExtractedMemory]
     ) -> list[tuple[Memory, Vector]]:
         holder = Holder(digest.tenant_id, digest.agent_id, digest.user_id, digest.episode_id, Placement.EAGER)
-        drafts = [
-            (extracted_id(digest.episode_id, e.text), MemoryDraft(
-                text=e.text, kind=e.kind, topics=e.topics, entities=e.entities,
-                event_time=e.event_time, from_seq=e.from_seq, to_seq=e.to_seq,
-            ))
-            for e in found
-        ]  # fmt: skip
+        drafts = [(extracted_id(digest.episode_id, e.text), _draft_of(e)) for e in found]
         stored = await self.store.get_many(digest.tenant_id, [i for i, _ in drafts]) if drafts else {}
         now = self.clock()
         memories = [
@@ -388,6 +391,51 @@ class MemoryService:
         ]
         vectors = await self._embed([m.text for m in memories])
         return list(zip(memories, vectors, strict=True))
+
+    # --- extraction while the episode is live -------------------------------------------
+
+    async def extract_live(self, episode: Episode, messages: Sequence[Message]) -> int:
+        """Memories extracted from turns of an open episode that a summary has just folded in,
+        held as its PENDING memories (its working memory, rendered first in "[Known Facts]")
+        until it closes; returns how many were stored or merged. With the agent's extraction
+        settings, as promote_closed. Ids are the ones promote_closed gives the same statements
+        (`extracted_id`), so a span extracted twice, or again at close, writes each memory
+        once. At most MAX_PENDING_PER_EPISODE are held: what finds no room waits for the
+        close. A closed episode gets nothing (promote_closed extracts its whole transcript);
+        an erased one neither (NotFound: the write applies only while the episode exists)."""
+        agent = await self.agents.get_agent(episode.tenant_id, episode.agent_id)
+        if not agent.memory.extract_memories or not messages:
+            return 0
+        loop = asyncio.get_running_loop()
+        prompt = agent.memory.memory_extraction_prompt
+        found = await loop.run_in_executor(self.pool, self.extractor.extract, messages, prompt)
+        if not found:
+            return 0
+        holder = Holder(
+            episode.tenant_id, episode.agent_id, episode.user_id, episode.episode_id, Placement.LAZY
+        )
+        drafts = await self._redacted(holder, [_draft_of(e) for e in found])
+        async with self.locks.hold((holder.tenant_id, holder.agent_id, holder.user_id)):
+            current = await self.episodes.get_episode(holder.tenant_id, holder.episode_id)
+            if current.state is not EpisodeState.OPEN:  # closed meanwhile: promotion extracts it all
+                return 0
+            by_id = {extracted_id(holder.episode_id, d.text): d for d in drafts}
+            stored = await self.store.get_many(holder.tenant_id, list(by_id))
+            held = await self.store.pending(holder.tenant_id, holder.episode_id)
+            room = max(MAX_PENDING_PER_EPISODE - len(held), 0)
+            now = self.clock()
+            memories = [
+                new_memory(d, memory_id, holder, MemoryOrigin.EXTRACTED, now)
+                for memory_id, d in by_id.items()
+                if memory_id not in stored
+            ][:room]
+            if not memories:
+                return 0
+            vectors = await self._embed([m.text for m in memories])
+            plan = await self._plan_pending(holder, list(zip(memories, vectors, strict=True)))
+            plan.episode = holder.episode_id  # erased meanwhile: nothing is written
+            await self._commit(plan, holder.tenant_id)
+        return len(plan.results)
 
     # --- read, list, update, delete ------------------------------------------------------
 
@@ -452,6 +500,19 @@ class MemoryService:
             removed = [(m.scope, m.memory_id) for m in gone if m.tenant_id == tenant_id]
             await self._commit(_Plan(), tenant_id, removed=removed)
         return len(gone)
+
+
+def _draft_of(e: ExtractedMemory) -> MemoryDraft:
+    return MemoryDraft(
+        text=e.text, kind=e.kind, topics=e.topics, entities=e.entities,
+        event_time=e.event_time, from_seq=e.from_seq, to_seq=e.to_seq,
+    )  # fmt: skip
+
+
+def _similar_to_held(new: list[tuple[Memory, Vector]], held: int) -> dict[str, dict[str, float]]:
+    """Off the event loop: per memory after the first `held`, its cosine to each of those."""
+    working = {m.memory_id: v for m, v in new[:held]}
+    return {m.memory_id: {h.episode_id: h.score for h in cosine_hits(v, working)} for m, v in new[held:]}
 
 
 def _as_given(new: list[tuple[Memory, Vector]]) -> _Plan:

@@ -1,5 +1,6 @@
 """LLM compaction off the request path: one summary at a time per conversation, persisted,
-then folded into the cached working set. A turn that needs one schedules it and goes on."""
+then folded into the cached working set. A turn that needs one schedules it and goes on.
+The listener (live memories) is told what each stored summary newly covers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from episodic.domain.ports import ContextStore, Summarizer
+from episodic.domain.model import Message
+from episodic.domain.ports import CompactionListener, ContextStore, Summarizer
 from episodic.domain.working_set import WorkingSet
 from episodic.service.compaction import SummaryMaker, snapshot
 from episodic.state.working_set import Key, WorkingSetCache
@@ -25,6 +27,7 @@ class BackgroundCompactor:
     maker: SummaryMaker
     store: ContextStore
     cache: WorkingSetCache
+    listener: CompactionListener | None = None  # told what each stored summary newly covers
     in_flight: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
 
     def schedule(self, key: Key, working_set: WorkingSet, through: int) -> None:
@@ -41,6 +44,8 @@ class BackgroundCompactor:
         except Exception:
             log.exception("background compaction failed; the next turn will try again")
             return
+        if self.listener is not None:
+            self.listener.compacted(snapshot.episode, _newly_covered(snapshot.tail, summary.to_seq))
         async with self.cache.hold(key):
             cached = self.cache.get(key)
             if cached is not None:
@@ -52,6 +57,11 @@ class BackgroundCompactor:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _newly_covered(tail: list[Message], through: int) -> list[Message]:
+    """The tail messages the summary folds in (it starts after the previous summary)."""
+    return [m for m in tail if m.seq <= through and m.retracted_at is None]
 
 
 def _forget(in_flight: dict[Key, asyncio.Task[None]], key: Key) -> Callable[[asyncio.Task[None]], None]:
