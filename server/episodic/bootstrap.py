@@ -69,6 +69,7 @@ from episodic.keys import KeyRing
 from episodic.service.agents import AgentService
 from episodic.service.compaction import SummaryMaker
 from episodic.service.context import ContextService
+from episodic.service.earlier import EarlierRecall
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.erasure_replay import ErasureReplay
@@ -238,6 +239,7 @@ class Workers:
     marks: RecallMarks
     pruner: FeedPruner
     live_memories: LiveMemories  # memories extracted from live episodes' compacted turns
+    earlier: EarlierRecall  # its background embedding of live episodes' compacted messages
 
     def start(self) -> None:
         self.digester.start()
@@ -257,6 +259,7 @@ class Workers:
         await within(WORKER_STOP_SECONDS, self.reaper.stop(), "stop idle reaper")
         await within(WORKER_STOP_SECONDS, self.digester.stop(), "stop digester")
         await within(WORKER_STOP_SECONDS, self.marks.stop(), "stop recall marks")  # writes what is noted
+        await within(WORKER_STOP_SECONDS, self.earlier.stop(), "stop earlier vectors")
 
 
 @dataclass(frozen=True, slots=True)
@@ -668,6 +671,7 @@ def build_services(
         cache=state.working_sets, memo=RecencyMemo(state.versions, clock=a.monotonic), passages=passages,
         pii=state.pii, summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
         memory_store=a.memories, sessions=a.sessions, queries=queries, knowledge=knowledge, reads=a.reads,
+        earlier=EarlierRecall(embedder=a.embedder, queries=queries),
         rendered=metered.context_rendered if metered else _unmetered, compacted=live,
     )  # fmt: skip
     model_calls = ModelCallService(store=a.context, episodes=episodes, limits=limits, clock=clock)
@@ -759,7 +763,7 @@ def build_workers(
     )
     return Workers(
         digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks,
-        pruner=pruner, live_memories=live,
+        pruner=pruner, earlier=services.context.earlier, live_memories=live,
     )  # fmt: skip
 
 
