@@ -26,6 +26,7 @@ from episodic_lab.evals.knowledge_flags import add_flags as add_eval_knowledge_f
 from episodic_lab.evals.known_facts_flags import add_flags as add_eval_known_facts_flags
 from episodic_lab.evals.live_flags import add_flags as add_eval_live_flags
 from episodic_lab.evals.locomo_data import MissingData
+from episodic_lab.evals.name_retention_flags import add_flags as add_eval_names_flags
 from episodic_lab.evals.shares_flags import add_flags as add_eval_shares_flags
 from episodic_lab.report.options import add_flags as add_report_flags
 from episodic_lab.soak.options import add_flags as add_soak_flags
@@ -60,6 +61,9 @@ TOOLS = (
     Tool("eval-live", "LoCoMo replayed into one open episode: answer coverage of what the model sees of its "
          "own conversation, next to the transcript's tail and BM25 windows (4k, 8k)", add_eval_live_flags,
          "episodic_lab.evals.live:run_eval_live"),
+    Tool("eval-names", "LoCoMo replayed through rolling compaction in-process: the share of the user's named "
+         "things (names, numbers, dates) the summary keeps, before vs after keep_named", add_eval_names_flags,
+         "episodic_lab.evals.name_retention:run_eval_names"),
     Tool("eval-pii", "precision/recall of PII detectors on a labelled set", add_pii_flags,
          "episodic_lab.evals.pii:run_eval_pii"),
     Tool("bench-index", "the FAISS index alone: build and search times, RSS, by size", add_bench_index_flags,

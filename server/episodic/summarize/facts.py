@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import enum
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from episodic.domain.model import Message, Role, ToolResult
@@ -27,7 +27,8 @@ class Kind(enum.IntEnum):
     DECISION = 3
     QUANTITY = 4
     DATE = 5
-    TOOL_SUCCESS = 6
+    NAMED = 6  # a statement of the user's that names a thing and matches no pattern (`named.py`)
+    TOOL_SUCCESS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,10 +243,13 @@ Candidate = tuple[Kind, Order, "Sentence | str"]
 """A possible fact: its kind, where it was said, and its sentence (or its final text)."""
 
 
-def fact_matches(sentence: Sentence, folded: str, words: Iterable[str]) -> list[FactMatch]:
+def fact_matches(
+    sentence: Sentence, folded: str, words: Iterable[str], person: bool | None = None
+) -> list[FactMatch]:
     """Pattern hits in a sentence, in order. `folded` is the sentence lower-cased with the same
-    offsets and `words` its folded tokens: only anchors among them are looked for."""
-    person = sentence.utterance.speaks_for_a_person
+    offsets and `words` its folded tokens: only anchors among them are looked for. `person`:
+    whether first-person patterns apply (by default, whether its utterance speaks for one)."""
+    person = sentence.utterance.speaks_for_a_person if person is None else person
     present = _ANCHORS[person].intersection(words)
     if _DIGIT.search(folded):
         present |= _NUMBERS
@@ -293,21 +297,50 @@ def tool_names(transcript: Sequence[Message]) -> list[str]:
     return list(dict.fromkeys(tool_names_by_call(transcript).values()))
 
 
-def select_facts(candidates: Iterable[Candidate], most: int, limit: int) -> list[str]:
-    """The `most` most important distinct facts, in the order they were stated. A fact whose
-    words are within an already chosen one (or the other way round) adds nothing."""
+def by_kind(candidate: Candidate) -> tuple[Kind, Order]:
+    """Most important kind first, then the earliest said."""
+    return candidate[0], candidate[1]
+
+
+def select_facts(
+    candidates: Iterable[Candidate],
+    most: int,
+    limit: int,
+    importance: Callable[[Candidate], tuple[object, ...]] = by_kind,
+    pinned: Sequence[Candidate] = (),
+    most_pinned: int = 0,
+) -> list[str]:
+    """The `most` most important distinct facts (`importance`: least first), in the order they
+    were stated. A fact whose words are within an already chosen one (or the other way round)
+    adds nothing. The `pinned` candidates (some of `candidates`) are tried first, in their
+    order, until `most_pinned` facts are chosen; those left are ranked with the others."""
     chosen: list[tuple[Order, str, str]] = []
     breaks = _BreaksBySentence()
-    for _, order, source in sorted(candidates, key=lambda candidate: candidate[:2]):
-        if len(chosen) == most:
+    tried: set[int] = set()
+    for candidate in pinned:
+        if len(chosen) >= min(most, most_pinned):
             break
-        rendered = _render(source, order, limit, breaks)
-        if rendered is not None:
-            where, text = rendered
-            key = f" {' '.join(content_words(text))} "
-            if not any(key in other or other in key for _, _, other in chosen):
-                chosen.append((where, text, key))
+        tried.add(id(candidate))
+        _choose(candidate, chosen, limit, breaks)
+    for candidate in sorted(candidates, key=importance):
+        if len(chosen) >= most:
+            break
+        if id(candidate) not in tried:
+            _choose(candidate, chosen, limit, breaks)
     return [text for _, text, _ in sorted(chosen)]
+
+
+def _choose(
+    candidate: Candidate, chosen: list[tuple[Order, str, str]], limit: int, breaks: _BreaksBySentence
+) -> None:
+    """Adds the candidate's fact to `chosen` unless it is too thin or adds nothing."""
+    _, order, source = candidate
+    rendered = _render(source, order, limit, breaks)
+    if rendered is not None:
+        where, text = rendered
+        key = f" {' '.join(content_words(text))} "
+        if not any(key in other or other in key for _, _, other in chosen):
+            chosen.append((where, text, key))
 
 
 def _render(

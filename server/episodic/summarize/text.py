@@ -22,6 +22,7 @@ from episodic.domain.text_analysis import fold as fold  # the same folding for e
 folded_words = split_words  # the words of already folded text
 
 SPOKEN_ROLES = frozenset({Role.USER, Role.ASSISTANT})
+_ROLE_LABELS = frozenset(role.value.capitalize() for role in SPOKEN_ROLES)
 
 # "Maya: I went to ..." - a speaker name prefixed to the content.
 _LABEL = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30})?):\s+(?=\S)")
@@ -89,6 +90,7 @@ class Sentence:
     start: int
     text: str
     speaker: str = ""  # in a rolled summary: the label its speaker's run started with
+    key_fact: bool = False  # in a rolled summary: on its key facts line
 
     @property
     def label(self) -> str:
@@ -106,7 +108,10 @@ class Sentence:
         return self.text.rstrip("\"')]”’").endswith("?")
 
     def labelled(self, text: str) -> str:
-        speaker = self.utterance.speaker
+        """`text` said by this sentence's speaker, labelled with their name (a role is no name:
+        a fact of the user or the assistant is not labelled)."""
+        speaker = self.speaker if self.utterance.rolled and self.speaker not in _ROLE_LABELS else ""
+        speaker = speaker or self.utterance.speaker
         return f"{speaker}: {text}" if speaker else text
 
 
@@ -161,20 +166,22 @@ def sentences_of(utterance: Utterance) -> list[Sentence]:
 def _rolled_sentences(utterance: Utterance, spans: Sequence[tuple[int, int]]) -> Iterator[Sentence]:
     """A previous summary's sentences without their inline labels, each with the speaker
     whose run it is in: a label starts a run, which lasts to the next label or the end of
-    its line (the key facts line names no speaker). Labelled again when they are composed
-    into the next summary, never labelled twice ("Assistant: User: ...")."""
-    text, speaker, line = utterance.text, "", -1
+    its line. On the key facts line each fact is labelled on its own (or not at all: the
+    user's and the assistant's facts carry no label), so there a sentence's speaker is its
+    own label only. Labelled again when they are composed into the next summary, never
+    labelled twice ("Assistant: User: ...")."""
+    text, speaker, line, facts = utterance.text, "", -1, False
     for index, (start, end) in enumerate(spans):
         line_start = text.rfind("\n", 0, start)
-        if line_start != line:
-            speaker, line = "", line_start
         piece = text[start:end]
-        label, rest = split_label(piece)
+        if line_start != line:
+            speaker, line, facts = "", line_start, piece.startswith(KEY_FACTS_LABEL)
+        if facts:
+            speaker = ""
+        label, rest = split_label(piece.removeprefix(KEY_FACTS_LABEL))
         if label:
             speaker = label
-        elif piece.startswith(KEY_FACTS_LABEL):
-            rest = piece[len(KEY_FACTS_LABEL) :]
-        yield Sentence(utterance, index, start + len(piece) - len(rest), rest, speaker)
+        yield Sentence(utterance, index, start + len(piece) - len(rest), rest, speaker, facts)
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
