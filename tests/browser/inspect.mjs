@@ -15,6 +15,9 @@
 //                            "Why recalled?" block is read (and screenshot)
 //   WHY_NOT_PHRASE           asked of that call's "Why not recalled?" (default: none)
 //   RECAP_EPISODE_ID, RECAP_PHRASE   a re-compaction case: "Where did it go?" for the phrase
+//   EARLIER_EPISODE_ID, EARLIER_CALL_ID, EARLIER_PHRASE   a call that recalled the phrase's
+//                            message into "[Earlier in this conversation]": its passages, the
+//                            log's badge for seq 1, and "Where did it go?" for the phrase
 //   LONG_PHRASE_LENGTH       length of the over-long phrase typed last (default 10000)
 //   SCREENSHOT_DIR           where the PNGs go (default: no screenshots)
 //   CHROMIUM                 the browser (default /usr/bin/chromium)
@@ -38,6 +41,9 @@ const WHY_CALL = env.WHY_CALL_ID || "";
 const WHY_NOT = env.WHY_NOT_PHRASE || "";
 const RECAP_EPISODE = env.RECAP_EPISODE_ID || "";
 const RECAP_PHRASE = env.RECAP_PHRASE || "";
+const EARLIER_EPISODE = env.EARLIER_EPISODE_ID || "";
+const EARLIER_CALL = env.EARLIER_CALL_ID || "";
+const EARLIER_PHRASE = env.EARLIER_PHRASE || "";
 const LONG = Number(env.LONG_PHRASE_LENGTH || 10000);
 const SHOTS = env.SCREENSHOT_DIR || "";
 const TIMEOUT = Number(env.STEP_TIMEOUT_MS || 10000);
@@ -216,6 +222,23 @@ async function whyRecalledView(page) {
   };
 }
 
+// The "came back" verdicts of a phrase trace: per message, and for the phrase as a whole.
+async function returnedVerdicts(page) {
+  return {
+    returned: await page.locator(tid("returned")).evaluateAll((divs) =>
+      divs.map((d) => {
+        const a = d.querySelector("a");
+        const m = a ? /\/calls\/([^/]+)/.exec(a.getAttribute("href") || "") : null;
+        return { fate: d.dataset.fate, text: d.textContent, model_call_id: m ? decodeURIComponent(m[1]) : "" };
+      }),
+    ),
+    back: await page.locator(tid("phrase-back")).evaluateAll((ps) =>
+      ps.map((p) => ({ present: p.dataset.present, text: p.textContent })),
+    ),
+    latest: await texts(page, "latest-fate"),
+  };
+}
+
 // Runs "Where did it go?" for a phrase on the episode shown, and reads the answer.
 async function tracePhrase(page, phrase) {
   await page.locator(tid("where-input")).fill(phrase);
@@ -234,7 +257,19 @@ async function tracePhrase(page, phrase) {
       divs.map((d) => ({ reason: d.dataset.reason, text: d.textContent })),
     ),
     cells: await page.locator(tid("where-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.fate)),
+    presence: await page.locator(tid("presence-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.present)),
+    ...(await returnedVerdicts(page)),
   };
+}
+
+// The log's badge for a message: its text, and the fates it stands for (that of the selected
+// call, and the traced phrase's when a trace holds the message).
+async function logBadge(page, seq) {
+  return page.locator(`${tid("log-message")}[data-seq="${seq}"]`).evaluate((li) => ({
+    text: li.querySelector('[data-testid="log-fate"]').textContent,
+    fate: li.dataset.fate || "",
+    phrase_fate: li.dataset.phraseFate || "",
+  }));
 }
 
 // Scrolls the element to the top of the window, below the sticky top bar.
@@ -381,6 +416,7 @@ async function drive(page) {
       ),
       verdict: await texts(page, "phrase-verdict"),
       presence: await page.locator(tid("presence-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.present)),
+      ...(await returnedVerdicts(page)),
     };
     await page.locator(tid("where-result")).scrollIntoViewIfNeeded();
     await shot(page, "04-where");
@@ -404,6 +440,16 @@ async function drive(page) {
     out.drop_call = await callView(page);
     await page.evaluate(() => window.scrollTo(0, 0));
     await shot(page, "05-dropped-call");
+    // the diff of the call the message left the verbatim history at (its first other fate)
+    const cells = await page.locator(tid("where-cell")).evaluateAll((tds) => tds.map((td) => td.dataset.fate));
+    const left = cells.findIndex((fate) => fate !== "verbatim" && fate !== "not_yet");
+    const header = page.locator(`${tid("where-matrix")} thead th a`).nth(Math.max(left, 0));
+    const leftCall = decodeURIComponent((/\/calls\/([^/]+)/.exec((await header.getAttribute("href")) || "") || [])[1] || "");
+    if (leftCall && !page.url().includes(encodeURIComponent(leftCall))) {
+      await header.click();
+      await callView(page);
+    }
+    out.diff_call_url = page.url();
     await page.locator(tid("tab-diff")).click();
     out.diff = await diffView(page);
     out.diff_url = page.url();
@@ -498,6 +544,31 @@ async function drive(page) {
       out.recompaction = await tracePhrase(page, RECAP_PHRASE);
       await scrollUnderTopbar(page, tid("where-form"));
       await shot(page, "09-recompaction");
+    });
+  }
+
+  if (EARLIER_EPISODE && EARLIER_CALL && EARLIER_PHRASE) {
+    await step("recalled from earlier in this conversation", async () => {
+      await page.goto(
+        `${BASE}/#/episodes/${encodeURIComponent(EARLIER_EPISODE)}/calls/${encodeURIComponent(EARLIER_CALL)}`,
+      );
+      const call = await callView(page);
+      const passages = await page.locator(tid("earlier-passage")).evaluateAll((rows) =>
+        rows.map((r) => ({ fate: r.dataset.fate, seqs: r.dataset.seqs.split(" ").map(Number), text: r.textContent })),
+      );
+      // the passage's "#1" shows log message 1, loading the earlier pages of the log
+      await page.locator(`${tid("earlier-passage")} button`).filter({ hasText: /^#1$/ }).first().click();
+      await page.locator(`${tid("log-message")}[data-seq="1"]`).waitFor({ timeout: TIMEOUT });
+      out.earlier = { call, passages, badge: await logBadge(page, 1) };
+      // taller, down to the passages: docs/inspector-earlier.png is a copy of it
+      await page.setViewportSize({ width: 1440, height: 1250 });
+      await scrollUnderTopbar(page, tid("token-bars"));
+      await shot(page, "10-earlier-call");
+      await page.setViewportSize({ width: 1440, height: 900 });
+      out.earlier.trace = await tracePhrase(page, EARLIER_PHRASE);
+      out.earlier.traced_badge = await logBadge(page, 1);
+      await scrollUnderTopbar(page, tid("where-form"));
+      await shot(page, "11-earlier-where");
     });
   }
 

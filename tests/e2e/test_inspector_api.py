@@ -1,9 +1,12 @@
 """The inspector's JSON, from a real server with the inspector on: navigation from agents to
-one model call, a model call paged, where a phrase went after compaction, the diff of two
-calls; keys and tenants (another tenant's ids answer 404, exactly like unknown ones); bad
-input answered 400 naming the parameter; the security headers on every response."""
+one model call, a model call paged, where a phrase went after compaction (and how it came
+back through "[Earlier in this conversation]"), the diff of two calls; keys and tenants
+(another tenant's ids answer 404, exactly like unknown ones); bad input answered 400 naming
+the parameter; the security headers on every response."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -11,7 +14,7 @@ from episodic.inspector.app import CSP, STATIC
 from episodic.v1 import episode_pb2, episode_service_pb2, knowledge_service_pb2
 from tests.e2e.context_helpers import build, create_agent
 from tests.e2e.helpers import Client, user_message
-from tests.e2e.inspector_helpers import inspector
+from tests.e2e.inspector_helpers import Inspector, inspector
 from tests.server_harness import KEY_B
 
 PHRASE_MESSAGE = "By the way, my cat is called Zanzibar and she hates thunderstorms."
@@ -48,7 +51,12 @@ async def test_a_phrase_compacted_away_is_traced_to_the_turn_it_left(database_ur
         second = found["calls"][1]
         later = (await ins.json(f"/api/model-calls/{second['model_call_id']}"))["model_call"]
         [summary] = [m["content"] for m in later["messages"] if m["section"] == "summary"]
-        if "zanzibar" in summary.casefold():  # the extractive summary kept the sentence
+        earlier = "".join(m["content"] for m in later["messages"] if m["section"] == "earlier")
+        recalled = {seq for p in later["earlier_passages"] if p["fate"] != "dropped" for seq in p["seqs"]}
+        if 1 in recalled and "zanzibar" in earlier.casefold():  # recalled from earlier in the conversation
+            assert [[f["fate"] for f in c["fates"]] for c in found["calls"]] == [["verbatim"], ["earlier"]]
+            assert "earlier" in second["present"] and found["dropped"] == [] and found["gone"] is None
+        elif "zanzibar" in summary.casefold():  # the extractive summary kept the sentence
             assert [[f["fate"] for f in c["fates"]] for c in found["calls"]] == [["verbatim"], ["summarized"]]
             assert second["present"] == ["summary"] and found["dropped"] == [] and found["gone"] is None
         else:
@@ -59,14 +67,18 @@ async def test_a_phrase_compacted_away_is_traced_to_the_turn_it_left(database_ur
         assert found["calls"][0]["present"] == ["user_message"]
 
         assert later["compaction"] == "summarized" and later["summary_span"]["from_seq"] == 1
-        assert later["fates"][0] == {
-            "from_seq": 1,
-            "to_seq": later["summary_span"]["to_seq"],
-            "fate": "summarized",
-        }
+        span_end = later["summary_span"]["to_seq"]
+        in_span = [run for run in later["fates"] if run["to_seq"] <= span_end]
+        assert in_span[0]["from_seq"] == 1 and in_span[-1]["to_seq"] == span_end
+        for run in in_span:  # summarized, but for the passages recalled from earlier
+            seqs = set(range(run["from_seq"], run["to_seq"] + 1))
+            assert (
+                run["fate"] in ("earlier", "earlier_cut") if seqs <= recalled else run["fate"] == "summarized"
+            )
         assert later["fates"][-1]["fate"] == "verbatim" and later["fates"][-1]["to_seq"] == 302
         assert [s["section"] for s in later["sections"]] == [
-            "system", "knowledge", "known_facts", "past_conversations", "summary", "history", "user_message",
+            "system", "knowledge", "known_facts", "past_conversations", "summary", "earlier", "history",
+            "user_message",
         ]  # fmt: skip
         diff = await ins.json(f"/api/model-calls/{second['model_call_id']}/diff")
         assert diff["previous_model_call_id"] == found["calls"][0]["model_call_id"]
@@ -205,3 +217,129 @@ async def test_a_rendered_chunk_links_to_its_document_in_the_agents_tenant_only(
         chunk = found["chunks"][item["chunk_index"]]
         assert text[chunk["start_char"] : chunk["end_char"]].startswith("# Garden rules")
         assert (await ins.get(item["document_href"], key=KEY_B)).status_code == 404
+
+
+TRIP = [
+    ("We fly to Lisbon on Friday morning and stay for ten days.", "Lovely, Lisbon in spring is mild."),
+    ("I booked a small hotel in Alfama near the castle.", "Alfama is hilly; pack comfortable shoes."),
+    ("Should we take the tram up to the viewpoints?", "Tram 28 goes there, but it gets crowded."),
+    ("We also want a day trip to Sintra by train.", "Trains leave Rossio station every twenty minutes."),
+    ("What about food, any dishes we must try?", "Try bacalhau, grilled sardines and pasteis de nata."),
+]
+
+
+def phrase_truth(call: dict[str, Any], seq: int, folded: str) -> str:
+    """What the model saw of a phrase said in log message `seq`, read here from the call's
+    JSON apart from the inspector's rule: verbatim, recalled from earlier (a rendered passage
+    holds the message, and the section says the phrase), in the summary, or neither (or not
+    yet written)."""
+    spans = [call["summary_span"], call["history_span"]]
+    if seq > max([call["user_message_seq"], *(span["to_seq"] for span in spans if span)]):
+        return "not_yet"
+    said = {m["section"]: m["content"].casefold() for m in call["messages"]}
+    if any(m["seq"] == seq for m in call["messages"]):
+        return "verbatim"
+    passage = [p["fate"] for p in call["earlier_passages"] if seq in p["seqs"] and p["fate"] != "dropped"]
+    span = call["summary_span"]
+    covered = span is not None and span["from_seq"] <= seq <= span["to_seq"]
+    if passage and folded in said.get("earlier", ""):
+        return "earlier"
+    if covered and folded in said.get("summary", ""):
+        return "summarized"
+    if passage:
+        return "earlier_cut"
+    return "lost" if covered else "pruned"
+
+
+def run_fate(call: dict[str, Any], seq: int) -> str:
+    """The log's badge for `seq` in the call: its run."""
+    return str(next(r["fate"] for r in call["fates"] if r["from_seq"] <= seq <= r["to_seq"]))
+
+
+async def traced_against_the_calls(ins: Inspector, episode_id: str, phrase: str, seq: int) -> dict[str, Any]:
+    """The trace ("where did it go?") of a phrase only log message `seq` says, checked call by call
+    against what each stored call rendered (`phrase_truth`) and against the log's badge for
+    the message in that call (its fates): the same verdict, but for "summarized", which the
+    badge says of a message inside the summary's span whether or not the summary says the
+    phrase. Returns the answer, with each call's JSON under "views"."""
+    found = await ins.json(f"/api/episodes/{episode_id}/where", phrase=phrase)
+    assert [m["seq"] for m in found["messages"]] == [seq] and not found["truncated"]
+    views = [(await ins.json(f"/api/model-calls/{c['model_call_id']}"))["model_call"] for c in found["calls"]]
+    traced = [c["fates"][0]["fate"] for c in found["calls"]]
+    assert traced == [phrase_truth(call, seq, phrase.casefold()) for call in views]
+    for row, call, fate in zip(found["calls"], views, traced, strict=True):
+        badge = run_fate(call, seq) if call["fates"] and call["fates"][-1]["to_seq"] >= seq else "not_yet"
+        if fate == "earlier":  # recalled: the badge says so, and the section holds the phrase
+            assert badge in ("earlier", "earlier_cut") and "earlier" in row["present"]
+        elif fate in ("summarized", "lost"):  # the badge never claims the summary says it
+            assert badge == "summarized"
+        else:
+            assert badge == fate
+    if found["dropped"]:  # it came back at the first call after its drop that showed it again
+        [dropped] = found["dropped"]
+        at = [c["model_call_id"] for c in found["calls"]].index(dropped["model_call_id"])
+        again = [i for i in range(at, len(traced)) if traced[i] in ("verbatim", "earlier", "summarized")]
+        assert [(r["seq"], r["model_call_id"], r["fate"]) for r in found["returned"]] == [
+            (seq, found["calls"][i]["model_call_id"], traced[i]) for i in again[:1]
+        ]
+    else:
+        assert found["returned"] == []
+    return {**found, "views": views, "traced": traced}
+
+
+async def test_a_phrase_left_through_the_summary_comes_back_through_the_earlier_section(
+    database_url: str,
+) -> None:
+    """The cat named, thirty turns about a trip, then a question about the cat: the call
+    recalls messages 1-2 into "[Earlier in this conversation]", and the trace says so at that
+    call ("earlier": recalled from earlier in this conversation) for both. The assistant's
+    "What a grand name for a cat!" left the history into a summary that does not say it
+    ("lost": summarized, not in the summary; dropped, `compaction`), and came back through the
+    section ("returned", `earlier`). The call lists each passage's seqs and fate, and its fates
+    (the log's badges) say the same of the messages; at every call the trace agrees with what
+    the stored call rendered, and with the badge."""
+    async with inspector(database_url) as ins:
+        agent_id = await create_agent(ins.grpc, max_working_memory_tokens=250)
+        episode_id = await ins.grpc.open_episode(agent_id, user_id="traveller")
+
+        async def turn(said: str, answer: str = "") -> str:
+            built = await build(ins.grpc, episode_id, user_message=said, append_user_message=True)
+            if answer:
+                await ins.grpc.add(episode_id, assistant(answer))
+            return built.report.model_call_id
+
+        await turn("My cat is called Zanzibar.", "What a grand name for a cat!")
+        for i in range(30):
+            await turn(*TRIP[i % len(TRIP)])
+        asked = await turn("Who will look after my cat while I'm away?")
+
+        named = await traced_against_the_calls(ins, episode_id, "Zanzibar", 1)
+        praised = await traced_against_the_calls(ins, episode_id, "grand name", 2)
+        for found in (named, praised):
+            assert found["calls"][-1]["model_call_id"] == asked
+            traced = found["traced"]
+            left = next(i for i, fate in enumerate(traced) if fate not in ("verbatim", "not_yet"))
+            assert traced[left] in ("summarized", "lost"), traced  # it left the history into the summary
+            assert traced[-1] == "earlier" and "earlier" in found["calls"][-1]["present"]
+
+        # the reply left through the summary, then came back through the earlier section
+        traced = praised["traced"]
+        lost = traced.index("lost")
+        assert set(traced[:lost]) <= {"not_yet", "verbatim"}
+        [dropped] = praised["dropped"]
+        assert (dropped["seq"], dropped["reason"]) == (2, "compaction")
+        assert dropped["model_call_id"] == praised["calls"][lost]["model_call_id"]
+        [returned] = praised["returned"]
+        back = traced.index("earlier")
+        assert back > lost and returned["model_call_id"] == praised["calls"][back]["model_call_id"]
+        assert returned["fate"] == "earlier"
+
+        last = named["views"][-1]
+        [passage] = [p for p in last["earlier_passages"] if 1 in p["seqs"] and p["fate"] != "dropped"]
+        assert 2 in passage["seqs"]
+        for seq in (1, 2):
+            assert run_fate(last, seq) == {"whole": "earlier", "cut": "earlier_cut"}[passage["fate"]]
+        [section] = [m for m in last["messages"] if m["section"] == "earlier"]
+        assert section["content"].startswith("[Earlier in this conversation]")
+        assert "Zanzibar" in section["content"] and "grand name" in section["content"]
+        assert next(s["tokens"] for s in last["sections"] if s["section"] == "earlier") == section["tokens"]

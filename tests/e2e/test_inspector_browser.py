@@ -3,13 +3,15 @@ a conversation seeded through the Python client whose early detail ("my cat is c
 Zanzibar") is compacted away, and Debian's Chromium driven by tests/browser/inspect.mjs
 (Playwright) like a user: key prompt (a wrong key first), agent → user → episode, a model
 call, "Where did it go?", the diff, a reload, "Why recalled?" for a call that asked about a
-past episode, an over-long phrase, another tenant's episode, and the re-compaction case of
-issue 28 (a 250-token budget, 13 turns, "Zanzibar" lost from the summary by a re-compaction).
+past episode, an over-long phrase, another tenant's episode, the re-compaction case of
+issue 28 (a 250-token budget, 13 turns, "Zanzibar" lost from the summary by a re-compaction),
+and a call that recalled the cat's message into "[Earlier in this conversation]".
 The script reports what the page showed; the assertions are here.
 
 Needs /usr/bin/chromium, node and `npm ci` in tests/browser: skipped without them, failed
 without them when EPISODIC_REQUIRE_BROWSER=1 (CI). Screenshots go to build/inspector/;
-docs/inspector-why-recalled.png and docs/inspector-recompaction.png are copies of two of them."""
+docs/inspector-why-recalled.png, docs/inspector-recompaction.png and docs/inspector-earlier.png
+are copies of three of them."""
 
 from __future__ import annotations
 
@@ -52,7 +54,10 @@ USER_ID = "mary"
 PHRASE = "my cat is called Zanzibar"
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 SECRET_OF_B = "tenant B keeps this to itself"
-SECTIONS = ["system", "knowledge", "known_facts", "past_conversations", "summary", "history", "user_message"]
+SECTIONS = [
+    "system", "knowledge", "known_facts", "past_conversations", "summary", "earlier", "history",
+    "user_message",
+]  # fmt: skip
 BUDGET = 300
 WINDOW = 1000  # ceiling: 70 % of it
 FILLER = [
@@ -68,11 +73,14 @@ FILLER = [
 RECALL_QUESTION = "Which oil did I spray on my roses last spring, against the black spot?"
 RECALLED_WORDS = ["oil", "roses", "last", "spring", "black", "spot"]
 # Issue 28's reporter: an agent with a 250-token budget, 13 turns, "Zanzibar" in the first. The
-# first compaction's summary still says it; a re-compaction two turns later leaves it out.
+# summary now keeps the user's named things through re-compactions, so the case follows the
+# assistant's advice in its reply ("book early", seq 2): the first compaction's summary says it;
+# the re-compaction at the next turn leaves it out.
 RECAP_AGENT_ID = "trip-bot"
 RECAP_USER_ID = "zoe"
 RECAP_BUDGET = 250
-RECAP_PHRASE = "Zanzibar"
+RECAP_PHRASE = "book early"
+RECAP_SEQ = 2
 RECAP_TURNS = [
     (
         "Hi! We are planning a trip to Zanzibar in March, somewhere warm and quiet.",
@@ -121,6 +129,20 @@ RECAP_TURNS = [
     ),
     ("Summing up: what have we planned so far?", "Here is the plan so far."),
 ]
+# "[Earlier in this conversation]": an agent with a 250-token budget (and the default share for
+# passages recalled from earlier); its user names the cat, talks of a trip for thirty turns, then
+# asks about the cat: the call recalls the first message from earlier.
+EARLIER_AGENT_ID = "lisbon-bot"
+EARLIER_USER_ID = "yann"
+EARLIER_PHRASE = "Zanzibar"
+EARLIER_TURNS = [
+    ("We fly to Lisbon on Friday morning and stay for ten days.", "Lovely, Lisbon in spring is mild."),
+    ("I booked a small hotel in Alfama near the castle.", "Alfama is hilly; pack comfortable shoes."),
+    ("Should we take the tram up to the viewpoints?", "Tram 28 goes there, but it gets crowded."),
+    ("We also want a day trip to Sintra by train.", "Trains leave Rossio station every twenty minutes."),
+    ("What about food, any dishes we must try?", "Try bacalhau, grilled sardines and pasteis de nata."),
+]
+EARLIER_QUESTION = "Who will look after my cat while I'm away?"
 # Chromium logs every non-2xx fetch; these are the answers the steps provoke on purpose.
 EXPECTED_CONSOLE = (
     "Failed to load resource: the server responded with a status of 401",
@@ -252,6 +274,8 @@ class Seeded:
     recall_call: str = ""  # the call that asked about the past episode
     recap_episode_id: str = ""  # the re-compaction case
     recap_calls: list[str] = field(default_factory=list)
+    earlier_episode_id: str = ""  # the cat recalled from earlier in the conversation
+    earlier_calls: list[str] = field(default_factory=list)
 
 
 def weather(call_id: str, city: str, forecast: str, high: int) -> list[episode_pb2.MessageInput]:
@@ -325,11 +349,21 @@ def seed(address: str) -> Seeded:
         roomy = MemoryConfig(max_working_memory_tokens=6000, context_window_tokens=16000)
         turn("Summing up: what did we decide?", config=roomy)
         recap_episode_id, recap_calls = seed_recompaction(client)
+        earlier_episode_id, earlier_calls = seed_earlier(client)
     with EpisodicClient(address, api_key=KEY_B) as client:
         client.create_agent("other-bot", model="gpt-4")
         other = client.open_episode("other-bot", "bob").episode.episode_id
         client.add_message(other, "user", SECRET_OF_B)
-    return Seeded(episode_id, other, calls, recall_call, recap_episode_id, recap_calls)
+    return Seeded(
+        episode_id,
+        other,
+        calls,
+        recall_call,
+        recap_episode_id,
+        recap_calls,
+        earlier_episode_id,
+        earlier_calls,
+    )
 
 
 def seed_recompaction(client: EpisodicClient) -> tuple[str, list[str]]:
@@ -339,7 +373,14 @@ def seed_recompaction(client: EpisodicClient) -> tuple[str, list[str]]:
         RECAP_AGENT_ID,
         system_prompt="You are a helpful travel assistant.",
         model="gpt-4",
-        memory_config=MemoryConfig(max_working_memory_tokens=RECAP_BUDGET, context_window_tokens=WINDOW),
+        # the summary's case, as it was: no known facts (this episode's own facts among them) and
+        # no passages recalled from earlier to take the summary's room
+        memory_config=MemoryConfig(
+            max_working_memory_tokens=RECAP_BUDGET,
+            context_window_tokens=WINDOW,
+            known_facts=False,
+            earlier_budget_percent=0,
+        ),
     )
     episode_id = client.open_episode(RECAP_AGENT_ID, RECAP_USER_ID).episode.episode_id
     calls = []
@@ -347,6 +388,26 @@ def seed_recompaction(client: EpisodicClient) -> tuple[str, list[str]]:
         built = client.build_context(episode_id, user_message=user, append_user_message=True)
         calls.append(built.report.model_call_id)
         client.add_message(episode_id, "assistant", reply)
+    return episode_id, calls
+
+
+def seed_earlier(client: EpisodicClient) -> tuple[str, list[str]]:
+    """A 250-token budget: the cat named, thirty turns about a trip, then a question about the
+    cat, whose call recalls the cat's message from earlier."""
+    client.create_agent(
+        EARLIER_AGENT_ID,
+        system_prompt="You are a helpful travel assistant.",
+        model="gpt-4",
+        memory_config=MemoryConfig(max_working_memory_tokens=RECAP_BUDGET, context_window_tokens=WINDOW),
+    )
+    episode_id = client.open_episode(EARLIER_AGENT_ID, EARLIER_USER_ID).episode.episode_id
+    calls = []
+    for user, reply in [("My cat is called Zanzibar.", "What a grand name for a cat!")] + EARLIER_TURNS * 6:
+        built = client.build_context(episode_id, user_message=user, append_user_message=True)
+        calls.append(built.report.model_call_id)
+        client.add_message(episode_id, "assistant", reply)
+    asked = client.build_context(episode_id, user_message=EARLIER_QUESTION, append_user_message=True)
+    calls.append(asked.report.model_call_id)
     return episode_id, calls
 
 
@@ -367,6 +428,9 @@ def run_driver(node: str, server: Server, seeded: Seeded) -> dict[str, Any]:
         "WHY_NOT_PHRASE": "neem oil",
         "RECAP_EPISODE_ID": seeded.recap_episode_id,
         "RECAP_PHRASE": RECAP_PHRASE,
+        "EARLIER_EPISODE_ID": seeded.earlier_episode_id,
+        "EARLIER_CALL_ID": seeded.earlier_calls[-1] if seeded.earlier_calls else "",
+        "EARLIER_PHRASE": EARLIER_PHRASE,
         "SCREENSHOT_DIR": str(SCREENSHOTS),
     }
     done = subprocess.run(
@@ -396,7 +460,8 @@ def test_the_inspector_shows_where_a_detail_went_in_a_real_browser(node: str, se
     seeded = seed(f"127.0.0.1:{server.grpc_port}")
     with EpisodicClient(f"127.0.0.1:{server.grpc_port}", api_key=KEY_A) as client:
         log = list(client.iter_messages(seeded.episode_id))
-        calls = {c: client.get_model_call(c).model_call for c in [*seeded.calls, *seeded.recap_calls]}
+        every = [*seeded.calls, *seeded.recap_calls, *seeded.earlier_calls]
+        calls = {c: client.get_model_call(c).model_call for c in every}
     status, answer = get_json(f"{server.inspector_url}/api/session", KEY_A)
     assert (status, answer["tenant_id"]) == (200, TENANT_A)
 
@@ -408,8 +473,11 @@ def test_the_inspector_shows_where_a_detail_went_in_a_real_browser(node: str, se
     assert_the_newest_call(seen, calls[seeded.calls[-1]])
     assert_where_it_went(seen, seeded, phrase_truth(seeded.calls, calls))
     assert_why_recalled(seen, calls[seeded.recall_call])
-    assert_the_recompaction_case(seen, phrase_truth(seeded.recap_calls, calls))
-    assert_the_diff(seen)
+    assert_the_recompaction_case(seen, phrase_truth(seeded.recap_calls, calls, RECAP_PHRASE, RECAP_SEQ))
+    assert_recalled_from_earlier(
+        seen, calls[seeded.earlier_calls[-1]], phrase_truth(seeded.earlier_calls, calls)
+    )
+    assert_the_diff(seen, seeded, phrase_truth(seeded.calls, calls))
     assert_the_layout(seen)
     assert_bad_input(seen)
     assert_a_clean_console(seen)
@@ -435,7 +503,8 @@ def assert_key_handling(seen: dict[str, Any]) -> None:
 
 
 def assert_navigation(seen: dict[str, Any], seeded: Seeded) -> None:
-    assert sorted(seen["agents"]) == sorted([AGENT_ID, RECAP_AGENT_ID]), "tenant B's agent must not be listed"
+    agents = [AGENT_ID, RECAP_AGENT_ID, EARLIER_AGENT_ID]
+    assert sorted(seen["agents"]) == sorted(agents), "tenant B's agent must not be listed"
     assert seen["users"] == [USER_ID]
     assert len(seen["episodes"]) == 2 and seen["episodes"][0] == seeded.episode_id, "newest first"
     assert seen["episode_url"].endswith(f"#/episodes/{seeded.episode_id}")
@@ -495,51 +564,107 @@ def percent(css: str) -> float:
 class PhraseTruth:
     """What the stored calls say of the phrase, computed here apart from the inspector."""
 
-    fates: list[str]  # seq 1's fate in each call
+    fates: list[str]  # the message's fate in each call
     gone_at: str | None  # the first call rendering the phrase nowhere after one that did
     reason: str  # why, when gone_at
+    dropped_at: str | None = None  # the first call after the message was seen where it no longer was
+    drop_reason: str = ""
+    returned_at: str | None = None  # the first call after that where it was seen again
 
 
-def phrase_truth(call_ids: list[str], calls: dict[str, Any]) -> PhraseTruth:
-    fates: list[str] = []
-    present: list[bool] = []
-    for call_id in call_ids:
-        call = calls[call_id]
-        texts = [m.content.casefold() for m in call.messages]
-        present.append(any("zanzibar" in t for t in texts))
-        report = call.report
-        if report.summary_from_seq <= 1 <= report.summary_to_seq:
-            summary = [m.content for m in call.messages if m.section == context_pb2.CONTEXT_SECTION_SUMMARY]
-            fates.append("summarized" if "zanzibar" in "".join(summary).casefold() else "lost")
-        elif call_id == call_ids[0] or any("zanzibar" in t for t in texts):
-            fates.append("verbatim")
-        else:
-            fates.append("pruned")
+SEEN = ("verbatim", "earlier", "summarized")  # the message's phrase reached the model
+REASONS = {  # in rendering order: the first one the phrase was last seen in says why it went
+    context_pb2.CONTEXT_SECTION_KNOWLEDGE: "knowledge",
+    context_pb2.CONTEXT_SECTION_KNOWN_FACTS: "known_facts",
+    context_pb2.CONTEXT_SECTION_PAST_CONVERSATIONS: "recall",
+    context_pb2.CONTEXT_SECTION_EARLIER: "earlier",
+}
+
+
+def section_text(call: Any, section: int) -> str:
+    return "".join(m.content for m in call.messages if m.section == section).casefold()
+
+
+def seq_truth(call: Any, seq: int, phrase: str) -> str:
+    """Log message `seq`, which says `phrase` (casefolded), in the call: verbatim, recalled
+    from earlier in this conversation (a rendered passage holds it and the section says the
+    phrase), in the summary, lost, pruned, or not yet written."""
+    report = call.report
+    if seq > max(report.user_message_seq, report.history_to_seq, report.summary_to_seq):
+        return "not_yet"
+    if report.user_message_seq == seq or any(
+        m.section == context_pb2.CONTEXT_SECTION_HISTORY and m.seq == seq for m in call.messages
+    ):
+        return "verbatim"
+    recalled = any(
+        seq in p.seqs and p.fate != context_pb2.PASSAGE_FATE_DROPPED for p in report.earlier_passages
+    )
+    summarized = report.summary_from_seq <= seq <= report.summary_to_seq
+    if recalled and phrase in section_text(call, context_pb2.CONTEXT_SECTION_EARLIER):
+        return "earlier"
+    if summarized and phrase in section_text(call, context_pb2.CONTEXT_SECTION_SUMMARY):
+        return "summarized"
+    if recalled or summarized:
+        return "earlier_cut" if recalled else "lost"
+    return "pruned"
+
+
+def drop_reason(before: str, fate: str) -> str:
+    if before == "earlier":
+        return "earlier"
+    if fate in ("lost", "earlier_cut"):
+        return "recompaction" if before == "summarized" else "compaction"
+    return "window"
+
+
+def phrase_truth(
+    call_ids: list[str], calls: dict[str, Any], phrase: str = "zanzibar", seq: int = 1
+) -> PhraseTruth:
+    """The trace of log message `seq` (the only one saying `phrase`, casefolded)."""
+    fates = [seq_truth(calls[c], seq, phrase) for c in call_ids]
+    dropped_at = returned_at = None
+    reason = ""
+    before = ""
+    for call_id, fate in zip(call_ids, fates, strict=True):
+        if dropped_at is None and before and fate not in SEEN:
+            dropped_at, reason = call_id, drop_reason(before, fate)
+        elif dropped_at is None and fate in SEEN:
+            before = fate
+        elif dropped_at is not None and fate in SEEN:
+            returned_at = call_id
+            break
+    present = [{m.section for m in calls[c].messages if phrase in m.content.casefold()} for c in call_ids]
     for i in range(1, len(present)):
         if present[i - 1] and not present[i]:
-            if fates[i] == "lost":
-                reason = "recompaction" if fates[i - 1] == "summarized" else "compaction"
-            else:
-                reason = "window"
-            return PhraseTruth(fates, call_ids[i], reason)
-    return PhraseTruth(fates, None, "")
+            why = reason if call_ids[i] == dropped_at else ""
+            why = why or next((r for s, r in REASONS.items() if s in present[i - 1]), "context")
+            return PhraseTruth(fates, call_ids[i], why, dropped_at, reason, returned_at)
+    return PhraseTruth(fates, None, "", dropped_at, reason, returned_at)
 
 
 def assert_where_it_went(seen: dict[str, Any], seeded: Seeded, truth: PhraseTruth) -> None:
-    """The page follows the phrase into the summaries: a message inside the summary's span is
-    there only while the summary says it (issue 28: it once blamed the first compaction)."""
-    history = next(b for b in seen["drop_call"]["section_bars"] if b["section"] == "history")
-    assert history["fill_px"] > 40, "a 300-token budget's bars are scaled to it, not to the ceiling"
+    """The page follows the phrase into the summaries and the passages recalled from earlier
+    in this conversation: a message inside the summary's span is there only while the summary
+    says it (issue 28: it once blamed the first compaction), and back when a passage recalled
+    into "[Earlier in this conversation]" says it."""
+    fullest = max(seen["drop_call"]["section_bars"], key=lambda b: b["tokens"])
+    assert fullest["fill_px"] > 40, "a 300-token budget's bars are scaled to it, not to the ceiling"
     where = seen["where"]
     assert PHRASE in where["summary"]
     assert [m["seq"] for m in where["messages"]] == [1] and PHRASE in where["messages"][0]["text"]
     assert where["cells"] == truth.fates
     assert len(where["presence"]) == len(seeded.calls) and where["presence"][0] == "user_message"
+    assert [d["reason"] for d in where["dropped"]] == ([truth.drop_reason] if truth.dropped_at else [])
+    assert [r["model_call_id"] for r in where["returned"]] == (
+        [truth.returned_at] if truth.returned_at else []
+    )
+    assert all(r["text"].startswith("Came back at model call") for r in where["returned"]), where["returned"]
     if truth.gone_at is None:
-        assert where["gone"] == [] and where["dropped"] == [], where
+        assert where["gone"] == [], where
         assert "renders it in" in where["verdict"][0]
-        first = truth.fates.index("summarized")  # the driver opened the call it left the history at
-        assert seen["drop_call_url"].endswith(f"/calls/{seeded.calls[first]}")
+        # the driver opened the call it dropped out at, else the one it left the history at
+        opened = truth.dropped_at or seeded.calls[truth.fates.index("summarized")]
+        assert seen["drop_call_url"].endswith(f"/calls/{opened}")
         return
     [gone] = where["gone"]
     assert gone["reason"] == truth.reason and "stopped seeing it" in gone["text"], gone
@@ -576,10 +701,41 @@ def assert_the_recompaction_case(seen: dict[str, Any], truth: PhraseTruth) -> No
     first_summarized = truth.fates.index("summarized")
     assert truth.fates.index("lost") > first_summarized, truth.fates
     recap = seen["recompaction"]
+    assert recap["cells"] == truth.fates
     [gone] = recap["gone"]
     assert gone["reason"] == "recompaction" and "stopped seeing it" in gone["text"], gone
     assert gone["model_call_id"] == truth.gone_at
     assert recap["dropped"] and recap["dropped"][0]["reason"] == "recompaction"
+
+
+def assert_recalled_from_earlier(seen: dict[str, Any], call: Any, truth: PhraseTruth) -> None:
+    """The call that recalled the cat's message into "[Earlier in this conversation]" shows the
+    section (its bar, its message and the passages with their log seqs and fates); the log's
+    badge for seq 1 says "recalled from earlier in this conversation", and so does "where did it
+    go?" at that call, in the same words once the phrase is traced."""
+    earlier = seen["earlier"]
+    shown = earlier["call"]
+    bar = next(b for b in shown["section_bars"] if b["section"] == "earlier")
+    assert bar["tokens"] == call.report.section_tokens.earlier > 0 and bar["fill_px"] > 0
+    [message] = [m for m in shown["rendered_messages"] if m["section"] == "earlier"]
+    assert message["section_label"] == "earlier in this conversation"
+    assert message["fate"].startswith("recalled from earlier: ") and EARLIER_PHRASE in message["content"]
+    expected = [(list(p.seqs), context_pb2.PassageFate.Name(p.fate)) for p in call.report.earlier_passages]
+    assert [(p["seqs"], f"PASSAGE_FATE_{p['fate'].upper()}") for p in earlier["passages"]] == expected
+    [passage] = [p for p in earlier["passages"] if 1 in p["seqs"] and p["fate"] != "dropped"]
+    fate = {"whole": "earlier", "cut": "earlier_cut"}[passage["fate"]]
+    assert earlier["badge"]["fate"] == fate and not earlier["badge"]["phrase_fate"], earlier["badge"]
+    trace = earlier["trace"]
+    assert trace["cells"] == truth.fates and truth.fates[-1] == "earlier", (trace["cells"], truth)
+    assert "earlier" in trace["presence"][-1].split()
+    traced = earlier["traced_badge"]
+    assert (
+        traced["phrase_fate"] == "earlier" and traced["text"] == "recalled from earlier in this conversation"
+    )
+    if truth.returned_at:  # the summary had let go of it: the trace says when it came back
+        [returned] = trace["returned"]
+        assert returned["fate"] == "earlier" and returned["model_call_id"] == truth.returned_at
+        assert "recalled from earlier in this conversation" in returned["text"]
 
 
 def assert_the_layout(seen: dict[str, Any]) -> None:
@@ -592,7 +748,10 @@ def assert_the_layout(seen: dict[str, Any]) -> None:
         assert layout["selected_visible"], size
 
 
-def assert_the_diff(seen: dict[str, Any]) -> None:
+def assert_the_diff(seen: dict[str, Any], seeded: Seeded, truth: PhraseTruth) -> None:
+    """The diff of the call where seq 1 left the verbatim history: it left, a summary entered."""
+    left_at = next(i for i, fate in enumerate(truth.fates) if fate not in ("verbatim", "not_yet"))
+    assert seen["diff_call_url"].endswith(f"/calls/{seeded.calls[left_at]}")
     diff = seen["diff"]
     assert seen["diff_url"].endswith("/diff")
     assert diff["summary"].startswith("Compared with the previous call")

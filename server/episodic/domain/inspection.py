@@ -1,14 +1,20 @@
 """What the inspector shows about stored model calls: the fate of every log message in a
-call (rendered verbatim, stubbed, present only through the summary, or pruned), where a
-phrase went turn by turn, and what changed between two consecutive calls. Computed from
-the stored calls alone, never guessed. Pure; every function is linear in its input.
+call (rendered verbatim, stubbed, recalled from earlier in this conversation, present only
+through the summary, or pruned), where a phrase went turn by turn, and what changed between
+two consecutive calls. Computed from the stored calls alone, never guessed. Pure; every
+function is linear in its input.
 
-A phrase is followed into what was rendered, not only into which log messages were: a
-message inside the summary's span is present only if the rendered summary still says the
-phrase (a re-compaction may drop it), and a phrase may also reach the model through
-[Knowledge], [Known Facts] or [Past Conversations]. Each traced call lists the sections
-whose rendered text holds the phrase, and the trace names the first call where it was
-nowhere after having been somewhere, and why."""
+One rule (`message_fate`) says what became of a log message in a call, for the log's badges
+and fates (no phrase: what the call did with the message) and for "where did it go?" (a
+phrase: whether the model saw the phrase through it). A phrase is followed into what was
+rendered, not only into which log messages were: a message inside the summary's span is
+present only if the rendered summary still says the phrase (a re-compaction may drop it);
+one in a passage the call recalled into "[Earlier in this conversation]" (the report lists
+each passage's seqs) is present if that section says it; and a phrase may also reach the
+model through [Knowledge], [Known Facts] or [Past Conversations]. Each traced call lists the
+sections whose rendered text holds the phrase, and the trace names the first call where it
+was nowhere after having been somewhere, and why, and the first call after that where it was
+back."""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from episodic.domain.context import ModelCall, RenderedMessage, Section
+from episodic.domain.context import ModelCall, PassageFate, RenderedMessage, Section
 from episodic.domain.log import countable_text
 from episodic.domain.model import Message
 
@@ -28,11 +34,20 @@ MAX_PHRASE_CHARS = 1000
 
 
 class Fate(enum.StrEnum):
-    """What became of one log message in one model call."""
+    """What became of one log message in one model call. Without a phrase, what the call did
+    with the message; with one, whether the model saw the phrase through it (see
+    `message_fate`)."""
 
     VERBATIM = "verbatim"
     STUBBED = "stubbed"  # a tool result rendered as a stub
-    SUMMARIZED = "summarized"  # not rendered itself, inside the span of the rendered summary
+    # In a passage rendered in "[Earlier in this conversation]": whole (with a phrase: and
+    # that section says it, whole or cut).
+    EARLIER = "earlier"
+    # In a passage rendered cut (with a phrase: rendered, but that section does not say it).
+    EARLIER_CUT = "earlier_cut"
+    # Not rendered itself, inside the span of the rendered summary (with a phrase: and the
+    # summary says it).
+    SUMMARIZED = "summarized"
     LOST = "lost"  # inside the summary's span, but the rendered summary does not say the phrase
     PRUNED = "pruned"  # not rendered at all: it left the window
     NOT_YET = "not_yet"  # written after the call
@@ -42,6 +57,7 @@ class DropReason(enum.StrEnum):
     WINDOW = "window"  # left the history window (the budget no longer held it)
     COMPACTION = "compaction"  # summarized from verbatim, and the summary left the phrase out
     RECOMPACTION = "recompaction"  # in the summary, until a new summary left the phrase out
+    EARLIER = "earlier"  # no longer recalled into [Earlier in this conversation]
     STUB = "stub"  # a tool result rendered as a stub
     KNOWLEDGE = "knowledge"  # no longer among the rendered [Knowledge] items
     KNOWN_FACTS = "known_facts"  # no longer among the rendered [Known Facts]
@@ -54,8 +70,9 @@ _SECTION_REASONS = {
     Section.KNOWLEDGE: DropReason.KNOWLEDGE,
     Section.KNOWN_FACTS: DropReason.KNOWN_FACTS,
     Section.PAST_CONVERSATIONS: DropReason.RECALL,
+    Section.EARLIER: DropReason.EARLIER,
 }
-_PRESENT = (Fate.VERBATIM, Fate.SUMMARIZED)  # a message whose phrase the model saw
+_PRESENT = (Fate.VERBATIM, Fate.EARLIER, Fate.SUMMARIZED)  # a message whose phrase the model saw
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,61 +107,98 @@ def log_seq(call: ModelCall, message: RenderedMessage) -> int:
     return 0
 
 
-def _rendered_fates(call: ModelCall) -> dict[int, Fate]:
-    found = {}
-    for m in call.messages:
-        seq = log_seq(call, m)
-        if seq > 0:
-            found[seq] = Fate.STUBBED if m.stubbed else Fate.VERBATIM
-    return found
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """What `message_fate` reads of one call, read once: the log messages it rendered, the
+    seqs of the passages it rendered in "[Earlier in this conversation]", and (with a
+    phrase) the sections whose rendered text holds it."""
+
+    call: ModelCall
+    rendered: dict[int, Fate]  # seq -> VERBATIM or STUBBED
+    passages: dict[int, PassageFate]  # seq -> WHOLE or CUT: a rendered passage holds it
+    present: tuple[Section, ...] | None = None  # None: no phrase
+
+    @classmethod
+    def of(cls, call: ModelCall, folded_phrase: str | None = None) -> CallView:
+        rendered = {}
+        for m in call.messages:
+            seq = log_seq(call, m)
+            if seq > 0:
+                rendered[seq] = Fate.STUBBED if m.stubbed else Fate.VERBATIM
+        passages: dict[int, PassageFate] = {}
+        for p in call.report.earlier:
+            if p.fate is not PassageFate.DROPPED:
+                for seq in p.seqs:
+                    if passages.get(seq) is not PassageFate.CUT:
+                        passages[seq] = p.fate
+        present = None if folded_phrase is None else rendered_in(call, folded_phrase)
+        return cls(call, rendered, passages, present)
+
+    def summarized(self, seq: int) -> bool:
+        span = self.call.report.summary_span
+        return span.to_seq > 0 and span.from_seq <= seq <= span.to_seq
+
+    def says(self, section: Section) -> bool:
+        return self.present is not None and section in self.present
 
 
-def _summarized(call: ModelCall, seq: int) -> bool:
-    span = call.report.summary_span
-    return span.to_seq > 0 and span.from_seq <= seq <= span.to_seq
-
-
-def fate_at(call: ModelCall, seq: int, rendered: dict[int, Fate] | None = None) -> Fate:
-    """What became of log message `seq` in `call`."""
-    if seq > last_seq(call):
+def message_fate(view: CallView, seq: int) -> Fate:
+    """What became of log message `seq` in the call: the one rule of the log's badges, the
+    call's fates and the phrase trace. Rendered in the history (or as the user message) it
+    is VERBATIM or STUBBED. Otherwise, without a phrase: EARLIER or EARLIER_CUT when a
+    rendered passage of "[Earlier in this conversation]" holds it (whole or cut), else
+    SUMMARIZED inside the summary's span, else PRUNED. With a phrase, what the model saw of
+    it: EARLIER when a rendered passage holds it and that section says the phrase, else
+    SUMMARIZED when the summary's span holds it and the summary says the phrase, else
+    EARLIER_CUT (rendered in a passage without the phrase), LOST (summarized without it) or
+    PRUNED."""
+    if seq > last_seq(view.call):
         return Fate.NOT_YET
-    found = (rendered if rendered is not None else _rendered_fates(call)).get(seq)
+    found = view.rendered.get(seq)
     if found is not None:
         return found
-    return Fate.SUMMARIZED if _summarized(call, seq) else Fate.PRUNED
+    passage = view.passages.get(seq)
+    summarized = view.summarized(seq)
+    if view.present is None:
+        if passage is not None:
+            return Fate.EARLIER if passage is PassageFate.WHOLE else Fate.EARLIER_CUT
+        return Fate.SUMMARIZED if summarized else Fate.PRUNED
+    if passage is not None and view.says(Section.EARLIER):
+        return Fate.EARLIER
+    if summarized and view.says(Section.SUMMARY):
+        return Fate.SUMMARIZED
+    if passage is not None:
+        return Fate.EARLIER_CUT
+    return Fate.LOST if summarized else Fate.PRUNED
+
+
+def fate_at(call: ModelCall, seq: int, folded_phrase: str | None = None) -> Fate:
+    """What became of log message `seq` in `call` (with a phrase: of the phrase it says)."""
+    return message_fate(CallView.of(call, folded_phrase), seq)
 
 
 def fates(call: ModelCall) -> list[FateRun]:
-    """Every log seq from 1 to the call's last as runs of one fate: linear in the rendered
-    messages, not in the length of the log."""
-    rendered = _rendered_fates(call)
+    """Every log seq from 1 to the call's last as runs of one fate (`message_fate` without a
+    phrase): linear in the rendered messages and passages, not in the length of the log."""
+    view = CallView.of(call)
     end = last_seq(call)
     runs: list[FateRun] = []
     cursor = 1
-    for seq in [*sorted(s for s in rendered if s <= end), end + 1]:
+    for seq in [*sorted(s for s in {*view.rendered, *view.passages} if s <= end), end + 1]:
         if seq > cursor:
-            _extend(runs, _gap(call, cursor, seq - 1))
+            _extend(runs, _gap(view, cursor, seq - 1))
         if seq <= end:
-            _extend(runs, [FateRun(seq, seq, rendered[seq])])
+            _extend(runs, [FateRun(seq, seq, message_fate(view, seq))])
         cursor = seq + 1
     return runs
 
 
-def _gap(call: ModelCall, first: int, last: int) -> list[FateRun]:
-    """Seqs first..last, none rendered: summarized inside the summary's span, else pruned."""
-    span = call.report.summary_span
-    if span.to_seq <= 0:
-        return [FateRun(first, last, Fate.PRUNED)]
-    runs = []
-    inside_from, inside_to = max(first, span.from_seq), min(last, span.to_seq)
-    if inside_from > inside_to:
-        return [FateRun(first, last, Fate.PRUNED)]
-    if first < inside_from:
-        runs.append(FateRun(first, inside_from - 1, Fate.PRUNED))
-    runs.append(FateRun(inside_from, inside_to, Fate.SUMMARIZED))
-    if inside_to < last:
-        runs.append(FateRun(inside_to + 1, last, Fate.PRUNED))
-    return runs
+def _gap(view: CallView, first: int, last: int) -> list[FateRun]:
+    """Seqs first..last, none rendered nor in a rendered passage: their fate changes only at
+    the summary's span's ends, so one seq of each piece stands for the piece."""
+    span = view.call.report.summary_span
+    cuts = sorted({first, last + 1, *(s for s in (span.from_seq, span.to_seq + 1) if first < s <= last)})
+    return [FateRun(a, b - 1, message_fate(view, a)) for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
 def _extend(runs: list[FateRun], more: Iterable[FateRun]) -> None:
@@ -189,13 +243,25 @@ def as_match(message: Message) -> Message:
 
 @dataclass(frozen=True, slots=True)
 class Drop:
-    """The first call after one where the model saw the message's phrase (verbatim, or
-    through a summary that said it) where it no longer did."""
+    """The first call after one where the model saw the message's phrase (verbatim, recalled
+    from earlier, or through a summary that said it) where it no longer did."""
 
     seq: int
     model_call_id: str
     created_at: datetime
     reason: DropReason
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    """The first call after a message's drop where the model saw its phrase again, and how:
+    EARLIER (recalled from earlier in this conversation) or SUMMARIZED (a later summary said
+    it again)."""
+
+    seq: int
+    model_call_id: str
+    created_at: datetime
+    fate: Fate
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +272,15 @@ class Gone:
     created_at: datetime
     reason: DropReason
     last_seen_in: tuple[Section, ...]  # where the call before rendered it
+
+
+@dataclass(frozen=True, slots=True)
+class Back:
+    """The first call after the phrase was gone that rendered it again, and where."""
+
+    model_call_id: str
+    created_at: datetime
+    present: tuple[Section, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,55 +296,66 @@ class PhraseTrace:
     calls: tuple[CallFates, ...]  # oldest call first
     dropped: tuple[Drop, ...]
     gone: Gone | None = None  # None: never rendered, or never missing after it was
+    returned: tuple[Return, ...] = ()  # per dropped message, the first call it was seen again
+    back: Back | None = None  # the first call rendering the phrase again after `gone`
 
 
 def rendered_in(call: ModelCall, folded_phrase: str) -> tuple[Section, ...]:
-    """The sections of `call` whose rendered text holds the phrase, in rendering order."""
+    """The sections of `call` whose rendered text holds the phrase, in rendering order. The
+    earlier section quotes each message on one line (its runs of white space as one space):
+    it holds a phrase whose white space it quotes so."""
     found = {m.section for m in call.messages if folded_phrase in m.content.casefold()}
+    if Section.EARLIER not in found:
+        flat = " ".join(folded_phrase.split())
+        if any(m.section is Section.EARLIER and flat in m.content.casefold() for m in call.messages):
+            found.add(Section.EARLIER)
     return tuple(section for section in Section if section in found)
 
 
 def call_fates(call: ModelCall, seqs: Sequence[int], folded_phrase: str) -> CallFates:
-    """The fate of each of `seqs` in `call` (LOST where the summary's span holds it but the
-    rendered summary does not say the phrase), keeping of the call only what a trace shows,
-    so that a long run of calls can be traced one page at a time."""
-    rendered = _rendered_fates(call)
-    present = rendered_in(call, folded_phrase)
-    found = []
-    for seq in seqs:
-        fate = fate_at(call, seq, rendered)
-        if fate is Fate.SUMMARIZED and Section.SUMMARY not in present:
-            fate = Fate.LOST
-        found.append((seq, fate))
-    return CallFates(dataclasses.replace(call, messages=()), tuple(found), present)
+    """The fate of each of `seqs` in `call` (`message_fate` with the phrase), keeping of the
+    call only what a trace shows, so that a long run of calls can be traced one page at a
+    time."""
+    view = CallView.of(call, folded_phrase)
+    found = tuple((seq, message_fate(view, seq)) for seq in seqs)
+    return CallFates(dataclasses.replace(call, messages=()), found, view.present or ())
 
 
 def trace_phrase(matches: Sequence[Message], calls: Sequence[ModelCall], folded_phrase: str) -> PhraseTrace:
     """Per call (oldest first), the fate of every matching message and where the phrase was
-    rendered; per message, the first turn it dropped out of what the model saw, and why."""
+    rendered; per message, the first turn it dropped out of what the model saw, and why, and
+    the first turn after that it came back."""
     seqs = [m.seq for m in matches]
     return trace_of(matches, [call_fates(call, seqs, folded_phrase) for call in calls])
 
 
 def trace_of(matches: Sequence[Message], rows: Sequence[CallFates]) -> PhraseTrace:
     """The trace from each call's fates of `matches`, oldest call first."""
-    drops = _drops([m.seq for m in matches], rows)
-    return PhraseTrace(tuple(matches), tuple(rows), tuple(drops), _gone(rows, drops))
+    drops, returns = _drops([m.seq for m in matches], rows)
+    gone, back = _gone(rows, drops)
+    return PhraseTrace(tuple(matches), tuple(rows), tuple(drops), gone, tuple(returns), back)
 
 
-def _drops(seqs: Sequence[int], table: Sequence[CallFates]) -> list[Drop]:
-    drops = []
+def _drops(seqs: Sequence[int], table: Sequence[CallFates]) -> tuple[list[Drop], list[Return]]:
+    """Per message, its first drop, and the first call after that where it was seen again."""
+    drops, returns = [], []
     for column, seq in enumerate(seqs):
         before: Fate | None = None
+        dropped = False
         for row in table:
             fate = row.fates[column][1]
+            if dropped:
+                if fate in _PRESENT:
+                    returns.append(Return(seq, row.call.model_call_id, row.call.created_at, fate))
+                    break
+                continue
             reason = _drop_reason(before, fate)
             if reason is not None:
                 drops.append(Drop(seq, row.call.model_call_id, row.call.created_at, reason))
-                break
-            if fate in _PRESENT:
+                dropped = True
+            elif fate in _PRESENT:
                 before = fate
-    return drops
+    return drops, returns
 
 
 def _drop_reason(before: Fate | None, fate: Fate) -> DropReason | None:
@@ -277,15 +363,18 @@ def _drop_reason(before: Fate | None, fate: Fate) -> DropReason | None:
     it at `fate`; None while it still does."""
     if before not in _PRESENT or fate in _PRESENT or fate is Fate.NOT_YET:
         return None
-    if fate is Fate.LOST:
+    if before is Fate.EARLIER:
+        return DropReason.EARLIER
+    if fate in (Fate.LOST, Fate.EARLIER_CUT):
         return DropReason.RECOMPACTION if before is Fate.SUMMARIZED else DropReason.COMPACTION
     return DropReason.STUB if fate is Fate.STUBBED else DropReason.WINDOW
 
 
-def _gone(rows: Sequence[CallFates], drops: Sequence[Drop]) -> Gone | None:
+def _gone(rows: Sequence[CallFates], drops: Sequence[Drop]) -> tuple[Gone | None, Back | None]:
     """The first call rendering the phrase nowhere after one that rendered it, and why: the
-    drop of a matching message at that call, else the section the phrase was last seen in."""
-    for previous, row in zip(rows, rows[1:], strict=False):
+    drop of a matching message at that call, else the section the phrase was last seen in;
+    and the first call after it rendering the phrase again."""
+    for at, (previous, row) in enumerate(zip(rows, rows[1:], strict=False), start=1):
         if not previous.present or row.present:
             continue
         call_id = row.call.model_call_id
@@ -293,8 +382,11 @@ def _gone(rows: Sequence[CallFates], drops: Sequence[Drop]) -> Gone | None:
         if not reasons:
             reasons = [_SECTION_REASONS[s] for s in previous.present if s in _SECTION_REASONS]
         reason = reasons[0] if reasons else DropReason.CONTEXT
-        return Gone(call_id, row.call.created_at, reason, previous.present)
-    return None
+        gone = Gone(call_id, row.call.created_at, reason, previous.present)
+        again = next((r for r in rows[at + 1 :] if r.present), None)
+        back = None if again is None else Back(again.call.model_call_id, again.call.created_at, again.present)
+        return gone, back
+    return None, None
 
 
 # --- what changed between two calls -----------------------------------------------------

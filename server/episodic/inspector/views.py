@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from episodic.domain.context import ModelCall, RenderedMessage, Section, Span
+from episodic.domain.context import ModelCall, RecalledPassage, RenderedMessage, Section, Span
 from episodic.domain.inspection import FateRun, UserSummary, log_seq, preview
 from episodic.domain.knowledge import Document, DocumentChunk, RenderedKnowledge
 from episodic.domain.model import Agent, Episode, Message, ToolCall, ToolResult
@@ -151,6 +151,7 @@ def model_call(inspected: InspectedCall, offset: int, template: str) -> Json:
             {"memory_id": m.memory_id, "score": m.score, "rendered": m.rendered, "pending": m.pending}
             for m in r.memories
         ],
+        "earlier_passages": [_passage(p) for p in r.earlier],
         "why_recalled": why_recalled(inspected.why_recalled),
         "session_data_keys": list(r.session_keys),
         "knowledge": [_knowledge(c, k) for k in r.knowledge],
@@ -160,6 +161,13 @@ def model_call(inspected: InspectedCall, offset: int, template: str) -> Json:
         "messages": [_rendered(c, offset + i, m) for i, m in enumerate(page)],
         "next_offset": following if following < len(c.messages) else None,
     }
+
+
+def _passage(p: RecalledPassage) -> Json:
+    """A passage of this episode recalled into "[Earlier in this conversation]": its log
+    messages, and whether it was rendered whole, cut, or dropped for want of room."""
+    signals = [s.value for s in p.signals]
+    return {"seqs": list(p.seqs), "score": p.score, "fate": p.fate.value, "signals": signals}
 
 
 # What the call record lacks to say more (docs/inspector.md, "Why recalled?").
@@ -327,6 +335,22 @@ def where(phrase: str, traced: Traced) -> Json:
             }
             for d in t.dropped
         ],
+        "returned": [
+            {
+                "seq": r.seq,
+                "model_call_id": r.model_call_id,
+                "create_time": _time(r.created_at),
+                "fate": r.fate.value,
+            }
+            for r in t.returned
+        ],
+        "back": None
+        if t.back is None
+        else {
+            "model_call_id": t.back.model_call_id,
+            "create_time": _time(t.back.created_at),
+            "present": [section.value for section in t.back.present],
+        },
     }
 
 

@@ -4,7 +4,7 @@
 
 import { chip, fact, h, link, styled, timestamp } from "./dom.js";
 import { cssName, formatNumber, plural, seqRange } from "./format.js";
-import { compactionChip } from "./chips.js";
+import { compactionChip, messageFateLabel } from "./chips.js";
 import { callHref, episodeHref } from "./routes.js";
 import { tokenBars } from "./token-bars.js";
 import { renderedMessages } from "./rendered-messages.js";
@@ -17,7 +17,7 @@ export function showModelCall(container, call, tab, episode) {
   const body = h("div", { class: "tab-body" });
   container.replaceChildren(callTitle(call, episode), callFacts(call), callTabs(call, tab, episode.episodeId), body);
   if (tab === "diff") showDiff(body, call, episode);
-  else body.append(tokenBars(call), logFates(call), recalled(call), renderedMessages(call, episode));
+  else body.append(tokenBars(call), logFates(call), recalled(call, episode), renderedMessages(call, episode));
 }
 
 function callTitle(call, episode) {
@@ -106,7 +106,7 @@ function fatesText(call) {
   const runs = call.fates || [];
   if (!runs.length) return "No log messages were before this call.";
   const parts = runs.map((run) => {
-    let text = `${seqRange(run.from_seq, run.to_seq)} ${run.fate}`;
+    let text = `${seqRange(run.from_seq, run.to_seq)} ${runLabel(run.fate)}`;
     if (run.fate === "summarized" && call.summary_span) {
       text += ` (summary span ${seqRange(call.summary_span.from_seq, call.summary_span.to_seq)})`;
     }
@@ -115,19 +115,24 @@ function fatesText(call) {
   return `seq ${parts.join(", ")}`;
 }
 
+// A run's fate in words: the server's name, but for the passages recalled from earlier.
+function runLabel(fate) {
+  return fate === "earlier" || fate === "earlier_cut" ? messageFateLabel(fate) : fate;
+}
+
 function fateStrip(call) {
   const runs = call.fates || [];
   const total = runs.length ? runs[runs.length - 1].to_seq - runs[0].from_seq + 1 : 0;
   const strip = h("div", { class: "fate-strip", testid: "fate-strip" });
   for (const run of runs) {
     const n = run.to_seq - run.from_seq + 1;
-    const label = `${seqRange(run.from_seq, run.to_seq)} ${run.fate}`;
+    const label = `${seqRange(run.from_seq, run.to_seq)} ${runLabel(run.fate)}`;
     const segment = h(
       "span",
       {
         class: `fate-seg fate-${cssName(run.fate)}`,
         testid: "fate-run",
-        title: `seq ${seqRange(run.from_seq, run.to_seq)}: ${run.fate}`,
+        title: `seq ${seqRange(run.from_seq, run.to_seq)}: ${runLabel(run.fate)}`,
         dataset: { fate: run.fate },
       },
       n / total > 0.06 ? label : "", // a narrower segment has no room for its label
@@ -147,11 +152,13 @@ function fateCounts(call) {
 }
 
 // The past episodes, memories and knowledge the call's retrieval found (and the caller's
-// knowledge items), and whether each made it in.
-function recalled(call) {
+// knowledge items), the passages of this episode it recalled from earlier in the
+// conversation, and whether each made it in.
+function recalled(call, episode) {
   const episodes = call.recalled_episodes || [];
   const memories = call.recalled_memories || [];
   const knowledge = call.knowledge || [];
+  const passages = call.earlier_passages || [];
   return h(
     "div",
     { class: "block recalled" },
@@ -192,8 +199,40 @@ function recalled(call) {
         h("td", {}, m.pending ? chip("pending (this episode)", "pending") : ""),
       ),
     ),
+    recalledTable(
+      "Earlier in this conversation",
+      passages,
+      [th("Log messages"), th("Score", "num"), th("Found by"), th("")],
+      (p) =>
+        h(
+          "tr",
+          { testid: "earlier-passage", dataset: { fate: p.fate, seqs: p.seqs.join(" ") } },
+          h(
+            "td",
+            { class: "passage-seqs" },
+            "log ",
+            p.seqs.map((seq) =>
+              h(
+                "button",
+                { type: "button", class: "link-button small", title: "show in the log", onclick: () => episode.revealInLog(seq) },
+                `#${seq}`,
+              ),
+            ),
+          ),
+          h("td", { class: "num" }, score(p)),
+          h("td", { class: "muted small" }, (p.signals || []).join(", ") || "—"),
+          h("td", {}, chip(PASSAGE_FATES[p.fate] || p.fate, `passage-fate passage-${cssName(p.fate)}`)),
+        ),
+    ),
   );
 }
+
+// What became of a passage recalled from earlier in this conversation.
+const PASSAGE_FATES = {
+  whole: "rendered whole",
+  cut: "rendered cut",
+  dropped: "dropped: no room",
+};
 
 // A heading with the count, then a table of the items or "None.".
 function recalledTable(title, items, headings, row) {

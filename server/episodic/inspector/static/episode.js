@@ -30,6 +30,7 @@ export class EpisodeView {
       isShown: () => this.isShown(),
       callNumber: (callId) => this.callList.number(callId),
       revealInLog: (seq) => this.log.reveal(seq),
+      markPhrase: (answer) => this.log.markPhrase(answer),
       untilCallChanges: () => this.untilCallChanges(),
     };
     this.shared = shared;

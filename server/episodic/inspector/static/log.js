@@ -1,10 +1,12 @@
 // The episode's log pane: its messages oldest at the top, loaded a page at a time from the
-// newest ("Earlier messages" prepends), each badged with its fate in the selected model call.
+// newest ("Earlier messages" prepends), each badged with its fate in the selected model call:
+// what the call did with it or, for a message holding the phrase "Where did it go?" traced,
+// what the model saw of the phrase through it (the trace's verdict for that call, word for word).
 
 import { api, showError } from "./api.js";
 import { emptyNote, h, loading } from "./dom.js";
 import { cssName } from "./format.js";
-import { fateLabel } from "./chips.js";
+import { fateLabel, messageFateLabel } from "./chips.js";
 import { encoded } from "./routes.js";
 import { logMessage } from "./log-message.js";
 
@@ -19,6 +21,7 @@ export class LogPane {
     this.results = new Map(); // tool_call_id -> the message carrying its result
     this.nextToken = "";
     this.markedCall = null; // the model call whose fates the badges show
+    this.traced = null; // { phrase, fates: callId -> (seq -> fate) } of the last phrase traced
     this.list = h("ol", { class: "log", testid: "log" });
     this.earlier = h(
       "button",
@@ -74,14 +77,35 @@ export class LogPane {
   // Badges every loaded message with its fate in `call` (null: clears them).
   markFates(call) {
     this.markedCall = call;
+    const traced = call && this.traced ? this.traced.fates.get(call.model_call_id) : null;
     for (const li of this.list.children) {
-      const fate = fateIn(call, Number(li.dataset.seq));
+      const seq = Number(li.dataset.seq);
+      const phraseFate = traced ? traced.get(seq) || "" : "";
+      const fate = phraseFate || fateIn(call, seq);
       const badge = li.querySelector('[data-testid="log-fate"]');
       li.dataset.fate = fate;
+      li.dataset.phraseFate = phraseFate;
       badge.className = fate ? `log-fate chip fate fate-${cssName(fate)}` : "log-fate";
-      badge.textContent = fate ? fateLabel(fate) : "";
-      badge.title = fate ? "in the selected model call" : "";
+      badge.textContent = phraseFate ? fateLabel(phraseFate) : fate ? messageFateLabel(fate) : "";
+      badge.title = phraseFate
+        ? `“${this.traced.phrase}” in the selected model call, as “Where did it go?” says`
+        : fate === "summarized"
+          ? "inside the summary's span in the selected model call: trace a phrase to see whether the summary says it"
+          : fate
+            ? "in the selected model call"
+            : "";
     }
+  }
+
+  // The fates a phrase trace found (null: none), shown on its messages' badges from now on.
+  markPhrase(answer) {
+    this.traced = answer
+      ? {
+          phrase: answer.phrase,
+          fates: new Map((answer.calls || []).map((c) => [c.model_call_id, new Map(c.fates.map((f) => [f.seq, f.fate]))])),
+        }
+      : null;
+    this.markFates(this.markedCall);
   }
 
   // Scrolls the log pane alone (not the page) to a loaded message, a third of the way down.

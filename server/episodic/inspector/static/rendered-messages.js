@@ -85,16 +85,34 @@ function renderedMessage(m, call, episode) {
   );
 }
 
-// The summary stands for a span of the log, a log message is there verbatim or stubbed, and
-// a message without a seq did not come from the log at all.
+// The summary stands for a span of the log, the earlier section for the passages it recalled,
+// a log message is there verbatim or stubbed, and a message without a seq did not come from
+// the log at all.
 function messageFate(m, call) {
   const props = { testid: "message-fate" };
   if (m.section === "summary" && call.summary_span) {
     const { from_seq: from, to_seq: to } = call.summary_span;
     return chip(`summary of ${seqRange(from, to)}`, "fate fate-summarized", props);
   }
+  if (m.section === "earlier") {
+    const shown = (call.earlier_passages || []).filter((p) => p.fate !== "dropped");
+    const cut = shown.some((p) => p.fate === "cut");
+    const text = shown.map((p) => `${seqList(p.seqs)}${p.fate === "cut" ? " (cut)" : ""}`).join(", ");
+    return chip(`recalled from earlier: ${text || "—"}`, `fate fate-${cut ? "earlier_cut" : "earlier"}`, props);
+  }
   if (m.seq) return fateChip(m.stubbed ? "stubbed" : "verbatim", props);
   return chip("not a log message", "fate fate-context", props);
+}
+
+// A passage's seqs as ranges: "1–3, 7".
+function seqList(seqs) {
+  const ranges = [];
+  for (const seq of [...seqs].sort((x, y) => x - y)) {
+    const last = ranges[ranges.length - 1];
+    if (last && seq === last[1] + 1) last[1] = seq;
+    else ranges.push([seq, seq]);
+  }
+  return ranges.map(([from, to]) => seqRange(from, to)).join(", ");
 }
 
 function toolCall(tc) {

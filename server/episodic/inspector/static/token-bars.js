@@ -5,7 +5,7 @@
 
 import { chip, h, styled } from "./dom.js";
 import { cssName, formatNumber, percentOf } from "./format.js";
-import { sectionLabel } from "./chips.js";
+import { sectionBarLabel, sectionLabel } from "./chips.js";
 
 export function tokenBars(call) {
   const scale = barScale(call);
@@ -94,9 +94,9 @@ function sectionRow(s, call, scale) {
     { class: "bar-row", testid: "section-bar", dataset: { section: s.section, tokens: String(s.tokens) } },
     h(
       "span",
-      { class: "bar-label" },
+      { class: "bar-label", title: sectionLabel(s.section) },
       h("span", { class: `swatch sec-bg-${cssName(s.section)}` }),
-      sectionLabel(s.section),
+      sectionBarLabel(s.section),
     ),
     h("span", { class: "bar-track" }, styled(fill, { width: scale.width(s.tokens) }), scale.budgetMarker()),
     barValue(s.tokens, call.budget_tokens),

@@ -1,6 +1,7 @@
 // "Where did it go?": finds the log messages that contain a phrase, follows the phrase through
-// what every model call of the episode rendered (verbatim, the summary's text, knowledge, known
-// facts, past conversations), and says at which call and why the model stopped seeing it.
+// what every model call of the episode rendered (verbatim, the summary's text, the passages
+// recalled from earlier in this conversation, knowledge, known facts, past conversations), and
+// says at which call and why the model stopped seeing it, and at which call it came back.
 
 import { api, showError } from "./api.js";
 import { h, link, loading } from "./dom.js";
@@ -13,6 +14,7 @@ const DROP_REASONS = {
   window: "pushed out by the sliding window (pruned: the history budget no longer held it)",
   compaction: "compacted into a summary that does not say it",
   recompaction: "the summary said it until this call's new summary left it out",
+  earlier: "no longer recalled from earlier in this conversation",
   stub: "tool result replaced by a short stub",
   knowledge: "no longer among the rendered knowledge",
   known_facts: "no longer among the rendered known facts",
@@ -27,12 +29,14 @@ const SECTION_SHORT = {
   known_facts: "KF",
   past_conversations: "PC",
   summary: "Σ",
+  earlier: "E",
   history: "H",
   user_message: "U",
 };
 
 export class WherePanel {
-  // episode: { episodeId, isShown(), callNumber(callId), revealInLog(seq) } (see episode.js).
+  // episode: { episodeId, isShown(), callNumber(callId), revealInLog(seq), markPhrase(answer) }
+  // (see episode.js).
   constructor(episode) {
     this.episode = episode;
     this.traces = 0; // bumped per phrase: only the newest one's answer is shown
@@ -69,10 +73,13 @@ export class WherePanel {
     try {
       answer = await api(encoded`/api/episodes/${this.episode.episodeId}/where?phrase=${phrase}`);
     } catch (error) {
-      if (current()) showError(this.result, error, "where did it go");
+      if (!current()) return;
+      this.episode.markPhrase(null);
+      showError(this.result, error, "where did it go");
       return;
     }
     if (!current()) return;
+    this.episode.markPhrase(answer); // the log's badges say what the trace says
     this.result.replaceChildren(...traceNodes(answer, this.episode));
   }
 }
@@ -82,15 +89,16 @@ export class WherePanel {
 function traceNodes(answer, episode) {
   const calls = answer.calls || [];
   const callLink = callLinker(calls, episode);
-  const nodes = [traceSummary(answer, calls), phraseVerdict(answer, calls, callLink)];
+  const nodes = [traceSummary(answer, calls), phraseVerdict(answer, calls, callLink)].flat();
   if (calls.length) nodes.push(presenceRow(calls, callLink));
   if (!answer.messages.length) return nodes;
   const drops = new Map((answer.dropped || []).map((d) => [d.seq, d]));
+  const returns = new Map((answer.returned || []).map((r) => [r.seq, r]));
   nodes.push(
     h(
       "ol",
       { class: "where-messages" },
-      answer.messages.map((m) => tracedMessage(m, drops.get(m.seq), calls, callLink, episode)),
+      answer.messages.map((m) => tracedMessage(m, drops.get(m.seq), returns.get(m.seq), calls, callLink, episode)),
     ),
   );
   if (calls.length) nodes.push(fateMatrix(answer.messages, calls, callLink));
@@ -125,24 +133,42 @@ function traceSummary(answer, calls) {
 }
 
 // The phrase as a whole: where the newest call rendered it, or the first call that rendered it
-// nowhere after one that did.
+// nowhere after one that did (and the first call after that which rendered it again).
 function phraseVerdict(answer, calls, callLink) {
   if (!calls.length) return h("p", { class: "muted", testid: "phrase-verdict" }, "No model call was built yet.");
   const gone = answer.gone;
+  const last = calls[calls.length - 1].present || [];
   if (gone) {
     const seenIn = gone.last_seen_in.map(sectionLabel).join(", ");
-    return h(
-      "p",
-      { class: `dropped reason-${cssName(gone.reason)}`, testid: "phrase-gone", dataset: { reason: gone.reason } },
-      h("strong", {}, "The model stopped seeing it"),
-      " at model call ",
-      callLink(gone.model_call_id),
-      ` (${formatTime(gone.create_time)}): `,
-      h("span", { class: "reason" }, `${gone.reason} — ${DROP_REASONS[gone.reason] || ""}`),
-      `; the call before rendered it in ${seenIn}.`,
-    );
+    const nodes = [
+      h(
+        "p",
+        { class: `dropped reason-${cssName(gone.reason)}`, testid: "phrase-gone", dataset: { reason: gone.reason } },
+        h("strong", {}, "The model stopped seeing it"),
+        " at model call ",
+        callLink(gone.model_call_id),
+        ` (${formatTime(gone.create_time)}): `,
+        h("span", { class: "reason" }, `${gone.reason} — ${DROP_REASONS[gone.reason] || ""}`),
+        `; the call before rendered it in ${seenIn}.`,
+      ),
+    ];
+    const back = answer.back;
+    if (back) {
+      nodes.push(
+        h(
+          "p",
+          { class: "kept returned", testid: "phrase-back", dataset: { present: back.present.join(" ") } },
+          h("strong", {}, "It came back"),
+          " at model call ",
+          callLink(back.model_call_id),
+          ` (${formatTime(back.create_time)}): `,
+          h("span", { class: "reason" }, backReason(back.present)),
+          `. The latest model call renders it ${last.length ? `in ${last.map(sectionLabel).join(", ")}` : "nowhere"}.`,
+        ),
+      );
+    }
+    return nodes;
   }
-  const last = calls[calls.length - 1].present || [];
   if (last.length) {
     return h(
       "p",
@@ -200,7 +226,14 @@ function presenceRow(calls, callLink) {
   );
 }
 
-function tracedMessage(m, drop, calls, callLink, episode) {
+// How a phrase came back: through the passages recalled from earlier in this conversation, if
+// they hold it, else the sections that do.
+function backReason(present) {
+  if (present.includes("earlier")) return `${FATE_LABELS.earlier} (“[Earlier in this conversation]”)`;
+  return `rendered in ${present.map(sectionLabel).join(", ")}`;
+}
+
+function tracedMessage(m, drop, back, calls, callLink, episode) {
   return h(
     "li",
     { class: "where-message", testid: "where-message", dataset: { seq: String(m.seq) } },
@@ -212,6 +245,34 @@ function tracedMessage(m, drop, calls, callLink, episode) {
       h("span", { class: "preview" }, m.preview),
     ),
     drop ? droppedVerdict(drop, calls, callLink) : keptVerdict(m, calls),
+    back ? returnedVerdict(back, calls, callLink) : null,
+    drop ? latestFate(m, calls) : null,
+  );
+}
+
+// A dropped message the model saw again: the first call after its drop that showed its phrase.
+function returnedVerdict(back, calls, callLink) {
+  const at = calls.find((c) => c.model_call_id === back.model_call_id);
+  const userMessage = at && at.user_message_seq ? `, user msg #${at.user_message_seq}` : "";
+  return h(
+    "div",
+    { class: `kept returned fate-${cssName(back.fate)}`, testid: "returned", dataset: { fate: back.fate } },
+    h("strong", {}, "Came back"),
+    " at model call ",
+    callLink(back.model_call_id),
+    ` (${formatTime(back.create_time)}${userMessage}): `,
+    h("span", { class: "reason", testid: "returned-fate" }, fateLabel(back.fate)),
+  );
+}
+
+// After a drop (and a return, if any): how the message stands in the latest model call.
+function latestFate(m, calls) {
+  const fates = calls.map((c) => tracedFate(c, m.seq));
+  const lastFate = fates[fates.length - 1];
+  return h(
+    "div",
+    { class: PRESENT.includes(lastFate) ? "kept" : "muted", testid: "latest-fate", dataset: { fate: lastFate } },
+    `In the latest model call: ${fateLabel(lastFate) || "absent"}.`,
   );
 }
 
@@ -240,14 +301,24 @@ function keptVerdict(m, calls) {
   if (lastFate === "summarized") {
     return h("div", { class: "kept", testid: "not-dropped" }, "The latest model call's summary still says it.");
   }
+  if (lastFate === "earlier") {
+    return h(
+      "div",
+      { class: "kept", testid: "not-dropped" },
+      "The latest model call recalls it from earlier in this conversation.",
+    );
+  }
   return h(
     "div",
     { class: "muted", testid: "not-dropped" },
-    fates.includes("verbatim") || fates.includes("summarized")
+    fates.some((f) => PRESENT.includes(f))
       ? `In the latest model call: ${fateLabel(lastFate) || "absent"}.`
       : "The model never saw it as a message.",
   );
 }
+
+// The fates of a message whose phrase the model saw (domain/inspection.py, _PRESENT).
+const PRESENT = ["verbatim", "earlier", "summarized"];
 
 function fateMatrix(messages, calls, callLink) {
   const head = h(
