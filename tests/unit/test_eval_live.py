@@ -148,7 +148,7 @@ def test_the_gate_fails_below_the_floor_or_below_bm25_windows() -> None:
         "conv-1", "q3", "single-hop", 1, 1, {**dict.fromkeys(METHODS, 0.0), "bm25_windows": 1.0}, {}
     )
     _, failed = gate_failures({4000: summarize([beaten])}, {4000: 0.0})
-    assert failed == ["4000 tokens: rendered mean 0.000 < bm25 windows 1.000"]
+    assert failed == ["4000 tokens: rendered mean 0.000 < bm25 windows 1.000 - 0.02"]
 
 
 def test_budgets_are_positive_token_counts_each_once() -> None:

@@ -224,6 +224,11 @@ def sections_line(overall: Row) -> str:
     return "section tokens (mean): " + ", ".join(f"{name} {overall.sections[name]:.0f}" for name in SECTIONS)
 
 
+# How far the rendered mean coverage may trail BM25 windows' before the gate fails: on dev the
+# two are level (0.855 / 0.886 both at 4k / 8k), and one question moves a mean by ~0.004.
+BM25_MARGIN = 0.02
+
+
 def gate_failures(overall: dict[int, Row], floors: dict[int, float]) -> tuple[list[str], list[str]]:
     """(checks passed, checks failed): at each floored budget measured, the rendered covered
     share against its floor, and the rendered mean coverage against BM25 windows' at the same
@@ -238,7 +243,7 @@ def gate_failures(overall: dict[int, Row], floors: dict[int, float]) -> tuple[li
         rendered, bm25 = overall[budget].coverage["rendered"], overall[budget].coverage["bm25_windows"]
         checks = (
             ("covered", rendered.covered, floor, f"floor {floor}"),
-            ("mean", rendered.mean, bm25.mean, f"bm25 windows {bm25.mean:.3f}"),
+            ("mean", rendered.mean, bm25.mean - BM25_MARGIN, f"bm25 windows {bm25.mean:.3f} - {BM25_MARGIN}"),
         )
         for what, value, bound, name in checks:
             check = f"{budget} tokens: rendered {what} {value:.3f} {'>=' if value >= bound else '<'} {name}"
