@@ -86,6 +86,7 @@ from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
 from episodic.service.transfer import TransferService
+from episodic.service.turn_searches import EarlierMessages, TurnSearches
 from episodic.service.watch import LiveEpisodes, WatchService
 from episodic.state.chunk_cache import ChunkCache
 from episodic.state.digest_memo import RememberedDigestReads
@@ -239,7 +240,7 @@ class Workers:
     marks: RecallMarks
     pruner: FeedPruner
     live_memories: LiveMemories  # memories extracted from live episodes' compacted turns
-    earlier: EarlierRecall  # its background embedding of live episodes' compacted messages
+    earlier: EarlierMessages  # its background embedding of live episodes' compacted messages
 
     def start(self) -> None:
         self.digester.start()
@@ -665,13 +666,16 @@ def build_services(
         clock=clock, passages=passages, tracing=tracing, queries=queries,
         timed=metered.recall_finished if metered else None,
     )  # fmt: skip
+    searches = TurnSearches(
+        past=recall, memo=RecencyMemo(state.versions, clock=a.monotonic), transcripts=passages,
+        memories=memory_search, memory_store=a.memories, sessions=a.sessions, queries=queries,
+        knowledge=knowledge, reads=a.reads, earlier=EarlierRecall(embedder=a.embedder, queries=queries),
+        tracing=tracing,
+    )  # fmt: skip
     context = ContextService(
-        store=a.context, episodes=episodes, recall=recall, tokens=a.tokens,
-        summarizer=a.inline_summarizer, limits=limits, clock=clock, new_id=a.new_id,
-        cache=state.working_sets, memo=RecencyMemo(state.versions, clock=a.monotonic), passages=passages,
-        pii=state.pii, summary_pool=pool, background=compactor, tracing=tracing, memories=memory_search,
-        memory_store=a.memories, sessions=a.sessions, queries=queries, knowledge=knowledge, reads=a.reads,
-        earlier=EarlierRecall(embedder=a.embedder, queries=queries),
+        store=a.context, episodes=episodes, tokens=a.tokens, summarizer=a.inline_summarizer,
+        limits=limits, clock=clock, new_id=a.new_id, cache=state.working_sets, pii=state.pii,
+        summary_pool=pool, background=compactor, tracing=tracing, searches=searches,
         rendered=metered.context_rendered if metered else _unmetered, compacted=live,
     )  # fmt: skip
     model_calls = ModelCallService(store=a.context, episodes=episodes, limits=limits, clock=clock)
@@ -763,7 +767,7 @@ def build_workers(
     )
     return Workers(
         digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks,
-        pruner=pruner, earlier=services.context.earlier, live_memories=live,
+        pruner=pruner, earlier=services.context.searches.earlier, live_memories=live,
     )  # fmt: skip
 
 
