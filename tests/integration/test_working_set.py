@@ -156,3 +156,24 @@ async def test_an_llm_summary_is_made_in_the_background_while_turns_go_on(stack:
     summary = [m for m in third.messages if m.section is Section.SUMMARY]
     assert summary and "Kyoto trip in April" in summary[0].content
     assert third.report.compaction is Compaction.NONE
+
+
+async def test_after_a_restart_the_compacted_messages_are_read_with_the_working_set_and_recalled(
+    stack: Stack,
+) -> None:
+    """Recall inside the episode is derived from SQL: the one cold read brings what the
+    summary covers too, and the first turn after the restart finds it."""
+    episode_id = await conversation(stack, 4, budget=250)
+    named = NewMessage(Role.USER, "My cat is called Zanzibar.")
+    await stack.services.episodes.add_messages(stack.caller, episode_id, [named])
+    batch = [NewMessage(Role.USER if i % 2 == 0 else Role.ASSISTANT, LINES[i % 4]) for i in range(60)]
+    await stack.services.episodes.add_messages(stack.caller, episode_id, batch)
+    compacted = await turn(stack.services.context, stack, episode_id)
+    assert compacted.report.compaction is Compaction.SUMMARIZED and compacted.report.summary_span.to_seq > 5
+    service, store = restarted(stack)
+    after = await turn(service, stack, episode_id, "Who looks after my cat?")
+    (read,) = store.reads
+    assert 5 in [m.seq for m in read.earlier] and all(m.seq <= read.messages[0].seq for m in read.earlier)
+    earlier = [m for m in after.messages if m.section is Section.EARLIER]
+    assert len(earlier) == 1 and "Zanzibar" in earlier[0].content
+    assert any(5 in p.seqs for p in after.report.earlier)
