@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from episodic.domain.context import PassageFate
-from episodic.domain.earlier import MAX_MESSAGES, CompactedLog
+from episodic.domain.earlier import HELD_CHARS, MAX_BYTES, MAX_MESSAGES, CompactedLog
 from episodic.domain.earlier_block import EARLIER_HEADER, EarlierFound, earlier_block
 from episodic.domain.known_facts import KnownFact, pending_for_turn
 from episodic.domain.model import Message, Role
@@ -90,3 +90,9 @@ def test_pending_memories_extracted_live_are_ranked_for_the_turn_and_capped() ->
     held.append(fact(4, "Call me Al", client=True))
     kept = pending_for_turn(held, "who looks after my cat?", 1)
     assert [f.memory_id for f in kept] == ["m2", "m4"]  # the client's own stay, whatever the match
+
+
+def test_huge_messages_are_held_clipped_and_the_log_stays_within_its_bytes() -> None:
+    log = CompactedLog.of([said(i, "word " * 50_000) for i in range(1, 400)])
+    assert all(len(m.content) <= HELD_CHARS for m in log.messages)
+    assert log.size() <= MAX_BYTES + (MAX_BYTES // 4)

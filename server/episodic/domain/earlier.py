@@ -12,6 +12,7 @@ Linear in the postings of the query's words and in the messages held.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from array import array
 from collections import Counter
@@ -27,6 +28,8 @@ from episodic.domain.recall import Hit, Signal, reciprocal_rank_fusion
 from episodic.domain.text_analysis import only_terms, terms, words
 
 MAX_MESSAGES = 2000  # held per episode: RSS stays flat however long the conversation grows
+MAX_BYTES = 4 << 20  # and at most about this much: 2,000 messages of the largest size would be 512 MiB
+HELD_CHARS = 4000  # of each message: what a passage renders is clipped far shorter (earlier_block)
 CANDIDATES = 40  # per signal: the head each ranking contributes to the fusion
 _SPOKEN = (Role.USER, Role.ASSISTANT)
 _FIXED_BYTES = 200  # a held message's share of lists, arrays and small objects (tracemalloc)
@@ -78,9 +81,11 @@ class CompactedLog:
             m for m in messages if m.seq > self.last_seq and m.role in _SPOKEN and m.retracted_at is None
         ]
         for m in fresh:
-            self._add(m)
-        if len(self.messages) > MAX_MESSAGES:
-            self._keep_newest(MAX_MESSAGES // 2)
+            self._add(
+                m if len(m.content) <= HELD_CHARS else dataclasses.replace(m, content=m.content[:HELD_CHARS])
+            )
+        if len(self.messages) > MAX_MESSAGES or self._bytes > MAX_BYTES:
+            self._keep_newest(min(MAX_MESSAGES, len(self.messages)) // 2)
 
     def _add(self, m: Message) -> None:
         position = len(self.messages)
