@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from episodic_lab.bench.options import BACKENDS, DEFAULT_ADMIN_URL
 from episodic_lab.bench.options import _positive as positive_number
 
+# Tenant B's methods, in rotation (victim.py's METHODS; named here: this module stays light).
+B_METHODS = ("AddMessage", "BuildContext", "SearchEpisodes")
+# Enough of B's calls that a phase's p99 is not its slowest call: 5 a second per method, so
+# a 20 s phase holds ~100 of each (p99 is then about the second slowest).
+DEFAULT_B_RATE = 15.0
+
 ABUSES = (
     "flood",
     "bulk-memories",
@@ -38,7 +44,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--abuses", type=_abuses, default=ABUSES, help=f"some of {','.join(ABUSES)} (default all)")
     add("--seconds", type=positive_number, default=20.0, help="length of each phase (default 20)")
-    add("--b-rate", type=positive_number, default=5.0, help="tenant B's calls per second (default 5)")
+    add(
+        "--b-rate",
+        type=positive_number,
+        default=DEFAULT_B_RATE,
+        help=f"tenant B's calls per second, over its {len(B_METHODS)} methods (default {DEFAULT_B_RATE:g})",
+    )
     add("--backend", choices=BACKENDS, default="sqlite", help="database of the server (default sqlite)")
     add("--embedder", default="", help="the server's --embedder (default: the server's own default)")
     add(

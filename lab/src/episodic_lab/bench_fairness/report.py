@@ -1,5 +1,6 @@
 """The table: the baseline in ms, each abuse as ratios to it (p50 and p99 of tenant B's
-calls, Echo p50), tenant A's done/refused/errors, whether health stayed SERVING, and the
+calls, Echo p50), how many of B's calls each phase measured (a p99 of few calls is noise),
+tenant A's done/refused/errors, whether health stayed SERVING, and the
 target (B's p99 within 3x of alone, health SERVING; slowloris also Echo p99 within 3x)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from episodic_lab.bench_fairness.victim import ECHO, METHODS
 
 TARGET_RATIO = 3.0
 SLOWLORIS = "slowloris"
+SAMPLED = (*METHODS, ECHO)  # the calls counted in the table's "B calls" column
 
 
 def percentile(seconds: Sequence[float], q: float) -> float:
@@ -30,8 +32,9 @@ def ratio(phase: PhaseResult, base: PhaseResult, method: str, q: float) -> float
 def table(base: PhaseResult, phases: Sequence[PhaseResult]) -> str:
     methods = " | ".join(f"B {m} p50× | p99×" for m in METHODS)
     lines = [
-        f"| abuse | {methods} | Echo p50× | A done/refused/errors | health SERVING | target |",
-        "|---" * (len(METHODS) * 2 + 5) + "|",
+        f"| abuse | {methods} | Echo p50× | B calls {'/'.join(SAMPLED)} | A done/refused/errors "
+        "| health SERVING | target |",
+        "|---" * (len(METHODS) * 2 + 6) + "|",
         _baseline_row(base),
     ]
     lines += [_row(phase, base) for phase in phases]
@@ -41,9 +44,8 @@ def table(base: PhaseResult, phases: Sequence[PhaseResult]) -> str:
 def _baseline_row(base: PhaseResult) -> str:
     cells = [f"{percentile(base.b.seconds[m], q):.1f} ms" for m in METHODS for q in (50, 99)]
     echo = f"{percentile(base.b.seconds[ECHO], 50):.2f} ms"
-    return (
-        f"| {base.name} (abs.) | {' | '.join(cells)} | {echo} | - | {_yes(base.health.always_serving)} | - |"
-    )
+    health = _yes(base.health.always_serving)
+    return f"| {base.name} (abs.) | {' | '.join(cells)} | {echo} | {samples(base)} | - | {health} | - |"
 
 
 def _row(phase: PhaseResult, base: PhaseResult) -> str:
@@ -53,7 +55,13 @@ def _row(phase: PhaseResult, base: PhaseResult) -> str:
     verdict = "PASS" if passed(phase, base) else "MISS"
     echo = _times(ratio(phase, base, ECHO, 50))
     health = _yes(phase.health.always_serving)
-    return f"| {phase.name} | {' | '.join(cells)} | {echo} | {tally} | {health} | {verdict} |"
+    row = (phase.name, " | ".join(cells), echo, samples(phase), tally, health, verdict)
+    return "| " + " | ".join(row) + " |"
+
+
+def samples(phase: PhaseResult) -> str:
+    """How many of each of B's calls the phase measured (successful ones: the percentiles' samples)."""
+    return "/".join(str(len(phase.b.seconds.get(name, ()))) for name in SAMPLED)
 
 
 def passed(phase: PhaseResult, base: PhaseResult) -> bool:

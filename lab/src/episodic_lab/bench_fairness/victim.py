@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 
 from episodic_client import AsyncEpisodicClient, message_input
 from episodic_lab.bench_context.messages import UserMessages
+from episodic_lab.bench_fairness.options import B_METHODS
 from episodic_lab.bench_fairness.texts import prose
 
-METHODS = ("AddMessage", "BuildContext", "SearchEpisodes")
+METHODS = B_METHODS
 ECHO = "Echo"
 USER = "b-user"
 DIGESTED_EPISODES = 5
