@@ -96,3 +96,13 @@ def test_huge_messages_are_held_clipped_and_the_log_stays_within_its_bytes() -> 
     log = CompactedLog.of([said(i, "word " * 50_000) for i in range(1, 400)])
     assert all(len(m.content) <= HELD_CHARS for m in log.messages)
     assert log.size() <= MAX_BYTES + (MAX_BYTES // 4)
+
+
+def test_a_dropped_passage_lists_only_messages_the_rendered_ones_do_not_hold() -> None:
+    log = CompactedLog.of(LOG)
+    found = EarlierFound(log.messages, log.ranked("cat name hotel Alfama shoes", None))
+    for allowance in range(20, 80, 3):
+        _, passages = earlier_block(found, allowance, words_count)
+        shown = {s for p in passages if p.fate is not PassageFate.DROPPED for s in p.seqs}
+        dropped = [p for p in passages if p.fate is PassageFate.DROPPED]
+        assert all(p.seqs and not shown & set(p.seqs) for p in dropped), (allowance, passages)

@@ -59,23 +59,20 @@ def earlier_block(
         return None, ()
     room = allowance - count(EARLIER_HEADER) - 4  # MESSAGE_OVERHEAD, and a margin for the joins
     chosen, dropped = _fit(found, room, count)
-    if not chosen:
-        return None, tuple(dropped)
     while chosen:  # counts are not exactly additive: drop the worst until the whole fits
         message = rendered(Role.CONTEXT, _text(found.messages, chosen), Section.EARLIER, count)
         if message.tokens <= allowance:
             return message, _report(found.messages, chosen, dropped)
-        worst = chosen.pop()
-        dropped.insert(0, _recalled(found.messages, worst, PassageFate.DROPPED))
-    return None, tuple(dropped)
+        dropped.insert(0, chosen.pop())
+    return None, _report(found.messages, [], dropped)
 
 
-def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Passage], list[RecalledPassage]]:
+def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Passage], list[_Passage]]:
     """Best match first: a match inside a chosen passage adds nothing; one beside or over it
     widens it; else it starts a passage, if its cost still fits."""
     n, used = len(found.messages), 0
     chosen: list[_Passage] = []
-    dropped: list[RecalledPassage] = []
+    dropped: list[_Passage] = []  # each as the match would have added it: its own window
     for c in found.candidates:
         if any(p.holds(c.position) for p in chosen):
             continue
@@ -91,7 +88,7 @@ def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Pass
         extra = merged.cost - sum(p.cost for p in meeting)
         if used + extra > room:
             if len(dropped) < MOST_REPORTED_DROPPED:
-                dropped.append(_recalled(found.messages, merged, PassageFate.DROPPED))
+                dropped.append(_Passage(first, last, c.score, c.signals))
             continue
         used += extra
         at = min((chosen.index(p) for p in meeting), default=len(chosen))
@@ -124,15 +121,21 @@ def _text(messages: Sequence[Message], chosen: Sequence[_Passage]) -> str:
 
 
 def _report(
-    messages: Sequence[Message], chosen: Sequence[_Passage], dropped: Sequence[RecalledPassage]
+    messages: Sequence[Message], chosen: Sequence[_Passage], dropped: Sequence[_Passage]
 ) -> tuple[RecalledPassage, ...]:
+    """The rendered passages, then the dropped ones with only the messages no rendered
+    passage holds (what they would have added)."""
     shown = [_recalled(messages, p, PassageFate.CUT if p.cut else PassageFate.WHOLE) for p in chosen]
-    return (*shown, *dropped)
+    left = [_recalled(messages, p, PassageFate.DROPPED, without=chosen) for p in dropped]
+    return (*shown, *[p for p in left if p.seqs])
 
 
-def _recalled(messages: Sequence[Message], p: _Passage, fate: PassageFate) -> RecalledPassage:
-    seqs = tuple(m.seq for m in messages[p.first : p.last + 1])
-    return RecalledPassage(seqs, p.score, fate, p.signals)
+def _recalled(
+    messages: Sequence[Message], p: _Passage, fate: PassageFate, without: Sequence[_Passage] = ()
+) -> RecalledPassage:
+    """`without`: passages rendered, whose messages a dropped one does not list again."""
+    shown = [i for i in range(p.first, p.last + 1) if not any(q.holds(i) for q in without)]
+    return RecalledPassage(tuple(messages[i].seq for i in shown), p.score, fate, p.signals)
 
 
 def _signals(groups: Sequence[tuple[Signal, ...]]) -> tuple[Signal, ...]:
