@@ -202,3 +202,25 @@ def test_a_costly_call_spends_more_of_its_tenants_rate() -> None:
     shares.admit("a", stream=False, cost=20).release()  # an erasure: the whole burst
     assert shares.admit("a", stream=False).delay == pytest.approx(0.1)
     assert RATE_COST["/episodic.v1.EpisodeService/EraseUser"] > 1
+
+
+async def test_a_wait_cancelled_after_its_future_left_the_line_ends_cancelled_not_in_error() -> None:
+    # A 1 ms deadline: the wait is cancelled, and the turn passes on before the waiter runs
+    # again, taking the cancelled future off the line; the waiter must not remove it twice.
+    shares = shares_with(active=1)
+
+    async def waiter() -> None:
+        async with shares.turn("a"):
+            pass
+
+    async with shares.turn("a"):
+        waiting = asyncio.create_task(waiter())
+        await asyncio.sleep(0)  # in line
+        waiting.cancel()  # its future is cancelled now; the task runs later
+    # leaving the turn passed it on: the cancelled future was taken off the line
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    async with asyncio.timeout(1):
+        async with shares.turn("a"):  # nothing was lost
+            pass
+    assert shares.in_flight("a") == 0

@@ -134,7 +134,7 @@ class TenantShares:
             if ready.done() and not ready.cancelled():
                 tenant.active -= 1  # handed a turn just as it was cancelled: give it on
                 self._hand_on(tenant)
-            else:
+            elif ready in tenant.waiting:  # a turn passed on meanwhile took it off the line already
                 tenant.waiting.remove(ready)
             raise
 
