@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC
 
-from episodic.api.convert import time_out
+from episodic.api.convert import time_in, time_out
 from episodic.api.interceptors import current_caller
 from episodic.domain.transfer import Manifest, Part
 from episodic.errors import FailedPrecondition, InvalidArgument
@@ -81,7 +80,7 @@ def manifest_in(m: pb.ExportManifest) -> Manifest:
     return Manifest(
         user_id=m.user_id,
         agent_id=m.agent_id,
-        exported_at=m.export_time.ToDatetime(tzinfo=UTC),
+        exported_at=time_in(m.export_time, "manifest.export_time"),
         parts=tuple(Part(p.name, p.records, p.sha256) for p in m.parts),
         format=m.format,
         version=m.version,

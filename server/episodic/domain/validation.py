@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 from episodic.domain.model import JsonValue, NewMessage, Role
 from episodic.domain.recall import SearchMode
@@ -111,6 +112,11 @@ def check_time(v: Violations, field: str, value: datetime | None) -> None:
         value.astimezone(UTC)
     except OverflowError:
         v.add(field, TIME_RULE)
+
+
+def json_problem(value: object, max_depth: int = Limits().max_json_depth) -> str:
+    """Why a JSON value cannot be stored ("" when it can): NaN, Infinity, too deep, bad text."""
+    return _json_problem(cast(JsonValue, value), max_depth)
 
 
 def _json_problem(value: JsonValue, max_depth: int) -> str:

@@ -12,6 +12,7 @@ Each episode is imported in one transaction.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -37,6 +38,7 @@ from episodic.domain.digests import pending_digest
 from episodic.domain.memories import Memory
 from episodic.domain.model import Episode, EpisodeState
 from episodic.domain.transfer import EPISODE_TYPES, EpisodeImported, EpisodeRows
+from episodic.domain.validation import json_problem
 from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from episodic.store import schema as s
 from episodic.store.context_rows import model_call_from_row, summary_from_row
@@ -60,9 +62,20 @@ TABLES: dict[str, Table] = {
 }
 # Not exported: the tenant is the importer's; a soft delete hides the episode from export
 # anyway; a memory's vector is the server's to make.
+# JSON columns every later read takes for an object (GetSessionData, an episode's metadata).
+_OBJECTS = {
+    "episode": ("metadata",),
+    "message": ("metadata",),
+    "tool_call": ("input",),
+    "session_data": ("data",),
+    "memory": ("metadata",),
+}
 _LEFT_OUT = {"tenant_id", "deleted_at", "model", "dimension", "vector"}
 _USER_COLUMNS = {"episode": "user_id", "digest": "user_id", "model_call": "user_id", "memory": "user_id"}
 _BATCH = 500  # rows per fetch and per insert
+# Columns that count or number things (and a duration): never negative, so no later read
+# (BuildContext's counts, a page's seq) meets a value its wire type cannot carry.
+_COUNTS = ("_count", "seq", "version", "_tokens", "duration_seconds")
 
 
 def record_of(kind: str, row: Mapping[str, Any]) -> dict[str, object]:
@@ -83,7 +96,11 @@ def row_of(kind: str, record: Mapping[str, object], where: str) -> dict[str, Any
     extra = sorted(set(record) - set(columns) - {"type"})
     if extra:
         raise InvalidArgument.of("records", f"{where}: unknown field {extra[0]!r} of a {kind} record")
-    return {name: _value(column, record.get(name), f"{where}.{name}") for name, column in columns.items()}
+    row = {name: _value(column, record.get(name), f"{where}.{name}") for name, column in columns.items()}
+    for name in _OBJECTS.get(kind, ()):
+        if row[name] is not None and not isinstance(row[name], dict):
+            raise InvalidArgument.of("records", f"{where}.{name} must be a JSON object")
+    return row
 
 
 def _value(column: Column[Any], value: object, where: str) -> object:
@@ -94,13 +111,20 @@ def _value(column: Column[Any], value: object, where: str) -> object:
     for types, check in _CHECKS:
         if isinstance(column.type, types):
             return check(column, value, where)
-    return value  # JSON columns: any JSON value, checked by the domain reader below
+    problem = json_problem(value)  # JSON columns: finite, shallow; their shape is the reader's
+    if problem:
+        raise InvalidArgument.of("records", f"{where} {problem}")
+    return value
 
 
-def _integer(_: Column[Any], value: object, where: str) -> object:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise InvalidArgument.of("records", f"{where} must be an integer")
+def _integer(column: Column[Any], value: object, where: str) -> object:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgument.of("records", f"{where} must be an integer")
+    bits = 63 if isinstance(column.type, BigInteger) else 31  # what the column can store
+    low = 0 if column.name.endswith(_COUNTS) else -(2**bits)
+    if not low <= value < 2**bits:
+        raise InvalidArgument.of("records", f"{where} must be between {low} and {2**bits - 1}")
+    return value
 
 
 def _boolean(_: Column[Any], value: object, where: str) -> object:
@@ -109,10 +133,12 @@ def _boolean(_: Column[Any], value: object, where: str) -> object:
     raise InvalidArgument.of("records", f"{where} must be true or false")
 
 
-def _number(_: Column[Any], value: object, where: str) -> object:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+def _number(column: Column[Any], value: object, where: str) -> object:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if column.name.endswith(_COUNTS) and value < 0:
+            raise InvalidArgument.of("records", f"{where} must not be negative")
         return float(value)
-    raise InvalidArgument.of("records", f"{where} must be a number")
+    raise InvalidArgument.of("records", f"{where} must be a finite number")
 
 
 def _text(column: Column[Any], value: object, where: str) -> object:
@@ -144,7 +170,10 @@ def _time(value: object, where: str) -> datetime:
         except ValueError:
             parsed = None
         if parsed is not None and parsed.tzinfo is not None:
-            return parsed.astimezone(UTC)
+            try:
+                return parsed.astimezone(UTC)
+            except OverflowError:  # an offset past the calendar's edge
+                pass
     raise InvalidArgument.of("records", f"{where} must be an ISO 8601 time with an offset")
 
 
@@ -166,8 +195,34 @@ def checked(kind: str, row: dict[str, Any], where: str) -> None:
         return
     try:
         reader(cast(RowMapping, {"tenant_id": "", **row}))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise InvalidArgument.of("records", f"{where}: not a valid {kind} ({type(exc).__name__})") from exc
+
+
+class Keys:
+    """The keys a part's rows must hold once each: their table's primary key and unique
+    indexes (less the tenant), so a repeated record is refused by position, not by the
+    database's IntegrityError."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[object, ...]] = set()
+
+    def add(self, kind: str, row: Mapping[str, Any], where: str) -> None:
+        for columns in _unique_columns(TABLES[kind]):
+            key = (kind, columns, *(row[c] for c in columns))
+            if None in key:
+                continue
+            if key in self._seen:
+                raise InvalidArgument.of(
+                    "records", f"{where}: repeats the {kind} {', '.join(columns)} of an earlier record"
+                )
+            self._seen.add(key)
+
+
+def _unique_columns(table: Table) -> list[tuple[str, ...]]:
+    keys = [tuple(c.name for c in table.primary_key.columns)]
+    keys += [tuple(c.name for c in i.columns) for i in table.indexes if i.unique]
+    return [tuple(c for c in key if c != "tenant_id") for key in keys]
 
 
 def retarget(kind: str, row: dict[str, Any], user_id: str) -> dict[str, Any]:
@@ -224,7 +279,7 @@ class SqlTransfer:
             raise InvalidArgument.of("records", f"{part} must begin with its episode record")
         first = retarget("episode", row_of("episode", records[0], f"{part} record 1"), user_id)
         checked("episode", first, f"{part} record 1")
-        found = EpisodeRows(first)
+        found, keys = EpisodeRows(first), Keys()
         for line, record in enumerate(records[1:], start=2):
             kind, where = str(record["type"]), f"{part} record {line}"
             if kind not in EPISODE_TYPES[1:]:
@@ -235,6 +290,7 @@ class SqlTransfer:
             if row.get("episode_id") != found.episode_id:
                 raise InvalidArgument.of("records", f"{where}: belongs to another episode than {part}'s")
             checked(kind, row, where)
+            keys.add(kind, row, where)
             if kind != "digest":  # made again by the server
                 found.rows.setdefault(kind, []).append(row)
         seqs = [r["seq"] for r in found.of("message")]
@@ -247,13 +303,14 @@ class SqlTransfer:
     def memories(
         self, part: str, records: Sequence[Mapping[str, object]], tenant_id: str, user_id: str
     ) -> list[Memory]:
-        rows = []
+        rows, keys = [], Keys()
         for line, record in enumerate(records, start=1):
             where = f"{part} record {line}"
             if record.get("type") != "memory":
                 raise InvalidArgument.of("records", f"{where}: only memory records belong in {part}")
             row = retarget("memory", row_of("memory", record, where), user_id)
             checked("memory", row, where)
+            keys.add("memory", row, where)
             rows.append(row)
         return memories_of(rows, tenant_id)
 
