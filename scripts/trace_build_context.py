@@ -5,6 +5,10 @@ known facts) with a new question, appended as the user message, on SQLite, in-pr
     git archive REV server clients/python/src | tar -x -C /tmp/episodic_before
     .venv/bin/python scripts/trace_build_context.py --compare /tmp/episodic_before
 
+--history N --budget T: the episode already holds N messages and the agent's budget is T
+tokens, so a long conversation's start is compacted and each turn also searches it for
+"[Earlier in this conversation]" (e.g. --history 600 --budget 2000).
+
 --knowledge gives the agent documents (a travel guide of 40 chunks), so each turn also
 searches and renders the agent's knowledge.
 
@@ -51,6 +55,7 @@ from episodic.store.database import Database
 from episodic.store.writer import GroupCommitWriter
 from episodic_client import AsyncEpisodicClient
 from episodic_client.requests import message_input
+from episodic_client.v1 import agent_pb2
 
 PACKAGE = str(Path(episodic.__file__).resolve().parent)
 QUESTIONS = [
@@ -200,13 +205,16 @@ async def cpu_per_echo(address: str, count: int) -> float:
     return (time.process_time() - started) / count
 
 
-async def setup(client: AsyncEpisodicClient) -> str:
-    await client.create_agent("tracer", model="gpt-4o")
+async def setup(client: AsyncEpisodicClient, history: int, budget: int) -> str:
+    memory = agent_pb2.MemoryConfig(max_working_memory_tokens=budget) if budget else None
+    await client.create_agent("tracer", model="gpt-4o", memory_config=memory)
     past = (await client.open_episode("tracer", "user-1")).episode.episode_id
     await client.add_messages(past, [message_input(role, text) for role, text in PAST])
     await client.close_episode(past, wait_for_digest=True)
     current = (await client.open_episode("tracer", "user-1")).episode.episode_id
-    await client.add_messages(current, [message_input(role, text) for role, text in PAST[:4]])
+    said = [message_input(role, f"{text} ({i})") for i, (role, text) in enumerate(PAST * (history // 6 + 1))]
+    for start in range(0, history, 500):  # a long conversation: its start is compacted, then recalled
+        await client.add_messages(current, said[start : min(start + 500, history)])
     return current
 
 
@@ -233,7 +241,9 @@ async def give_knowledge(app: App) -> None:
     )
 
 
-async def measure(turn_count: int, echo_count: int, knowledge: bool = False) -> dict[str, Any]:
+async def measure(
+    turn_count: int, echo_count: int, knowledge: bool = False, history: int = 4, budget: int = 0
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
             address="127.0.0.1:0",
@@ -246,7 +256,7 @@ async def measure(turn_count: int, echo_count: int, knowledge: bool = False) -> 
         async with open_app(settings) as app, serve_app(app, grace_seconds=1) as server:
             address = f"127.0.0.1:{server.port}"
             async with AsyncEpisodicClient(address, timeout=60) as client:
-                episode_id = await setup(client)
+                episode_id = await setup(client, history, budget)
             if knowledge:
                 await give_knowledge(app)
             turns = Turns(app, episode_id)
@@ -290,11 +300,14 @@ def show(label: str, m: dict[str, Any], show_sql: bool, show_files: bool) -> Non
     print(f"  ratio BuildContext / Echo: {m['build_ms'] / m['echo_ms']:.1f}x")
 
 
-def measure_elsewhere(root: str, turn_count: int, echo_count: int) -> dict[str, Any]:
+def measure_elsewhere(
+    root: str, turn_count: int, echo_count: int, history: int, budget: int
+) -> dict[str, Any]:
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([f"{root}/server", f"{root}/clients/python/src"])}
     argv = [sys.executable, __file__, "--json", "--turns", str(turn_count), "--echoes", str(echo_count)]
+    argv += ["--history", str(history), "--budget", str(budget)]
     out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
 
@@ -310,10 +323,14 @@ def main() -> None:
         "--compare", metavar="DIR", help="a directory holding server/ and clients/python/src/ of before"
     )
     parser.add_argument("--knowledge", action="store_true", help="the agent holds documents")
+    parser.add_argument("--history", type=int, default=4, help="messages already in the episode")
+    parser.add_argument("--budget", type=int, default=0, help="the agent's max_working_memory_tokens")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    before = measure_elsewhere(args.compare, args.turns, args.echoes) if args.compare else None
-    after = asyncio.run(measure(args.turns, args.echoes, args.knowledge))
+    before = None
+    if args.compare:
+        before = measure_elsewhere(args.compare, args.turns, args.echoes, args.history, args.budget)
+    after = asyncio.run(measure(args.turns, args.echoes, args.knowledge, args.history, args.budget))
     if args.json:
         print(json.dumps(after))
         return
