@@ -224,3 +224,79 @@ async def test_a_wait_cancelled_after_its_future_left_the_line_ends_cancelled_no
         async with shares.turn("a"):  # nothing was lost
             pass
     assert shares.in_flight("a") == 0
+
+
+class Calls:
+    """Calls of several tenants, each on a turn until its own event is set."""
+
+    def __init__(self, shares: TenantShares) -> None:
+        self.shares = shares
+        self.started: list[str] = []
+        self.ends: dict[str, asyncio.Event] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def call(self, tenant_id: str, name: str) -> None:
+        self.ends[name] = asyncio.Event()
+        self.tasks.append(asyncio.create_task(self._run(tenant_id, name)))
+        for _ in range(3):  # let it start, or take its place in line
+            await asyncio.sleep(0)
+
+    async def end(self, name: str) -> None:
+        self.ends[name].set()
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    async def _run(self, tenant_id: str, name: str) -> None:
+        async with self.shares.turn(tenant_id):
+            self.started.append(name)
+            await self.ends[name].wait()
+
+
+async def test_a_quiet_tenants_call_runs_at_once_and_a_busy_tenants_line_waits_for_the_servers_turns() -> None:
+    calls = Calls(shares_with(active=2))
+    for name in ("a0", "a1", "a2", "a3"):
+        await calls.call("a", name)
+    assert calls.started == ["a0", "a1"]  # a tenant alone has all the server's turns
+    await calls.call("b", "b0")
+    assert calls.started == ["a0", "a1", "b0"]  # not after a's line
+    await calls.end("a0")
+    assert calls.started == ["a0", "a1", "b0"]  # a holds its fair part (1 of 2) while b runs
+    await calls.end("b0")
+    assert calls.started == ["a0", "a1", "b0", "a2"]  # b is done: a has them all again
+    for name in ("a1", "a2", "a3"):
+        await calls.end(name)
+    await asyncio.gather(*calls.tasks)
+    assert calls.started == ["a0", "a1", "b0", "a2", "a3"]
+
+
+async def test_a_freed_turn_goes_to_the_tenant_running_fewest_not_to_the_first_in_line() -> None:
+    calls = Calls(shares_with(active=2))
+    for name in ("a0", "a1", "a2"):
+        await calls.call("a", name)
+    await calls.call("b", "b0")
+    await calls.call("b", "b1")  # b is at its fair part (1 of 2): in line, after a2
+    assert calls.started == ["a0", "a1", "b0"]
+    await calls.end("a0")  # the server still runs its 2 turns (a1, b0): nobody starts
+    assert calls.started == ["a0", "a1", "b0"]
+    await calls.end("b0")  # a runs 1, b none: b's line goes first
+    assert calls.started == ["a0", "a1", "b0", "b1"]
+    for name in ("a1", "b1", "a2"):
+        await calls.end(name)
+    await asyncio.gather(*calls.tasks)
+    assert calls.started == ["a0", "a1", "b0", "b1", "a2"]
+
+
+async def test_a_tenant_never_waits_for_another_tenants_calls_below_its_fair_part_of_the_turns() -> None:
+    calls = Calls(shares_with(active=2))
+    await calls.call("a", "a0")
+    await calls.call("b", "b0")
+    await calls.call("c", "c0")  # three tenants, two turns: each may still run one
+    assert calls.started == ["a0", "b0", "c0"]
+    await calls.call("c", "c1")  # but not a second one while the server is past its turns
+    assert calls.started == ["a0", "b0", "c0"]
+    for name in ("a0", "b0"):
+        await calls.end(name)
+    assert calls.started == ["a0", "b0", "c0", "c1"]
+    for name in ("c0", "c1"):
+        await calls.end(name)
+    await asyncio.gather(*calls.tasks)

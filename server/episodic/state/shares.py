@@ -1,11 +1,13 @@
 """The counters behind each tenant's share of this server (domain/shares.py says what a
 share is). One object, on the event loop's thread: every RPC is admitted here, runs when
-its tenant has a turn free, and gives everything back when gRPC ends it. A tenant's
-counters never look at another tenant's, so one tenant's flood refuses only that tenant."""
+it has a turn, and gives everything back when gRPC ends it. A tenant's counters never look
+at another tenant's, so one tenant's flood refuses only that tenant; the turns are the
+server's, shared fairly: a quiet tenant's call runs next, not after a busy tenant's line."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections import deque
@@ -42,6 +44,7 @@ class _Tenant:
     unsent: int = 0
     holding: int = 0  # refusals being held before they are answered
     waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
+    served: int = 0  # when it last started a turn (TenantShares' count of turns started)
 
     def idle(self, now: float) -> bool:
         held = self.rpcs or self.streams or self.active or self.unsent or self.waiting or self.holding
@@ -77,6 +80,9 @@ class TenantShares:
         self._clock = clock
         self._tenants: dict[str, _Tenant] = {}
         self._in_flight = 0
+        self._running = 0  # turns running, all tenants'
+        self._busy: dict[str, _Tenant] = {}  # tenants running a turn or waiting for one
+        self._served = itertools.count(1)
 
     # -- admission -------------------------------------------------------------------------
 
@@ -108,47 +114,93 @@ class TenantShares:
         self._in_flight -= 1
         self._forget_if_idle(admission.tenant_id, tenant)
 
-    # -- turns: how many of a tenant's calls run at once -------------------------------------
+    # -- turns: how many calls run at once, shared fairly between tenants ------------------
 
     @asynccontextmanager
     async def turn(self, tenant_id: str) -> AsyncIterator[None]:
-        """Runs the block when the tenant has a turn free; until then the call waits in its
-        tenant's line (first come, first served), holding no CPU. A cancelled wait leaves
-        the line."""
+        """Runs the block on one of the server's turns; until then the call waits in its
+        tenant's line (first come, first served within the tenant), holding no CPU. A
+        cancelled wait leaves the line. See `_may_start` for who may run, `_next_in_line`
+        for who runs next."""
         tenant = self._tenant(tenant_id)
-        if tenant.active < self.limits.active and not tenant.waiting:
-            tenant.active += 1
+        if not tenant.waiting and self._may_start(tenant_id, tenant):
+            self._start(tenant_id, tenant)
         else:
-            await self._wait_for_turn(tenant)
+            await self._wait_for_turn(tenant_id, tenant)
         try:
             yield
         finally:
             self._pass_turn(tenant_id, tenant)
 
-    async def _wait_for_turn(self, tenant: _Tenant) -> None:
+    def _may_start(self, tenant_id: str, tenant: _Tenant) -> bool:
+        """A tenant runs at most `active` calls at once, and the server as many in all while
+        tenants contend, each then held to its fair part of them: one below that part starts
+        at once, however many of the server's turns another tenant holds (it is never kept
+        waiting by another tenant's calls), and one at or above it waits until the server
+        has a turn free. A tenant alone has all of them."""
+        turns = self.limits.active
+        if tenant.active >= turns:
+            return False
+        contending = len(self._busy) + (tenant_id not in self._busy)
+        return self._running < turns or tenant.active < max(1, turns // contending)
+
+    def _start(self, tenant_id: str, tenant: _Tenant) -> None:
+        tenant.active += 1
+        tenant.served = next(self._served)
+        self._running += 1
+        self._busy[tenant_id] = tenant
+
+    async def _wait_for_turn(self, tenant_id: str, tenant: _Tenant) -> None:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         tenant.waiting.append(ready)
+        self._busy[tenant_id] = tenant
         try:
-            await ready  # the turn is handed over already counted (see _pass_turn)
+            await ready  # the turn is handed over already counted (see _hand_on)
         except asyncio.CancelledError:
             if ready.done() and not ready.cancelled():
-                tenant.active -= 1  # handed a turn just as it was cancelled: give it on
-                self._hand_on(tenant)
-            elif ready in tenant.waiting:  # a turn passed on meanwhile took it off the line already
-                tenant.waiting.remove(ready)
+                self._pass_turn(tenant_id, tenant)  # handed a turn just as it was cancelled: give it on
+            else:
+                if ready in tenant.waiting:  # a turn passed on meanwhile took it off the line already
+                    tenant.waiting.remove(ready)
+                self._settle(tenant_id, tenant)
             raise
 
     def _pass_turn(self, tenant_id: str, tenant: _Tenant) -> None:
         tenant.active -= 1
-        self._hand_on(tenant)
+        self._running -= 1
+        self._settle(tenant_id, tenant)
         self._forget_if_idle(tenant_id, tenant)
 
-    def _hand_on(self, tenant: _Tenant) -> None:
-        while tenant.waiting and tenant.active < self.limits.active:
+    def _settle(self, tenant_id: str, tenant: _Tenant) -> None:
+        """A tenant's turn or place in line ended: it stops contending once it has neither
+        (the others' fair parts grow), and the turns free now are handed on."""
+        if not tenant.active and not tenant.waiting:
+            self._busy.pop(tenant_id, None)
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        while (chosen := self._next_in_line()) is not None:
+            tenant_id, tenant = chosen
             ready = tenant.waiting.popleft()
-            if not ready.done():
-                tenant.active += 1
+            if not ready.done():  # else cancelled: it leaves the line by itself
+                self._start(tenant_id, tenant)
                 ready.set_result(None)
+            elif not tenant.active and not tenant.waiting:
+                self._busy.pop(tenant_id, None)
+
+    def _next_in_line(self) -> tuple[str, _Tenant] | None:
+        """Of the tenants with calls waiting that may start one, the one running fewest, then
+        the one served least recently: a quiet tenant's call goes before a busy tenant's
+        line, whoever came first."""
+        startable = [
+            (tenant.active, tenant.served, tenant_id)
+            for tenant_id, tenant in self._busy.items()
+            if tenant.waiting and self._may_start(tenant_id, tenant)
+        ]
+        if not startable:
+            return None
+        tenant_id = min(startable)[2]
+        return tenant_id, self._busy[tenant_id]
 
     # -- bytes held for a client that has not read them yet ----------------------------------
 
