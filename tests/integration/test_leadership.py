@@ -99,7 +99,9 @@ async def _terminate_sessions_holding(url: str, job: str) -> None:
         classid, objid = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
         killed = await conn.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_locks "
-            "WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2",
+            "WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 "
+            # this test's database only: another run's replicas may lead the same job elsewhere
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             classid,
             objid,
         )

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
+from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, NullPool, QueuePool
 
 from episodic.bounded import within
 from episodic.errors import CONFIGURATION, InvalidArgument
-from episodic.store import read_batch
+from episodic.store import pg_url, read_batch
 from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify
 
 # Durable commits (synchronous=FULL even in WAL), integrity, and no erased text left in
@@ -42,13 +43,25 @@ _DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 T = TypeVar("T")
 
 
-def asyncpg_dsn(url: URL) -> str:
-    """The DSN of a dedicated asyncpg connection outside the pool (LISTEN, advisory locks)."""
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+# What SQLAlchemy's asyncpg dialect adds to the connect arguments for its own adapter.
+_DIALECT_ONLY_ARGS = ("prepared_statement_cache_size", "prepared_statement_name_func", "async_fallback")
+
+
+def asyncpg_connect_args(url: URL) -> dict[str, Any]:
+    """`asyncpg.connect`'s arguments for a dedicated connection outside the pool (LISTEN,
+    advisory locks): made by the dialect from the same URL as the pool's, so every
+    connection tries the same hosts, in the same order, with the same target_session_attrs."""
+    asyncpg_url = url.set(drivername="postgresql+asyncpg")
+    dialect = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
+    _args, kwargs = dialect.create_connect_args(asyncpg_url)  # type: ignore[no-untyped-call]
+    return {key: value for key, value in kwargs.items() if key not in _DIALECT_ONLY_ARGS}
 
 
 def normalize_url(raw: str) -> URL:
-    """Accepts plain `sqlite:///file.db` / `postgresql://...` and picks the async driver."""
+    """Accepts plain `sqlite:///file.db` / `postgresql://...` (every multi-host form libpq
+    accepts, `store/pg_url.py`) and picks the async driver."""
+    if pg_url.is_postgres(raw):
+        return pg_url.to_sqlalchemy(pg_url.parse(raw))
     try:
         url = make_url(raw)
     except Exception as exc:  # sqlalchemy raises ArgumentError with no stable base

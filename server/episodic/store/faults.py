@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 
 from episodic.errors import EpisodicError, ResourceExhausted, Unavailable
+from episodic.store.pg_url import servers_of
 
 log = logging.getLogger("episodic.store")
 
@@ -34,6 +35,10 @@ _SQLITE_FULL = frozenset({"SQLITE_FULL"})
 _SQLITE_UNAVAILABLE_PREFIXES = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_IOERR")
 _PG_FULL = frozenset({"53100"})  # disk_full
 _PG_UNAVAILABLE_PREFIXES = ("08", "57P", "53", "3D000")  # connection, shutdown, resources, no database
+# read_only_sql_transaction: the server is a standby (or was demoted), so it refuses writes
+# ("cannot execute INSERT in a read-only transaction", "cannot execute NOTIFY during
+# recovery"): the primary is elsewhere or not promoted yet.
+_PG_WRONG_ROLE = frozenset({"25006"})
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _PG_LOCK_CONFLICTS = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
 # query_canceled (statement_timeout), lock_not_available (lock_timeout): the server gave up
@@ -118,18 +123,21 @@ def _sqlite_fault(name: str) -> Fault | None:
 def _pg_fault(sqlstate: str) -> Fault | None:
     if sqlstate in _PG_FULL:
         return Fault.STORAGE_FULL
-    if sqlstate in _PG_TIMED_OUT:
+    if sqlstate in _PG_TIMED_OUT or sqlstate in _PG_WRONG_ROLE:
         return Fault.UNAVAILABLE
     return Fault.UNAVAILABLE if sqlstate.startswith(_PG_UNAVAILABLE_PREFIXES) else None
 
 
 def _asyncpg_fault(exc: BaseException) -> Fault | None:
-    """asyncpg's client-side errors (a closed or lost connection) carry no SQLSTATE."""
+    """asyncpg's client-side errors (a closed or lost connection; no server of the URL in
+    the role target_session_attrs asks for, as between a primary's loss and a standby's
+    promotion) carry no SQLSTATE."""
     module = type(exc).__module__
     if module.startswith("asyncpg") and type(exc).__name__ in {
         "ConnectionDoesNotExistError",
         "InterfaceError",
         "InternalClientError",
+        "TargetServerAttributeNotMatched",
     }:
         return Fault.UNAVAILABLE
     return None
@@ -285,4 +293,4 @@ def sqlite_path_problem(url: URL) -> str | None:
 def _where(url: URL) -> str:
     if url.get_backend_name() == "sqlite":
         return str(url.database)
-    return f"{url.host or 'localhost'}:{url.port or 5432}"
+    return servers_of(url)

@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
-from episodic.store.database import asyncpg_dsn
+from episodic.store.database import asyncpg_connect_args
 
 log = logging.getLogger(__name__)
 CONNECT_SECONDS = 5.0
@@ -29,7 +29,15 @@ QUERY_SECONDS = 5.0  # a check that hangs (half-open connection) counts as lost
 # Server side: a holder whose host vanished without closing its socket is dropped (and its
 # locks freed) after about idle + interval * count seconds, not after the kernel's 2 hours.
 KEEPALIVES = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
-DRIVER_FAULTS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# InternalClientError: TargetServerAttributeNotMatched (no server of the URL is a primary
+# yet, between a primary's loss and a standby's promotion) is a fault, not a bug.
+DRIVER_FAULTS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 
 
 def lock_key(job: str) -> int:
@@ -43,7 +51,7 @@ class PgLeadership:
     """Advisory locks on one dedicated connection, (re)connected on demand by `holds`."""
 
     def __init__(self, url: URL) -> None:
-        self._dsn = asyncpg_dsn(url)
+        self._connect_args = asyncpg_connect_args(url)
         self._conn: Any = None
         self._held: set[str] = set()
         self._guard = asyncio.Lock()  # one query at a time on the connection
@@ -86,7 +94,9 @@ class PgLeadership:
         if self._conn is None or self._conn.is_closed():
             if self._conn is not None:  # closed under us: its session, and locks, are gone
                 await self._lost()
-            self._conn = await asyncpg.connect(self._dsn, timeout=CONNECT_SECONDS, server_settings=KEEPALIVES)
+            self._conn = await asyncpg.connect(
+                **self._connect_args, timeout=CONNECT_SECONDS, server_settings=KEEPALIVES
+            )
         return self._conn
 
     async def _lost(self) -> None:

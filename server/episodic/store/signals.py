@@ -19,13 +19,23 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
-from episodic.store.database import asyncpg_dsn
+from episodic.store.database import asyncpg_connect_args
 
 log = logging.getLogger(__name__)
 Callback = Callable[[str], None]
 MAX_PAYLOAD = 7000  # PostgreSQL refuses payloads of 8,000 bytes or more
 RECONNECT_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 QUEUED_NOTIFIES = 10_000  # beyond this, new ones are dropped: listeners poll anyway
+CONNECT_SECONDS = 10.0
+# A database fault: the server gone, a wrong-role server (a standby before its promotion:
+# TargetServerAttributeNotMatched, NOTIFY refused during recovery), a dropped connection.
+DRIVER_FAULTS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 
 
 class LocalSignals:
@@ -52,11 +62,12 @@ class PgSignals:
     """LISTEN/NOTIFY on one dedicated connection, kept open by a background task."""
 
     def __init__(self, url: URL) -> None:
-        self._dsn = asyncpg_dsn(url)
+        self._connect_args = asyncpg_connect_args(url)
         self._subscribers: dict[str, list[Callback]] = {}
         self._outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(QUEUED_NOTIFIES)
         self._task: asyncio.Task[None] | None = None
         self.reconnects = 0  # connections made after the first: listeners use it to re-poll
+        self.refused = 0  # connection attempts that failed (no server, or none in the wanted role)
 
     def subscribe(self, channel: str, callback: Callback) -> None:
         if self._task is not None:
@@ -69,6 +80,11 @@ class PgSignals:
         with contextlib.suppress(asyncio.QueueFull):
             self._outbox.put_nowait((channel, payload))
 
+    @property
+    def running(self) -> bool:
+        """The connection's keeper is alive (it ends only when stopped)."""
+        return self._task is not None and not self._task.done()
+
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="episodic-signals")
 
@@ -79,25 +95,40 @@ class PgSignals:
             self._task = None
 
     async def _run(self) -> None:
-        attempt = 0
+        """Never ends until cancelled: whatever ends a connection, another is made, after a
+        back-off while the database refuses."""
+        failures = 0
         while True:
-            try:
-                conn = await asyncpg.connect(self._dsn, timeout=10)
-            except (OSError, asyncpg.PostgresError, TimeoutError):
-                await asyncio.sleep(RECONNECT_SECONDS[min(attempt, len(RECONNECT_SECONDS) - 1)])
-                attempt += 1
+            conn = await self._connect()
+            if conn is None:
+                self.refused += 1
+                await asyncio.sleep(RECONNECT_SECONDS[min(failures, len(RECONNECT_SECONDS) - 1)])
+                failures += 1
                 continue
             try:
-                await self._serve(conn, first=attempt == 0 and self.reconnects == 0)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                await self._serve(conn, first=failures == 0 and self.reconnects == 0)
+            except DRIVER_FAULTS:
                 # INFO: the database fault itself is logged once, by the store's health
                 log.info("signal connection lost; reconnecting")
+            except Exception:  # a bug must not end wake-ups for good: log it, reconnect
+                log.exception("signal connection failed; reconnecting")
             finally:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(conn.close(), 2)
-            attempt = 0
+            failures = 0
             self.reconnects += 1
             await asyncio.sleep(RECONNECT_SECONDS[0])
+
+    async def _connect(self) -> Any:
+        """A connection to a server the URL's rules accept, or None (logged at DEBUG: an
+        outage is reported by the store's health; a bug in the URL by the pool's start)."""
+        try:
+            return await asyncpg.connect(**self._connect_args, timeout=CONNECT_SECONDS)
+        except DRIVER_FAULTS as exc:
+            log.debug("signal connection refused", extra={"error_type": type(exc).__name__})
+        except Exception:
+            log.exception("signal connection failed")
+        return None
 
     async def _serve(self, conn: Any, *, first: bool) -> None:
         lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
