@@ -252,7 +252,7 @@ class Calls:
             await self.ends[name].wait()
 
 
-async def test_a_quiet_tenants_call_runs_at_once_and_a_busy_tenants_line_waits_for_the_servers_turns() -> None:
+async def test_a_quiet_tenants_call_runs_at_once_and_a_busy_tenants_line_waits_for_free_turns() -> None:
     calls = Calls(shares_with(active=2))
     for name in ("a0", "a1", "a2", "a3"):
         await calls.call("a", name)
