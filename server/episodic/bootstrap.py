@@ -690,7 +690,13 @@ def build_services(
         model_calls=model_calls,
         knowledge=knowledge,
         transfer=TransferService(
-            transfer=a.transfer, memories=memories, changes=state.visibility, digests=digester, clock=clock
+            transfer=a.transfer,
+            memories=memories,
+            changes=state.visibility,
+            digests=digester,
+            clock=clock,
+            tokens=a.tokens,
+            limits=limits,
         )
         if a.transfer is not None
         else None,

@@ -171,3 +171,38 @@ async def test_values_that_would_break_later_reads_are_refused(client: Client) -
         await refused(client, export.edited(EPISODE, "session_data", setter("data", data)), "data must be")
     await refused(client, export.edited(EPISODE, "message", setter("token_count", -(10**9))), "token_count")
     await refused(client, export.edited(EPISODE, "episode", setter("metadata", [1])), "metadata must be")
+
+
+async def test_token_counts_are_the_servers_not_the_files(client: Client) -> None:
+    export = await exported(client)
+    truthful = {r["seq"]: r["token_count"] for r in export.parts[EPISODE] if r["type"] == "message"}
+    lying = Export(
+        export.manifest, {name: [dict(r) for r in records] for name, records in export.parts.items()}
+    )
+    for record in lying.parts[EPISODE]:
+        if record["type"] in ("message", "episode", "summary"):
+            record["token_count"] = 1
+    user = unique("target")
+    await send(client, lying, user)
+    listed = await client.episodes.ListEpisodes(pb.ListEpisodesRequest(user_id=user), metadata=client.auth)
+    (episode,) = listed.episodes
+    log = await client.log_of(episode.episode_id)
+    assert {m.seq: m.token_count for m in log} == truthful
+    assert episode.token_count == sum(truthful.values())
+
+
+async def test_records_the_write_path_would_refuse_are_refused_by_field(client: Client) -> None:
+    export = await exported(client)
+    big = "x" * (3 * 1024 * 1024)
+    await refused(client, export.edited(EPISODE, "message", setter("content", big)), "record 2.content")
+    await refused(
+        client, export.edited(EPISODE, "episode", setter("metadata", {"x": big})), "record 1.metadata"
+    )
+    await refused(
+        client, export.edited(EPISODE, "episode", setter("token_encoding", "rot13")), "token_encoding"
+    )
+    memories = export.memories_only()
+    await refused(client, memories.edited(MEMORIES, "memory", setter("text", big)), "record 1.text")
+    await refused(client, memories.edited(MEMORIES, "memory", setter("memory_id", "")), "record 1.memory_id")
+    tool_input = setter("input", {"q": big})
+    await refused(client, export.edited(EPISODE, "tool_call", tool_input), ".input")

@@ -14,10 +14,11 @@ from episodic.domain.changes import Declared, Recorded
 from episodic.domain.memories import Memory
 from episodic.domain.model import Caller
 from episodic.domain.transfer import EpisodeImported, EpisodeRows, Manifest, Part, PartHasher
+from episodic.domain.validation import Limits
 from episodic.errors import Aborted, InvalidArgument
 from episodic.service.memories import MemoryService
 from episodic.service.transfer import Chunk, TransferService
-from tests.fakes import FixedClock
+from tests.fakes import FixedClock, WordTokenCounter
 
 NOW = datetime(2026, 11, 28, tzinfo=UTC)
 RECORDS: list[tuple[str, dict[str, object]]] = [
@@ -79,7 +80,7 @@ def service(transfer: ScriptedTransfer) -> TransferService:
     memories = cast(MemoryService, None)
     return TransferService(
         transfer=transfer, memories=memories, changes=cast(Any, InlineChanges()), digests=cast(Any, Unused()),
-        clock=FixedClock(NOW),
+        clock=FixedClock(NOW), tokens=WordTokenCounter(), limits=Limits(),
     )  # fmt: skip
 
 

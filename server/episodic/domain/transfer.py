@@ -141,6 +141,17 @@ def records_of(records: Sequence[dict[str, object]], kind: str) -> list[dict[str
     return [r for r in records if r["type"] == kind]
 
 
+@dataclass(frozen=True, slots=True)
+class ImportedRecord:
+    """One record of an import: where it is in the file (for errors), its kind, its value as
+    the domain reads it (None for a kind without a reader) and its row as the store writes it."""
+
+    where: str
+    kind: str
+    value: object
+    row: dict[str, Any]
+
+
 @dataclass(slots=True)
 class EpisodeRows:
     """One episode's records as rows of the log, checked, with the importer's user: what the
@@ -149,6 +160,7 @@ class EpisodeRows:
 
     episode: dict[str, Any]
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    records: list[ImportedRecord] = field(default_factory=list)  # every record read, in order
 
     @property
     def episode_id(self) -> str:

@@ -7,7 +7,8 @@ manifest is sent, so no complete export exists of data erased meanwhile (the CLI
 what it received).
 
 Import checks the manifest (format, version, part order), then each part whole against its
-count and sha256 before writing any of it; an episode's part is written in one transaction
+count and sha256 and each record by the normal write path's rules (domain/transfer_rules.py:
+token counts are made here) before writing any of it; an episode's part is written in one transaction
 through the change owner. Memories are embedded by this server; closed episodes get a
 pending digest the digester makes again. Held episodes and memories are left as they are,
 so running an import again (after a crash) completes it and changes nothing else.
@@ -15,6 +16,7 @@ so running an import again (after a crash) completes it and changes nothing else
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,7 +25,7 @@ from episodic.domain.access import require_agent
 from episodic.domain.changes import ScopeChanged
 from episodic.domain.erasure import user_hash
 from episodic.domain.model import Caller
-from episodic.domain.ports import ChangeOwner, Clock, DigestWaiter, UserTransfer
+from episodic.domain.ports import ChangeOwner, Clock, DigestWaiter, TokenCounter, UserTransfer
 from episodic.domain.recall import Scope
 from episodic.domain.transfer import (
     MEMORIES_PART,
@@ -37,7 +39,8 @@ from episodic.domain.transfer import (
     encode,
     episode_part,
 )
-from episodic.domain.validation import Violations, check_id
+from episodic.domain.transfer_rules import check_imported, check_imported_memories, recount
+from episodic.domain.validation import Limits, Violations, check_id
 from episodic.errors import Aborted, FailedPrecondition, InvalidArgument
 from episodic.service.memories import MemoryService
 
@@ -60,6 +63,8 @@ class TransferService:
     changes: ChangeOwner
     digests: DigestWaiter
     clock: Clock
+    tokens: TokenCounter  # imported token counts are made here, as AddMessages makes them
+    limits: Limits
 
     # --- export ------------------------------------------------------------------------
 
@@ -174,12 +179,15 @@ class TransferService:
         records = [decode(expected.name, i, text) for i, text in enumerate(lines, start=1)]
         if expected.name == MEMORIES_PART:
             memories = self.transfer.memories(expected.name, records, caller.tenant_id, user)
+            check_imported_memories(expected.name, memories)
             await self._require_agents(caller, {m.agent_id for m in memories})
             imported, unchanged = await self.memories.restore(caller.tenant_id, memories)
             tally.memories_imported += imported
             tally.memories_unchanged += unchanged
             return
         rows = self.transfer.episode_rows(expected.name, records, user)
+        check_imported(rows.records, self.limits, self.tokens.supported_encodings())
+        await asyncio.to_thread(recount, rows.records, self.tokens.count)  # up to a part's size of text
         await self._require_agents(caller, {rows.agent_id})
         tenant, now = caller.tenant_id, self.clock()
         scope = Scope(tenant, rows.agent_id, user)

@@ -37,7 +37,7 @@ from episodic.domain.changes import Declared, Recorded
 from episodic.domain.digests import pending_digest
 from episodic.domain.memories import Memory
 from episodic.domain.model import Episode, EpisodeState
-from episodic.domain.transfer import EPISODE_TYPES, EpisodeImported, EpisodeRows
+from episodic.domain.transfer import EPISODE_TYPES, EpisodeImported, EpisodeRows, ImportedRecord
 from episodic.domain.validation import json_problem
 from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from episodic.store import schema as s
@@ -189,14 +189,14 @@ _READERS = {
 }
 
 
-def checked(kind: str, row: dict[str, Any], where: str) -> None:
+def checked(kind: str, row: dict[str, Any], where: str) -> ImportedRecord:
+    """The row read as the domain reads it: refused here if it cannot be."""
     reader = _READERS.get(kind)
-    if reader is None:
-        return
     try:
-        reader(cast(RowMapping, {"tenant_id": "", **row}))
+        value = reader(cast(RowMapping, {"tenant_id": "", **row})) if reader else None
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise InvalidArgument.of("records", f"{where}: not a valid {kind} ({type(exc).__name__})") from exc
+    return ImportedRecord(where, kind, value, row)
 
 
 class Keys:
@@ -278,8 +278,7 @@ class SqlTransfer:
         if not records or records[0].get("type") != "episode":
             raise InvalidArgument.of("records", f"{part} must begin with its episode record")
         first = retarget("episode", row_of("episode", records[0], f"{part} record 1"), user_id)
-        checked("episode", first, f"{part} record 1")
-        found, keys = EpisodeRows(first), Keys()
+        found, keys = EpisodeRows(first, records=[checked("episode", first, f"{part} record 1")]), Keys()
         for line, record in enumerate(records[1:], start=2):
             kind, where = str(record["type"]), f"{part} record {line}"
             if kind not in EPISODE_TYPES[1:]:
@@ -289,9 +288,10 @@ class SqlTransfer:
             row = retarget(kind, row_of(kind, record, where), user_id)
             if row.get("episode_id") != found.episode_id:
                 raise InvalidArgument.of("records", f"{where}: belongs to another episode than {part}'s")
-            checked(kind, row, where)
+            read = checked(kind, row, where)
             keys.add(kind, row, where)
             if kind != "digest":  # made again by the server
+                found.records.append(read)
                 found.rows.setdefault(kind, []).append(row)
         seqs = [r["seq"] for r in found.of("message")]
         if seqs != list(range(1, len(seqs) + 1)) or len(seqs) != first["message_count"]:
