@@ -17,11 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from episodic.domain import chunking
 from episodic.domain.chunking import (
     MAX_HEADING_CHARS,
     MAX_HEADING_LEVELS,
     Chunk,
     DocumentFormat,
+    TooManyChunks,
     chunk_document,
 )
 from tests.unit.test_hostile_text_is_linear import fastest, of_size
@@ -413,3 +415,22 @@ def test_256_times_the_document_costs_about_256_times_the_time(shape: str, fmt: 
         large_time = min(large_time, fastest(run, large, 3))
     per_byte = large_time / small_time / (LARGE / SMALL)
     assert per_byte <= MAX_PER_BYTE_RATIO, f"{shape}: {per_byte:.1f}x the cost per byte at 4 MiB"
+
+
+def test_cutting_stops_at_the_chunk_past_max_chunks_without_reading_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines_read = 0
+    read_line = chunking._Reader.line
+
+    def counted(reader: chunking._Reader, start: int, line: str) -> None:
+        nonlocal lines_read
+        lines_read += 1
+        read_line(reader, start, line)
+
+    monkeypatch.setattr(chunking._Reader, "line", counted)
+    tiny_sections = "a\n=\n" * 100_000
+    assert len(chunk_document(tiny_sections[: 4 * 10], MD, max_chunks=10)) == 10
+    with pytest.raises(TooManyChunks):
+        chunk_document(tiny_sections, MD, max_chunks=10)
+    assert lines_read < 100  # of 200,000: the first call's 20, then a few past the 10th chunk

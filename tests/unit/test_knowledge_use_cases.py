@@ -6,13 +6,17 @@ in "[Knowledge]" beside the caller's items."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
+from episodic.domain import knowledge as knowledge_rules
 from episodic.domain.agents import MemoryDraft
 from episodic.domain.chunking import DocumentFormat
 from episodic.domain.context import ModelCall, Section
 from episodic.domain.knowledge import (
+    MAX_CALL_CHUNKS,
+    MAX_DOCUMENT_CHUNKS,
     DocumentDraft,
     KnowledgeFate,
     KnowledgeFilter,
@@ -158,6 +162,61 @@ async def test_bad_documents_are_refused_naming_the_field(app: UseCases) -> None
         with pytest.raises(InvalidArgument) as refused:
             await add(app, draft)
         assert field in [v.field for v in refused.value.violations]
+
+
+TINY_SECTIONS = "a\n=\n"  # a setext heading and its underline: one chunk each, 4 bytes
+
+
+class CountedQuota:
+    def __init__(self) -> None:
+        self.chunks = 0
+
+    def write_memories(self, tenant_id: str, count: int) -> None:
+        return None
+
+    def write_chunks(self, tenant_id: str, count: int) -> None:
+        self.chunks += count
+
+
+async def test_a_document_of_too_many_chunks_is_refused_naming_its_text_before_the_quota(
+    app: UseCases,
+) -> None:
+    app.knowledge.quota = quota = CountedQuota()
+    hostile = DocumentDraft("hostile", TINY_SECTIONS * 524_287)  # 2 MiB: 524,287 chunks uncapped
+    with pytest.raises(InvalidArgument) as refused:
+        await add(app, handbook(), hostile)
+    assert [v.field for v in refused.value.violations] == ["documents[1].text"]
+    assert str(MAX_DOCUMENT_CHUNKS) in refused.value.violations[0].description
+    assert quota.chunks == 0
+    with pytest.raises(NotFound):
+        await app.knowledge.get(CALLER, "helper", "handbook", with_chunks=False)
+    await add(app, handbook())
+    with pytest.raises(InvalidArgument) as refused:
+        await app.knowledge.update(CALLER, "helper", DocumentDraft("handbook", hostile.text), ["text"])
+    assert [v.field for v in refused.value.violations] == ["document.text"]
+
+
+async def test_a_call_cutting_into_too_many_chunks_in_all_is_refused_naming_documents(app: UseCases) -> None:
+    per_document = MAX_DOCUMENT_CHUNKS - 1
+    calls_worth = MAX_CALL_CHUNKS // per_document + 1
+    drafts = [DocumentDraft(f"d{i}", TINY_SECTIONS * per_document) for i in range(calls_worth)]
+    with pytest.raises(InvalidArgument) as refused:
+        await add(app, *drafts)
+    assert [v.field for v in refused.value.violations] == ["documents"]
+
+
+async def test_documents_are_cut_off_the_event_loop(app: UseCases, monkeypatch: pytest.MonkeyPatch) -> None:
+    cut_on: list[int] = []
+    cut = knowledge_rules.chunk_documents
+
+    def recorded(documents: list[tuple[str, str, DocumentFormat]]) -> list[list[object]]:
+        cut_on.append(threading.get_ident())
+        return cut(documents)  # type: ignore[return-value]
+
+    monkeypatch.setattr("episodic.service.knowledge.chunk_documents", recorded)
+    await add(app, handbook())
+    await app.knowledge.update(CALLER, "helper", DocumentDraft("handbook", PARKING), ["text"])
+    assert len(cut_on) == 2 and threading.get_ident() not in cut_on
 
 
 async def turn(app: UseCases, episode_id: str, text: str, *items: KnowledgeItem) -> ModelCall:

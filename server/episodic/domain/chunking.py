@@ -32,7 +32,9 @@ never whitespace only, carrying the markdown headings that enclose it.
   line's indentation.
 - **Bounds.** A heading in a path is its text with runs of whitespace read as one space, cut
   to 200 characters, and a path keeps its innermost 6 levels, so a hostile document cannot
-  make every chunk carry megabytes.
+  make every chunk carry megabytes. `max_chunks` stops the cutting at the chunk past it
+  (`TooManyChunks`): a document of tiny sections ("a\\n=\\n" over and over: 4 bytes a chunk)
+  costs the caller at most that many chunks of work and memory, whatever its size.
 
 Linear in time and memory for every shape of input. There is one pass over the lines, the
 only patterns match a single character, and each cut searches a window of `max_chars`, after
@@ -59,6 +61,10 @@ _JOINER = "\u200d"
 _MARKS = ("Mn", "Mc", "Me")  # combining marks, variation selectors among them
 
 
+class TooManyChunks(ValueError):
+    """The document cuts into more than the `max_chunks` it was given."""
+
+
 class DocumentFormat(StrEnum):
     TEXT = "text"
     MARKDOWN = "markdown"
@@ -74,21 +80,30 @@ class Chunk:
 
 
 def chunk_document(
-    text: str, fmt: DocumentFormat, max_chars: int = 1600, min_chars: int = 200
+    text: str, fmt: DocumentFormat, max_chars: int = 1600, min_chars: int = 200, max_chunks: int | None = None
 ) -> list[Chunk]:
-    """The chunks of `text` in document order; [] when it is empty or whitespace only."""
+    """The chunks of `text` in document order; [] when it is empty or whitespace only.
+    Raises TooManyChunks as soon as there would be more than `max_chunks`."""
     if max_chars < 1 or min_chars < 0:
         raise ValueError(f"max_chars must be positive and min_chars not negative: {max_chars}, {min_chars}")
     if _VISIBLE.search(text) is None:
         return []
-    packer = _Packer(text, max_chars, min_chars)
+    packer = _Packer(text, max_chars, min_chars, max_chunks)
     reader = _Reader(text, packer, markdown=fmt == DocumentFormat.MARKDOWN)
-    start = 0
-    for line in text.split("\n"):
+    for start, line in _lines(text):
         reader.line(start, line)
-        start += len(line) + 1
     reader.close()
     return packer.chunks()
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """(start, line) split at "\\n", one at a time: a cut stopped early by `max_chunks` has
+    not split the rest (a million one-character lines are ~50 MB as a list)."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield start, text[start:end]
+        start = end + 1
+    yield start, text[start:]
 
 
 class _Kind(Enum):
@@ -265,10 +280,11 @@ class _Packer:
     """Blocks and headings in, chunks out. At most one chunk is open: the blocks packed so far,
     with the path and the level of the section it started in."""
 
-    def __init__(self, text: str, max_chars: int, min_chars: int) -> None:
+    def __init__(self, text: str, max_chars: int, min_chars: int, max_chunks: int | None) -> None:
         self._text = text
         self._max = max_chars
         self._min = min_chars
+        self._max_chunks = max_chunks
         self._chunks: list[Chunk] = []
         self._levels: list[int] = []  # of the enclosing headings, outermost first
         self._titles: list[str] = []
@@ -343,6 +359,8 @@ class _Packer:
 
     def _flush(self) -> None:
         if self._start >= 0:
+            if self._max_chunks is not None and len(self._chunks) >= self._max_chunks:
+                raise TooManyChunks(f"more than {self._max_chunks} chunks")
             text = self._text[self._start : self._end]
             self._chunks.append(Chunk(len(self._chunks), text, self._start, self._end, self._open_path))
             self._start = -1

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from episodic.domain.chunking import DocumentFormat
+from episodic.domain.chunking import Chunk, DocumentFormat, TooManyChunks, chunk_document
 from episodic.domain.recall import Scope, episode_of, vector_key
 from episodic.domain.validation import Violations, check_id, check_text, text_problem
 
@@ -34,6 +34,13 @@ MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
 MAX_DOCUMENTS_PER_CALL = 100
 MAX_CHUNK_CHARS = 1600
 MIN_CHUNK_CHARS = 200
+# Chunks one document, and one call, may cut into: each chunk is embedded, indexed and held,
+# and a document of tiny sections ("a\n=\n" x 524,287: 2 MiB) cut into 524,287 of them
+# (seconds of CPU, ~2 GiB). A 2 MiB document of ordinary prose cuts into ~1,300-2,000, and
+# one of a heading every 200 characters into ~10,000. Cutting stops at the chunk past the
+# limit, so a refusal costs at most the limit's work.
+MAX_DOCUMENT_CHUNKS = 10_000
+MAX_CALL_CHUNKS = 20_000  # the default burst of a tenant's knowledge_chunks share
 
 Metadata = tuple[tuple[str, str], ...]  # sorted (key, value) pairs: hashable, compared as a whole
 
@@ -272,6 +279,31 @@ def check_draft(v: Violations, at: str, d: DocumentDraft, now: datetime) -> None
     check_metadata(v, f"{at}.metadata", d.metadata)
     if d.expires_at is not None and d.expires_at <= now:
         v.add(f"{at}.expire_time", "must be in the future")
+
+
+def chunk_documents(documents: Sequence[tuple[str, str, DocumentFormat]]) -> list[list[Chunk]]:
+    """Each (field, text, format) cut into chunks, or InvalidArgument naming the text over
+    MAX_DOCUMENT_CHUNKS (`documents[3].text`), or "documents" when the call's total passes
+    MAX_CALL_CHUNKS. Bounded work: a document over its limit counts its limit against the
+    call's, and the cut stops at the first chunk past either."""
+    v = Violations()
+    pieces: list[list[Chunk]] = []
+    left = MAX_CALL_CHUNKS
+    for at, text, fmt in documents:
+        limit = min(MAX_DOCUMENT_CHUNKS, left)
+        try:
+            chunks = chunk_document(text, fmt, MAX_CHUNK_CHARS, MIN_CHUNK_CHARS, max_chunks=limit)
+        except TooManyChunks:
+            if limit < MAX_DOCUMENT_CHUNKS:
+                v.add("documents", f"cut into more than {MAX_CALL_CHUNKS} chunks in all; send fewer a call")
+                break
+            v.add(f"{at}.text", f"cuts into more than {MAX_DOCUMENT_CHUNKS} chunks; split the document")
+            left -= limit
+            continue
+        left -= len(chunks)
+        pieces.append(chunks)
+    v.raise_if_any()
+    return pieces
 
 
 def updated(d: Document, draft: DocumentDraft, mask: Sequence[str], now: datetime) -> Document:
