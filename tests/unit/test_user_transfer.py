@@ -13,7 +13,7 @@ import pytest
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.memories import Memory
 from episodic.domain.model import Caller
-from episodic.domain.transfer import EpisodeImported, EpisodeRows, Manifest, Part, PartHasher
+from episodic.domain.transfer import MAX_PART_BYTES, EpisodeImported, EpisodeRows, Manifest, Part, PartHasher
 from episodic.domain.validation import Limits
 from episodic.errors import Aborted, InvalidArgument
 from episodic.service.memories import MemoryService
@@ -151,3 +151,32 @@ async def test_an_import_refuses_a_part_out_of_order_or_unlike_its_manifest() ->
     truncated = Manifest("mary", "", NOW, (*manifest.parts[:-1], Part("memories.jsonl", 5, "0" * 64)))
     with pytest.raises(InvalidArgument, match="memories.jsonl"):
         await service(transfer).import_user(Caller("t1"), truncated, "", feed(body))
+
+
+async def test_an_import_holds_a_bounded_part_whatever_the_manifest_claims() -> None:
+    """A manifest naming one part of 1,200 records of 1 MiB each: refused once the part
+    holds more than a part may, long before the 1,200th record is taken from the client."""
+    record = "x" * (1024 * 1024)
+    taken = 0
+
+    async def requests() -> AsyncIterator[Chunk]:
+        nonlocal taken
+        for _ in range(1200):
+            taken += 1
+            yield Chunk("episodes/000001.jsonl", [record])
+
+    manifest = Manifest(
+        "mary", "", NOW, (Part("episodes/000001.jsonl", 1200, "0" * 64), Part("memories.jsonl", 0, "0" * 64))
+    )
+    with pytest.raises(InvalidArgument, match="episodes/000001.jsonl is over .* bytes"):
+        await service(ScriptedTransfer()).import_user(Caller("t1"), manifest, "", requests())
+    assert taken * len(record) <= MAX_PART_BYTES + len(record)
+
+
+async def test_an_import_refuses_a_part_at_its_first_record_beyond_the_manifests_count() -> None:
+    manifest = Manifest(
+        "mary", "", NOW, (Part("episodes/000001.jsonl", 1, "0" * 64), Part("memories.jsonl", 0, "0" * 64))
+    )
+    extra = [Chunk("episodes/000001.jsonl", ["{}", "{}"])]
+    with pytest.raises(InvalidArgument, match="record 2: the manifest has 1 records"):
+        await service(ScriptedTransfer()).import_user(Caller("t1"), manifest, "", feed(extra))

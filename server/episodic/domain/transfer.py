@@ -27,6 +27,9 @@ MANIFEST_FILE = "manifest.json"
 # Record types, in the order an episode's part holds them.
 EPISODE_TYPES = ("episode", "message", "tool_call", "summary", "digest", "session_data", "model_call")
 MAX_RECORD_BYTES = 8 * 1024 * 1024  # a message of the largest content, with room for its JSON
+# An import holds one part until it is checked whole (one episode, one transaction): this
+# bounds what one import holds, whatever a manifest claims (its records are ~3x as rows).
+MAX_PART_BYTES = 64 * 1024 * 1024
 MAX_PARTS = 1_000_000
 
 
@@ -68,6 +71,40 @@ class PartHasher:
 
     def part(self) -> Part:
         return Part(self.name, self.records, self._hash.hexdigest())
+
+
+class IncomingPart:
+    """One part of an import as its records arrive, held until it is checked whole; refused
+    as soon as it holds more than its manifest entry says, or more than this server holds."""
+
+    def __init__(self, expected: Part) -> None:
+        self.expected = expected
+        self.lines: list[str] = []
+        self._hasher = PartHasher(expected.name)
+        self._size = 0
+
+    @property
+    def name(self) -> str:
+        return self.expected.name
+
+    def add(self, text: str) -> None:
+        where = f"{self.name} record {len(self.lines) + 1}"
+        if len(self.lines) >= self.expected.records:
+            raise InvalidArgument.of("records", f"{where}: the manifest has {self.expected.records} records")
+        if len(text) > MAX_RECORD_BYTES:
+            raise InvalidArgument.of("records", f"{where} is over {MAX_RECORD_BYTES} bytes")
+        self._size += len(text) + 1
+        if self._size > MAX_PART_BYTES:
+            raise InvalidArgument.of(
+                "records", f"part {self.name} is over {MAX_PART_BYTES} bytes, the most this server imports"
+            )
+        self._hasher.add(text)
+        self.lines.append(text)
+
+    def checked(self) -> list[str]:
+        """The part's lines once they match the manifest entry."""
+        check_part(self.expected, self._hasher.part())
+        return self.lines
 
 
 def encode(record: dict[str, object]) -> str:

@@ -30,6 +30,7 @@ from episodic.domain.recall import Scope
 from episodic.domain.transfer import (
     MEMORIES_PART,
     ImportTally,
+    IncomingPart,
     Manifest,
     Part,
     PartHasher,
@@ -139,23 +140,21 @@ class TransferService:
         v.raise_if_any()
         tally = ImportTally()
         expected = list(manifest.parts)
-        name, hasher = "", PartHasher("")  # the part being read
-        lines: list[str] = []
+        part: IncomingPart | None = None  # the part being read
         async for chunk in chunks:
-            if chunk.part != name:
-                if name:
-                    await self._write_part(caller, expected.pop(0), hasher, lines, user, tally)
+            if part is None or chunk.part != part.name:
+                if part is not None:
+                    await self._write_part(caller, part, user, tally)
                 if not expected or chunk.part != expected[0].name:
                     wanted = expected[0].name if expected else "nothing more"
                     raise InvalidArgument.of(
                         "part", f"got part {chunk.part!r} where the manifest has {wanted}"
                     )
-                name, hasher, lines = chunk.part, PartHasher(chunk.part), []
+                part = IncomingPart(expected.pop(0))
             for text in chunk.records:
-                hasher.add(text)
-                lines.append(text)
-        if name:
-            await self._write_part(caller, expected.pop(0), hasher, lines, user, tally)
+                part.add(text)
+        if part is not None:
+            await self._write_part(caller, part, user, tally)
         while expected and expected[0].records == 0:  # an empty part may be sent as nothing
             check_part(expected[0], PartHasher(expected.pop(0).name).part())
         if expected:
@@ -166,17 +165,10 @@ class TransferService:
             self.digests.wake()
         return tally
 
-    async def _write_part(
-        self,
-        caller: Caller,
-        expected: Part,
-        hasher: PartHasher,
-        lines: list[str],
-        user: str,
-        tally: ImportTally,
-    ) -> None:
-        check_part(expected, hasher.part())
-        records = [decode(expected.name, i, text) for i, text in enumerate(lines, start=1)]
+    async def _write_part(self, caller: Caller, part: IncomingPart, user: str, tally: ImportTally) -> None:
+        expected = part.expected
+        records = [decode(expected.name, i, text) for i, text in enumerate(part.checked(), start=1)]
+        part.lines = []  # the records are held as rows from here on, not twice
         if expected.name == MEMORIES_PART:
             memories = self.transfer.memories(expected.name, records, caller.tenant_id, user)
             check_imported_memories(expected.name, memories)
