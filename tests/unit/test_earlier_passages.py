@@ -40,7 +40,7 @@ LOG = chat(
 
 def test_the_message_sharing_the_query_words_ranks_first_and_comes_with_its_neighbours() -> None:
     log = CompactedLog.of(LOG)
-    found = EarlierFound(log.messages, log.ranked("who feeds my cat?", None))
+    found = EarlierFound(log, log.ranked("who feeds my cat?", None))
     assert found.candidates and found.candidates[0].position in (2, 3)
     message, passages = earlier_block(found, 200, words_count)
     assert message is not None and message.content.startswith(EARLIER_HEADER)
@@ -51,7 +51,7 @@ def test_the_message_sharing_the_query_words_ranks_first_and_comes_with_its_neig
 def test_nothing_matching_renders_nothing_and_a_tight_allowance_drops_what_does_not_fit() -> None:
     log = CompactedLog.of(LOG)
     assert log.ranked("quantum chromodynamics", None) == []
-    found = EarlierFound(log.messages, log.ranked("cat", None))
+    found = EarlierFound(log, log.ranked("cat", None))
     message, passages = earlier_block(found, 10, words_count)
     assert message is None and all(p.fate is PassageFate.DROPPED for p in passages)
 
@@ -100,7 +100,7 @@ def test_huge_messages_are_held_clipped_and_the_log_stays_within_its_bytes() -> 
 
 def test_a_dropped_passage_lists_only_messages_the_rendered_ones_do_not_hold() -> None:
     log = CompactedLog.of(LOG)
-    found = EarlierFound(log.messages, log.ranked("cat name hotel Alfama shoes", None))
+    found = EarlierFound(log, log.ranked("cat name hotel Alfama shoes", None))
     for allowance in range(20, 80, 3):
         _, passages = earlier_block(found, allowance, words_count)
         shown = {s for p in passages if p.fate is not PassageFate.DROPPED for s in p.seqs}

@@ -16,7 +16,7 @@ import dataclasses
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +54,8 @@ class CompactedLog:
     vectors: NDArray[np.float16] | None = None  # row i: message i's vector, once embedded
     embedded: int = 0  # messages[:embedded] have their vector
     dropped: int = 0  # messages dropped from the front over the bound, since this log was made
+    # position -> a rendered line of it and its tokens (earlier_block's, the same turn after turn)
+    quoted: dict[int, tuple[str, int]] = field(default_factory=dict)
     _bytes: int = 0
 
     @classmethod
@@ -112,6 +114,18 @@ class CompactedLog:
         for name in self.__slots__:
             setattr(self, name, getattr(fresh, name))
         self.dropped = dropped
+
+    def quote(
+        self, key: int, render: Callable[[Message], str], count: Callable[[str], int]
+    ) -> tuple[str, int]:
+        """What `render` makes of message `key` (a negative key: of message -1 - key, for
+        another rendering), with its tokens; made once in the log's life."""
+        held = self.quoted.get(key)
+        if held is None:
+            line = render(self.messages[key if key >= 0 else -1 - key])
+            held = self.quoted[key] = (line, count(line))
+            self._bytes += sys.getsizeof(line) + 100
+        return held
 
     # --- vectors (computed off the loop by the service, handed back here) -----------------
 

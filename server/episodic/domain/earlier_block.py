@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from episodic.domain.context import PassageFate, RecalledPassage, RenderedMessage, Section
-from episodic.domain.earlier import Candidate
+from episodic.domain.earlier import Candidate, CompactedLog
 from episodic.domain.excerpts import verbatim
 from episodic.domain.model import Message, Role
 from episodic.domain.recall import Signal
@@ -28,10 +28,14 @@ MOST_REPORTED_DROPPED = 5  # passages that did not fit, listed in the report
 
 @dataclass(frozen=True, slots=True)
 class EarlierFound:
-    """What the turn's search found: the log's messages and the matches among them."""
+    """What the turn's search found: the log and the matches among its messages."""
 
-    messages: Sequence[Message]
+    log: CompactedLog
     candidates: Sequence[Candidate]
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        return self.log.messages
 
 
 @dataclass(slots=True)
@@ -60,7 +64,7 @@ def earlier_block(
     room = allowance - count(EARLIER_HEADER) - 4  # MESSAGE_OVERHEAD, and a margin for the joins
     chosen, dropped = _fit(found, room, count)
     while chosen:  # counts are not exactly additive: drop the worst until the whole fits
-        message = rendered(Role.CONTEXT, _text(found.messages, chosen), Section.EARLIER, count)
+        message = rendered(Role.CONTEXT, _text(found, chosen, count), Section.EARLIER, count)
         if message.tokens <= allowance:
             return message, _report(found.messages, chosen, dropped)
         dropped.insert(0, chosen.pop())
@@ -69,28 +73,32 @@ def earlier_block(
 
 def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Passage], list[_Passage]]:
     """Best match first: a match inside a chosen passage adds nothing; one beside or over it
-    widens it; else it starts a passage, if its cost still fits."""
+    widens it; else it starts a passage, if its cost still fits. Stops at the
+    MOST_REPORTED_DROPPED-th that does not fit: the room is as good as full."""
     n, used = len(found.messages), 0
     chosen: list[_Passage] = []
     dropped: list[_Passage] = []  # each as the match would have added it: its own window
     for c in found.candidates:
+        if len(dropped) >= MOST_REPORTED_DROPPED:
+            break
         if any(p.holds(c.position) for p in chosen):
             continue
         first, last = max(c.position - NEIGHBOURS, 0), min(c.position + NEIGHBOURS, n - 1)
         meeting = [p for p in chosen if p.meets(first, last)]
-        merged = _Passage(
+        wide_first, wide_last = (
             min([first, *(p.first for p in meeting)]),
             max([last, *(p.last for p in meeting)]),
-            max([c.score, *(p.score for p in meeting)]),
-            _signals([c.signals, *(p.signals for p in meeting)]),
         )
-        merged.cost, merged.cut = _cost(found.messages, merged, count)
-        extra = merged.cost - sum(p.cost for p in meeting)
+        cost, cut = _cost(found, wide_first, wide_last, count)
+        extra = cost - sum(p.cost for p in meeting)
         if used + extra > room:
-            if len(dropped) < MOST_REPORTED_DROPPED:
-                dropped.append(_Passage(first, last, c.score, c.signals))
+            dropped.append(_Passage(first, last, c.score, c.signals))
             continue
         used += extra
+        merged = _Passage(
+            wide_first, wide_last, max([c.score, *(p.score for p in meeting)]),
+            _signals([c.signals, *(p.signals for p in meeting)]), cost, cut,
+        )  # fmt: skip
         at = min((chosen.index(p) for p in meeting), default=len(chosen))
         for p in meeting:
             chosen.remove(p)
@@ -98,25 +106,32 @@ def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Pass
     return chosen, dropped
 
 
-def _cost(messages: Sequence[Message], p: _Passage, count: CountTokens) -> tuple[int, bool]:
-    lines, cut = _lines(messages, p)
-    return count("\n".join(lines) + "\n"), cut
+def _cost(found: EarlierFound, first: int, last: int, count: CountTokens) -> tuple[int, bool]:
+    """Tokens of a passage from its lines' (each counted once in the log's life), and
+    whether a line of it was clipped."""
+    lines = [found.log.quote(i, _line, count) for i in range(first, last + 1)]
+    head = found.log.quote(-1 - first, _header, count)
+    return head[1] + sum(t for _, t in lines) + len(lines), any(line.endswith("…") for line, _ in lines)
 
 
-def _lines(messages: Sequence[Message], p: _Passage) -> tuple[list[str], bool]:
-    shown = messages[p.first : p.last + 1]
-    lines = [f"[{_when(shown[0].created_at)}]"]
-    cut = False
-    for m in shown:
-        line = verbatim(m, MESSAGE_CHARS)
-        cut = cut or line.endswith("…")
-        lines.append(line)
-    return lines, cut
+def _line(m: Message) -> str:
+    return verbatim(m, MESSAGE_CHARS)
 
 
-def _text(messages: Sequence[Message], chosen: Sequence[_Passage]) -> str:
+def _header(m: Message) -> str:
+    return f"[{_when(m.created_at)}]"
+
+
+def _text(found: EarlierFound, chosen: Sequence[_Passage], count: CountTokens) -> str:
     """In time order: the model reads a conversation forwards."""
-    parts = ["\n".join(_lines(messages, p)[0]) for p in sorted(chosen, key=lambda p: p.first)]
+    log = found.log
+    parts = [
+        "\n".join(
+            [log.quote(-1 - p.first, _header, count)[0]]
+            + [log.quote(i, _line, count)[0] for i in range(p.first, p.last + 1)]
+        )
+        for p in sorted(chosen, key=lambda p: p.first)
+    ]
     return EARLIER_HEADER + "\n".join(parts)
 
 

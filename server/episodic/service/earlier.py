@@ -45,7 +45,7 @@ class EarlierRecall:
         compacted = ws.compacted_log
         self.embed_later(compacted)
         vector: Vector | None = await self.queries.of(query) if compacted.embedded else None
-        return EarlierFound(compacted.messages, compacted.ranked(query, vector))
+        return EarlierFound(compacted, compacted.ranked(query, vector))
 
     def embed_later(self, compacted: CompactedLog) -> None:
         """Queues the log for vectors of the messages it holds without one."""
