@@ -12,6 +12,7 @@ docs/data-ownership.md).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -19,11 +20,12 @@ import time
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 import grpc
 
 from episodic import config
-from episodic.domain.transfer import MANIFEST_FILE, PartHasher
+from episodic.domain.transfer import MANIFEST_FILE, MAX_RECORD_BYTES, PartHasher
 from episodic.foreign_imports import import_foreign
 from episodic.healthcheck import client_channel, probe_target, probe_tls
 from episodic.v1 import episode_service_pb2 as pb
@@ -31,6 +33,7 @@ from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
 
 CHUNK_BYTES = 1024 * 1024
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024  # an export response holds up to ~1 MiB of records
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # far above the manifest of any history a request can carry
 TIMEOUT_SECONDS = 24 * 3600.0  # a whole history streams in one call; a dead peer ends it sooner
 
 
@@ -183,6 +186,8 @@ def _manifest_json(m: pb.ExportManifest) -> dict[str, object]:
 
 
 def _import(args: argparse.Namespace) -> int:
+    if not Path(args.file).is_file():  # a device or a pipe could be read without end
+        return _say(f"episodic: import failed: {args.file} is not a regular file", 1)
     channel, auth = _connect(args)
     started = time.monotonic()
     try:
@@ -201,8 +206,13 @@ def _import(args: argparse.Namespace) -> int:
 
 def _import_export(channel: grpc.Channel, auth: tuple[tuple[str, str], ...], path: Path, user: str) -> str:
     with zipfile.ZipFile(path) as archive:
-        requests = read_export(archive, user)
-        done = EpisodeServiceStub(channel).ImportUser(requests, metadata=auth, timeout=TIMEOUT_SECONDS)
+        requests = _Requests(read_export(archive, user))  # the manifest is read before any call
+        try:
+            done = EpisodeServiceStub(channel).ImportUser(requests, metadata=auth, timeout=TIMEOUT_SECONDS)
+        except grpc.RpcError:
+            if requests.failure is not None:  # gRPC says only "Exception iterating requests!"
+                raise TransferError(str(requests.failure)) from requests.failure
+            raise
     return (
         f"imported {done.episodes_imported} episodes ({done.episodes_unchanged} already there), "
         f"{done.messages_imported} messages, {done.memories_imported} memories "
@@ -211,38 +221,127 @@ def _import_export(channel: grpc.Channel, auth: tuple[tuple[str, str], ...], pat
     )
 
 
+class _Requests:
+    """An import's requests, keeping what stopped them: gRPC reads them on its own thread and
+    answers any exception there with UNKNOWN, naming nothing."""
+
+    def __init__(self, requests: Iterator[pb.ImportUserRequest]) -> None:
+        self._requests = requests
+        self.failure: Exception | None = None
+
+    def __iter__(self) -> _Requests:
+        return self
+
+    def __next__(self) -> pb.ImportUserRequest:
+        try:
+            return next(self._requests)
+        except StopIteration:
+            raise
+        except Exception as exc:
+            self.failure = exc
+            raise
+
+
 def read_export(archive: zipfile.ZipFile, user: str) -> Iterator[pb.ImportUserRequest]:
-    """The manifest, then each part's lines in chunks; the server checks every part's hash."""
-    try:
-        raw = json.loads(archive.read(MANIFEST_FILE))
-    except KeyError as exc:
-        raise TransferError(f"no {MANIFEST_FILE} in the file: not an episodic export") from exc
-    manifest = pb.ExportManifest(
-        format=str(raw.get("format", "")), version=int(raw.get("version", 0)),
-        user_id=str(raw.get("user_id", "")), agent_id=str(raw.get("agent_id", "")),
-        parts=[
-            pb.ExportPart(name=p["name"], records=p["records"], sha256=p["sha256"])
-            for p in raw.get("parts", [])
-        ],
-    )  # fmt: skip
-    if raw.get("export_time"):
-        manifest.export_time.FromJsonString(raw["export_time"])
+    """The manifest (read and checked now, before any request is sent), then each part's
+    lines in chunks; the server checks every part's hash and record."""
+    manifest = read_manifest(archive)
+    missing = [p.name for p in manifest.parts if p.name not in archive.NameToInfo]
+    if missing:
+        raise TransferError(f"part {missing[0]} is missing from the file")
+    return _requests(archive, manifest, user)
+
+
+def _requests(
+    archive: zipfile.ZipFile, manifest: pb.ExportManifest, user: str
+) -> Iterator[pb.ImportUserRequest]:
     yield pb.ImportUserRequest(manifest=manifest, user_id=user)
     for part in manifest.parts:
-        try:
-            handle = archive.open(part.name)
-        except KeyError as exc:
-            raise TransferError(f"part {part.name} is missing from the file") from exc
-        with handle:
+        with archive.open(part.name) as handle:
             batch: list[str] = []
             size = 0
-            for line in handle:
-                batch.append(line.decode().rstrip("\n"))
+            for line in _lines(handle, part.name):
+                batch.append(line)
                 size += len(line)
                 if size >= CHUNK_BYTES:
                     yield pb.ImportUserRequest(part=part.name, records=batch)
                     batch, size = [], 0
             yield pb.ImportUserRequest(part=part.name, records=batch)
+
+
+def _lines(handle: IO[bytes], part: str) -> Iterator[str]:
+    """A part's records, each read with a bound: a file of one endless line is refused at
+    the record's limit, not read whole into memory."""
+    for number in itertools.count(1):
+        line = handle.readline(MAX_RECORD_BYTES + 2)
+        if not line:
+            return
+        if len(line) > MAX_RECORD_BYTES + 1 or (
+            len(line) == MAX_RECORD_BYTES + 1 and not line.endswith(b"\n")
+        ):
+            raise TransferError(f"{part} record {number} is over {MAX_RECORD_BYTES} bytes")
+        try:
+            yield line.decode().removesuffix("\n")
+        except UnicodeDecodeError as exc:
+            raise TransferError(f"{part} record {number} is not UTF-8 text") from exc
+
+
+def read_manifest(archive: zipfile.ZipFile) -> pb.ExportManifest:
+    """manifest.json as the first request carries it; what is malformed is named."""
+    try:
+        info = archive.getinfo(MANIFEST_FILE)
+    except KeyError as exc:
+        raise TransferError(f"no {MANIFEST_FILE} in the file: not an episodic export") from exc
+    with archive.open(info) as handle:
+        data = handle.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise TransferError(f"{MANIFEST_FILE} is over {MAX_MANIFEST_BYTES} bytes")
+    try:
+        raw = json.loads(data)
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise TransferError(f"{MANIFEST_FILE} is not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise TransferError(f"{MANIFEST_FILE} must be a JSON object")
+    parts = raw.get("parts", [])
+    if not isinstance(parts, list):
+        raise TransferError(f"{MANIFEST_FILE}: parts must be a list")
+    manifest = pb.ExportManifest(
+        format=_text(raw, "format"), version=_integer(raw, "version"),
+        user_id=_text(raw, "user_id"), agent_id=_text(raw, "agent_id"),
+        parts=[_part(p, i) for i, p in enumerate(parts)],
+    )  # fmt: skip
+    export_time = _text(raw, "export_time")
+    if export_time:
+        try:
+            manifest.export_time.FromJsonString(export_time)
+        except ValueError as exc:
+            raise TransferError(f"{MANIFEST_FILE}: export_time is not an RFC 3339 time: {exc}") from exc
+    return manifest
+
+
+def _part(raw: object, index: int) -> pb.ExportPart:
+    where = f"parts[{index}]."
+    if not isinstance(raw, dict):
+        raise TransferError(f"{MANIFEST_FILE}: parts[{index}] must be an object")
+    return pb.ExportPart(
+        name=_text(raw, "name", where, required=True),
+        records=_integer(raw, "records", where, required=True),
+        sha256=_text(raw, "sha256", where, required=True),
+    )
+
+
+def _text(raw: dict[str, object], name: str, where: str = "", *, required: bool = False) -> str:
+    value = raw.get(name, None if required else "")
+    if not isinstance(value, str):
+        raise TransferError(f"{MANIFEST_FILE}: {where}{name} must be a string")
+    return value
+
+
+def _integer(raw: dict[str, object], name: str, where: str = "", *, required: bool = False) -> int:
+    value = raw.get(name, None if required else 0)
+    if not isinstance(value, int) or isinstance(value, bool) or not -(2**63) <= value < 2**63:
+        raise TransferError(f"{MANIFEST_FILE}: {where}{name} must be an integer (64 bits)")
+    return value
 
 
 def _say(line: str, code: int) -> int:
