@@ -148,6 +148,15 @@ def _details(err: grpc.aio.AioRpcError) -> list[Any]:
     return list(status.details) if status is not None else []
 
 
+def bad_request(err: grpc.aio.AioRpcError) -> error_details_pb2.BadRequest:
+    """The rich status's BadRequest, every violation in order (repeated fields too)."""
+    bad = error_details_pb2.BadRequest()
+    for detail in _details(err):
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            detail.Unpack(bad)
+    return bad
+
+
 def violations(err: grpc.aio.AioRpcError) -> dict[str, str]:
     """field -> description of every BadRequest field violation in the rich status."""
     found: dict[str, str] = {}

@@ -14,7 +14,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from episodic.v1 import context_pb2, episode_service_pb2, knowledge_pb2, knowledge_service_pb2
 from tests.e2e.context_helpers import build, create_agent, get_call
-from tests.e2e.helpers import Client, expect_code, expect_invalid, rpc_error
+from tests.e2e.helpers import Client, bad_request, expect_code, expect_invalid, rpc_error
 from tests.server_harness import KEY_A, KEY_A_READER, KEY_B, RunningServer
 
 K, KS, S = knowledge_pb2, knowledge_service_pb2, context_pb2
@@ -209,3 +209,21 @@ async def test_updates_racing_searches_answer_one_whole_version_and_then_only_th
     assert [list(h.signals) for h in old_words] == [
         [episode_service_pb2.MATCH_SIGNAL_SEMANTIC]
     ]  # no old word
+
+
+@pytest.mark.parametrize("path", ["nope", "é" * 1000], ids=["short", "long-and-beyond-ascii"])
+async def test_a_thousand_bad_mask_paths_are_invalid_argument_listing_some_and_counting_the_rest(
+    clients: tuple[Client, Client, Client], path: str
+) -> None:
+    writer, _, _ = clients
+    changed = knowledge_pb2.Document(agent_id="helper", document_id="doc", text="new text")
+    mask = FieldMask(paths=[f"{path}{i}" for i in range(1000)])
+    err = await expect_code(
+        writer.knowledge.UpdateDocument(
+            KS.UpdateDocumentRequest(document=changed, update_mask=mask), metadata=writer.auth
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    listed = bad_request(err).field_violations
+    assert 1 <= len(listed) - 1 <= 100 and all(v.field == "update_mask" for v in listed[:-1])
+    assert listed[-1].description == f"and {1000 - (len(listed) - 1)} more violations, not listed"

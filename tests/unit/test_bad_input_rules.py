@@ -5,6 +5,7 @@ arguments of the wrong type; and no existence oracle or lost text on reused ids.
 
 from __future__ import annotations
 
+import urllib.parse
 from datetime import datetime, timedelta
 
 import pytest
@@ -16,6 +17,8 @@ from episodic.domain.memories import MemoryKind, Placement
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft, SessionUpdate, check_session_update
 from episodic.domain.model import Caller, JsonValue, NewMessage, Role
 from episodic.domain.validation import (
+    MAX_LISTED,
+    MAX_LISTED_BYTES,
     NUL_RULE,
     SURROGATE_RULE,
     Limits,
@@ -239,3 +242,29 @@ async def test_a_restricted_key_gets_the_same_answer_for_another_agents_memory_i
     assert await create(taken) == taken  # its own memory, by the id it was given
     held = await uc.memory_store.get_many(TENANT, ["m-taken"])
     assert held["m-taken"].agent_id == "other"
+
+
+@pytest.mark.parametrize("wrong", ["path 'nope' is not updatable", "é" * 5000, "😀" * 5000, "x" * 100_000])
+def test_a_thousand_violations_list_a_bounded_few_and_count_the_rest(wrong: str) -> None:
+    v = Violations()
+    for i in range(1000):
+        v.add(f"update_mask[{i}]", wrong)
+    with pytest.raises(InvalidArgument) as refused:
+        v.raise_if_any()
+    *listed, more = refused.value.violations
+    assert 1 <= len(listed) <= MAX_LISTED
+    assert more.field == "request"
+    assert more.description == f"and {1000 - len(listed)} more violations, not listed"
+    sent = sum(len(urllib.parse.quote(f.field + f.description)) for f in listed)
+    assert sent <= 2 * MAX_LISTED_BYTES  # the first always listed, cut to its own bound
+    assert len(refused.value.message.encode()) <= 4 * MAX_LISTED_BYTES
+
+
+def test_a_few_violations_are_all_listed_as_they_were_added() -> None:
+    v = Violations()
+    v.add("a", "is required")
+    v.add("b", "is too long")
+    with pytest.raises(InvalidArgument) as refused:
+        v.raise_if_any()
+    listed = [(f.field, f.description) for f in refused.value.violations]
+    assert listed == [("a", "is required"), ("b", "is too long")]

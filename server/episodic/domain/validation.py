@@ -34,18 +34,59 @@ class Limits:
     max_context_tokens: int = 1_000_000  # what BuildContext renders, whatever an agent asks
 
 
+# An error is sent back in the call's trailers, twice (the status message and the BadRequest
+# in grpc-status-details-bin), and gRPC clients refuse trailers past 8-16 KiB with
+# RESOURCE_EXHAUSTED, hiding the INVALID_ARGUMENT: 1,000 bad update_mask paths made ~100 KB.
+# So at most MAX_LISTED violations are listed, within MAX_LISTED_BYTES of field and
+# description in all as the status message sends them (a byte beyond ASCII percent-encoded
+# as 3), each cut to its own bound; one more says how many were left out. The trailers then
+# stay under ~4.5 KiB whatever the text (the BadRequest travels in a Status that holds the
+# message too: three copies in all).
+MAX_LISTED = 100
+MAX_LISTED_BYTES = 1024
+MAX_FIELD_BYTES = 160  # as sent, like MAX_LISTED_BYTES
+MAX_DESCRIPTION_BYTES = 480
+
+
 class Violations:
     """Collects field violations; `raise_if_any` turns them into one InvalidArgument."""
 
     def __init__(self) -> None:
-        self.items: list[FieldViolation] = []
+        self.items: list[FieldViolation] = []  # those listed
+        self.unlisted = 0  # beyond MAX_LISTED or MAX_LISTED_BYTES: counted, not kept
+        self._listed_bytes = 0
 
     def add(self, field: str, description: str) -> None:
+        field, description = _cut(field, MAX_FIELD_BYTES), _cut(description, MAX_DESCRIPTION_BYTES)
+        size = _sent_size(field) + _sent_size(description)
+        full = len(self.items) >= MAX_LISTED or self._listed_bytes + size > MAX_LISTED_BYTES
+        if self.items and full:  # the first is always listed: cut, it fits the budget
+            self.unlisted += 1
+            return
         self.items.append(FieldViolation(field, description))
+        self._listed_bytes += size
 
     def raise_if_any(self, subject: str = "request") -> None:
-        if self.items:
-            raise InvalidArgument(self.items, subject=subject)
+        if not self.items:
+            return
+        listed = list(self.items)
+        if self.unlisted:
+            listed.append(FieldViolation(subject, f"and {self.unlisted} more violations, not listed"))
+        raise InvalidArgument(listed, subject=subject)
+
+
+def _cut(text: str, max_sent: int) -> str:
+    """`text`, or as much of it as `max_sent` bytes send, and "..."."""
+    if _sent_size(text) <= max_sent:
+        return text
+    if text.isascii():
+        return text[: max_sent - 3] + "..."
+    head = text.encode("utf-8", "surrogatepass")[: max_sent // 3 - 1]
+    return head.decode("utf-8", "ignore") + "..."  # a character cut in two, or a lone surrogate, goes
+
+
+def _sent_size(text: str) -> int:
+    return len(text) if text.isascii() else 3 * len(text.encode("utf-8", "surrogatepass"))
 
 
 def check_id(v: Violations, field: str, value: str, *, required: bool = True) -> None:
