@@ -13,7 +13,15 @@ import pytest
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.memories import Memory
 from episodic.domain.model import Caller
-from episodic.domain.transfer import MAX_PART_BYTES, EpisodeImported, EpisodeRows, Manifest, Part, PartHasher
+from episodic.domain.transfer import (
+    MAX_PART_BYTES,
+    EpisodeImported,
+    EpisodeRows,
+    ErasureWatch,
+    Manifest,
+    Part,
+    PartHasher,
+)
 from episodic.domain.validation import Limits
 from episodic.errors import Aborted, InvalidArgument
 from episodic.service.memories import MemoryService
@@ -48,6 +56,9 @@ class ScriptedTransfer:
         self.checks += 1
         return self.checks > self.erased_after
 
+    async def erasures_of(self, tenant_id: str, user_hash: str) -> frozenset[str]:
+        return frozenset()
+
     def episode_rows(self, part: str, records: Sequence[Mapping[str, object]], user_id: str) -> EpisodeRows:
         return EpisodeRows({"episode_id": records[0]["episode_id"], "agent_id": "a1"})
 
@@ -60,7 +71,12 @@ class ScriptedTransfer:
         return []
 
     async def import_episode(
-        self, tenant_id: str, rows: EpisodeRows, now: datetime, declared: Declared[EpisodeImported]
+        self,
+        tenant_id: str,
+        rows: EpisodeRows,
+        now: datetime,
+        watch: ErasureWatch,
+        declared: Declared[EpisodeImported],
     ) -> Recorded[EpisodeImported]:
         self.written.append(rows.episode_id)
         return cast(Recorded[EpisodeImported], None)

@@ -28,7 +28,7 @@ from episodic.domain.memories import ExtractedMemory, Memory, MemoryKind, Memory
 from episodic.domain.model import Agent, CloseReason, Episode, EpisodeState, Message
 from episodic.domain.recall import Digest, DigestText, Hit, Scope, Vector
 from episodic.domain.retention import SoftDeleted
-from episodic.domain.transfer import EpisodeImported, EpisodeRows
+from episodic.domain.transfer import EpisodeImported, EpisodeRows, ErasureWatch
 from episodic.domain.watch import LiveRead
 
 if TYPE_CHECKING:  # the working set module imports this one
@@ -76,6 +76,18 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class TenantEmbeddings(Protocol):
+    """The server's embedding threads, taken in turn by tenants (state/embed_turns.py): each
+    tenant's jobs wait in a line of their own and a free thread takes the next from the
+    tenant served least recently, so one tenant's embeddings never sit in front of a quiet
+    tenant's. `query`: texts a call waits for (a turn's query); `bulk`: memories, digests,
+    earlier messages, in a lane of their own (never in front of a query), a chunk at a time."""
+
+    async def query(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]: ...
+
+    async def bulk(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]: ...
 
 
 def embeds_inline(embedder: Embedder, text: str) -> bool:
@@ -453,6 +465,10 @@ class UserTransfer(Protocol):
 
     async def erased_since(self, tenant_id: str, user_hash: str, since: datetime) -> bool: ...
 
+    async def erasures_of(self, tenant_id: str, user_hash: str) -> frozenset[str]:
+        """The ids of the user's erasures committed so far."""
+        ...
+
     def episode_rows(self, part: str, records: Sequence[Mapping[str, object]], user_id: str) -> EpisodeRows:
         """An episode part's records, checked, as the rows to write (under `user_id`)."""
         ...
@@ -464,9 +480,16 @@ class UserTransfer(Protocol):
     async def missing_agents(self, tenant_id: str, agent_ids: Iterable[str]) -> list[str]: ...
 
     async def import_episode(
-        self, tenant_id: str, rows: EpisodeRows, now: datetime, declared: Declared[EpisodeImported]
+        self,
+        tenant_id: str,
+        rows: EpisodeRows,
+        now: datetime,
+        watch: ErasureWatch,
+        declared: Declared[EpisodeImported],
     ) -> Recorded[EpisodeImported]:
-        """Writes the episode unless it is held; one held with other content is ALREADY_EXISTS."""
+        """Writes the episode unless it is held; one held with other content is ALREADY_EXISTS.
+        ABORTED (USER_ERASED) if an erasure of the user not in `watch` has committed: checked
+        in the write's transaction, ordered with the erasure's."""
         ...
 
 

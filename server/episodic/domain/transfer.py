@@ -212,6 +212,16 @@ class EpisodeRows:
 
 
 @dataclass(frozen=True, slots=True)
+class ErasureWatch:
+    """The user's erasures already committed when an import began: any other one found by a
+    later write of the import (inside its transaction) was committed meanwhile, and aborts
+    it, so an erasure wins over an import in flight."""
+
+    user_hash: str
+    known: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class EpisodeImported:
     episode: Episode
     created: bool

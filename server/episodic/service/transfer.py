@@ -29,6 +29,7 @@ from episodic.domain.ports import ChangeOwner, Clock, DigestWaiter, TokenCounter
 from episodic.domain.recall import Scope
 from episodic.domain.transfer import (
     MEMORIES_PART,
+    ErasureWatch,
     ImportTally,
     IncomingPart,
     Manifest,
@@ -138,13 +139,15 @@ class TransferService:
         v = Violations()
         check_id(v, "user_id" if user_id else "manifest.user_id", user)
         v.raise_if_any()
+        hashed = user_hash(caller.tenant_id, user)
+        watch = ErasureWatch(hashed, await self.transfer.erasures_of(caller.tenant_id, hashed))
         tally = ImportTally()
         expected = list(manifest.parts)
         part: IncomingPart | None = None  # the part being read
         async for chunk in chunks:
             if part is None or chunk.part != part.name:
                 if part is not None:
-                    await self._write_part(caller, part, user, tally)
+                    await self._write_part(caller, part, user, watch, tally)
                 if not expected or chunk.part != expected[0].name:
                     wanted = expected[0].name if expected else "nothing more"
                     raise InvalidArgument.of(
@@ -154,7 +157,7 @@ class TransferService:
             for text in chunk.records:
                 part.add(text)
         if part is not None:
-            await self._write_part(caller, part, user, tally)
+            await self._write_part(caller, part, user, watch, tally)
         while expected and expected[0].records == 0:  # an empty part may be sent as nothing
             check_part(expected[0], PartHasher(expected.pop(0).name).part())
         if expected:
@@ -165,13 +168,16 @@ class TransferService:
             self.digests.wake()
         return tally
 
-    async def _write_part(self, caller: Caller, part: IncomingPart, user: str, tally: ImportTally) -> None:
+    async def _write_part(
+        self, caller: Caller, part: IncomingPart, user: str, watch: ErasureWatch, tally: ImportTally
+    ) -> None:
         expected = part.expected
         records = [decode(expected.name, i, text) for i, text in enumerate(part.checked(), start=1)]
         part.lines = []  # the records are held as rows from here on, not twice
         if expected.name == MEMORIES_PART:
             memories = self.transfer.memories(expected.name, records, caller.tenant_id, user)
             check_imported_memories(expected.name, memories)
+            await self._require_not_erased(caller.tenant_id, watch)
             await self._require_agents(caller, {m.agent_id for m in memories})
             imported, unchanged = await self.memories.restore(caller.tenant_id, memories)
             tally.memories_imported += imported
@@ -184,7 +190,7 @@ class TransferService:
         tenant, now = caller.tenant_id, self.clock()
         scope = Scope(tenant, rows.agent_id, user)
         committed = await self.changes.commit(
-            lambda declared: self.transfer.import_episode(tenant, rows, now, declared),
+            lambda declared: self.transfer.import_episode(tenant, rows, now, watch, declared),
             lambda done: [ScopeChanged(scope)] if done.digest_pending else [],
             exclusive=False,  # touches no index: the digest is made later
         )
@@ -194,6 +200,15 @@ class TransferService:
         tally.messages_imported += done.messages
         tally.model_calls_imported += done.model_calls
         tally.digests_pending += done.digest_pending
+
+    async def _require_not_erased(self, tenant_id: str, watch: ErasureWatch) -> None:
+        """Before the memories: an erasure committed since the import began ends it. Checked
+        outside the memories' transaction (an episode's write checks inside its own)."""
+        if await self.transfer.erasures_of(tenant_id, watch.user_hash) - watch.known:
+            raise Aborted(
+                "the user was erased while the import ran: nothing more of it is written",
+                reason="USER_ERASED",
+            )
 
     async def _require_agents(self, caller: Caller, agent_ids: set[str]) -> None:
         for agent_id in sorted(agent_ids):

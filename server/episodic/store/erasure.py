@@ -5,13 +5,14 @@ replay asks of the audit table and of a tenant's users (`ErasureRecords`)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, delete, func, select, text, tuple_
+from sqlalchemy import Connection, Table, and_, delete, func, or_, select, text, tuple_
 
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.erasure import KINDS, Audit, Erased
@@ -65,6 +66,7 @@ class SqlEraser:
         """Counts, deletes and audits in one transaction."""
 
         def op(conn: Connection) -> Erased:
+            hold_user(conn, tenant_id, audit.user_hash, shared=False)
             mine = _episodes_of(tenant_id, user_id, agent_id)
             erased = conn.execute(select(E.c.agent_id, E.c.episode_id).where(*mine)).all()
             chosen = select(E.c.episode_id).where(*mine)
@@ -167,6 +169,32 @@ class SqlEraser:
             autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
             for table in tables:
                 await autocommit.execute(text(f'VACUUM "{table}"'))
+
+
+def hold_user(conn: Connection, tenant_id: str, user_hash: str, *, shared: bool) -> None:
+    """PostgreSQL: an erasure holds its user exclusively to COMMIT, an import's write shared.
+    A write in flight when the erasure starts commits first, and the erasure's deletes see
+    it; one that starts after waits, then sees the erasure's audit row. (SQLite: one writer
+    orders them already.)"""
+    if conn.dialect.name != "postgresql":
+        return
+    digest = hashlib.sha256(f"erasure:{tenant_id}:{user_hash}".encode()).digest()
+    key = int.from_bytes(digest[:8], "big", signed=True)
+    lock = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    conn.execute(text(f"SELECT {lock}(:key)"), {"key": key})
+
+
+def erased_meanwhile(
+    conn: Connection, tenant_id: str, user_hash: str, agent_id: str, known: frozenset[str]
+) -> bool:
+    """Whether an erasure of the user (of every agent, or of `agent_id`) other than `known`
+    has committed."""
+    stmt = select(AUDIT.c.erasure_id).where(
+        AUDIT.c.tenant_id == tenant_id,
+        AUDIT.c.user_hash == user_hash,
+        or_(AUDIT.c.agent_id.is_(None), AUDIT.c.agent_id == "", AUDIT.c.agent_id == agent_id),
+    )
+    return any(row.erasure_id not in known for row in conn.execute(stmt))
 
 
 def _walk_position(cursor: str) -> tuple[int, str | None, str | None]:
