@@ -10,13 +10,21 @@ Two clusters of its own (tests/chaos/pg_pair.py), never the shared one; about 20
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection
 
+from episodic.errors import Unavailable
+from episodic.store.database import Database, WrongRole, open_database
+from episodic.store.faults import Fault
 from tests.chaos.failover import measure_failover
-from tests.chaos.pg_pair import pg_bin
+from tests.chaos.pg_pair import DATABASE, pg_bin, primary_and_standby
+from tests.polling import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -43,3 +51,54 @@ async def test_losing_the_primary_loses_no_acknowledged_write_and_the_service_re
     assert {status for _, status in figures.health} <= {"NOT_SERVING", "SERVING"}, figures.health
     assert figures.feed_seconds is not None and figures.leading_again
     assert figures.problems == []
+
+
+@pytest.mark.skipif(not _have_postgres_binaries(), reason="needs the PostgreSQL server binaries")
+async def test_a_standby_refusing_writes_is_unavailable_and_health_waits_for_its_promotion() -> None:
+    """Reached without target_session_attrs (its URL names the standby alone), a standby
+    answers reads: health's probe asks for a server that takes writes, and the pool drops a
+    connection the standby refused instead of reusing it."""
+    with primary_and_standby() as pair:
+        database = open_database(f"postgresql://postgres@127.0.0.1:{pair.standby.port}/{DATABASE}")
+        try:
+            before = await _backend(database)
+            assert await _backend(database) == before  # one pooled connection, reused
+            with pytest.raises(Unavailable):
+                await _write(database)
+            assert not database.health.healthy
+            assert await _backend(database) != before  # the refused connection was not kept
+            assert not database.health.healthy  # the standby answers reads: that clears nothing
+            with pytest.raises(WrongRole):
+                await database.probe(Fault.UNAVAILABLE)  # SELECT 1 would answer: still down
+
+            await asyncio.to_thread(pair.standby.promote)
+            await database.probe(Fault.UNAVAILABLE)
+            assert await eventually(_healthy(database))  # health's own probe, every second
+            await _write(database)
+        finally:
+            await database.dispose()
+
+
+async def _write(database: Database) -> None:
+    started = time.monotonic()
+    try:
+        async with database.engine.begin() as conn:
+            await conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS written (x int)")
+    except Exception as exc:
+        raise database.fault_of(exc, started) from exc
+
+
+def _healthy(database: Database) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return database.health.healthy
+
+    return check
+
+
+async def _backend(database: Database) -> int:
+    """The server process of the pooled connection a read gets."""
+
+    def pid(conn: Connection) -> int:
+        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+    return await database.read(pid)

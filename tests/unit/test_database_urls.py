@@ -134,3 +134,9 @@ def test_parsing_keeps_other_parameters_in_order() -> None:
         ("target_session_attrs", "primary"),
         ("ssl", "prefer"),
     )
+
+
+def test_several_hosts_without_session_attrs_want_the_writable_one() -> None:
+    assert _connection("postgresql://u@a:1,b:2/db")["target_session_attrs"] == "read-write"
+    assert _connection("postgresql://u@a:1,b:2/db?target_session_attrs=any")["target_session_attrs"] == "any"
+    assert _connection("postgresql://u@a:1/db")["target_session_attrs"] is None  # one host: as given

@@ -28,7 +28,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, NullPool, QueuePool
 from episodic.bounded import within
 from episodic.errors import CONFIGURATION, InvalidArgument
 from episodic.store import pg_url, read_batch
-from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify
+from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify, is_wrong_role
 
 # Durable commits (synchronous=FULL even in WAL), integrity, and no erased text left in
 # free pages.
@@ -220,12 +220,15 @@ class Database:
         return as_error(fault)
 
     async def probe(self, fault: Fault) -> None:
-        """Raises while the database still has `fault`: an outage needs a round trip, full
-        storage a committed write (one that changes nothing)."""
+        """Raises while the database still has `fault`: an outage needs a round trip (on
+        PostgreSQL, to a server that takes writes: a standby answers reads), full storage
+        a committed write (one that changes nothing)."""
         if fault is Fault.STORAGE_FULL:
             await self._probe_write()
-        else:
+        elif self.is_sqlite:
             await self._read(lambda conn: conn.exec_driver_sql("SELECT 1").scalar())
+        elif await self._read(lambda conn: conn.exec_driver_sql("SELECT pg_is_in_recovery()").scalar()):
+            raise WrongRole("the database reached is a standby: it takes no writes")
 
     async def _probe_write(self) -> None:
         writer = self.sqlite_writer
@@ -293,11 +296,27 @@ def _open_postgres(url: URL, pool_size: int, timeouts: Timeouts) -> Database:
         connect_args=_pg_connect_args(timeouts),
         hide_parameters=True,
     )
+    _discard_standby_connections(engine)
     if timeouts.statement_seconds is None:
         return Database(url, engine, None)
     unbounded = _pg_connect_args(Timeouts(None, timeouts.connect_seconds))
     maintenance = create_async_engine(url, poolclass=NullPool, connect_args=unbounded, hide_parameters=True)
     return Database(url, engine, None, maintenance_engine=maintenance)
+
+
+class WrongRole(Exception):
+    """The server answered, but as a standby (health's probe: still down)."""
+
+
+def _discard_standby_connections(engine: AsyncEngine) -> None:
+    """A pooled connection whose server refused a write as a standby (read_only_sql_transaction)
+    is dropped, not reused: the next one is chosen again by the URL's hosts and
+    target_session_attrs, and finds the primary once one is promoted."""
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def on_error(context: Any) -> None:
+        if is_wrong_role(context.original_exception):
+            context.is_disconnect = True
 
 
 def _pg_connect_args(timeouts: Timeouts) -> dict[str, Any]:

@@ -68,6 +68,11 @@ def is_lock_conflict(exc: BaseException) -> bool:
     return any(getattr(cause, "sqlstate", None) in _PG_LOCK_CONFLICTS for cause in _chain(exc))
 
 
+def is_wrong_role(exc: BaseException) -> bool:
+    """A standby refused a write (read_only_sql_transaction): the primary is elsewhere."""
+    return any(getattr(cause, "sqlstate", None) in _PG_WRONG_ROLE for cause in _chain(exc))
+
+
 def answered_in_time(exc: BaseException) -> bool:
     """The server itself ended the statement at its statement or lock timeout: UNAVAILABLE
     for this call, but no outage (health stays as it is)."""
@@ -159,6 +164,7 @@ class StoreHealth:
     _probe: Probe | None = None
     _since: float = 0.0
     _recovered: float = 0.0  # when the last fault cleared (time.monotonic())
+    _wrong_role: bool = False  # a standby refused a write: its answers to reads clear nothing
     _listeners: list[Callable[[bool], None]] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
 
@@ -176,7 +182,10 @@ class StoreHealth:
         """`started`: when the failed call began. One that began before the database last
         answered again is stale (a statement sent while it hung, timing out just after): it
         says nothing of now."""
-        if self.fault is fault or (started is not None and started < self._recovered):
+        if started is not None and started < self._recovered:
+            return
+        self._wrong_role = self._wrong_role or is_wrong_role(exc)
+        if self.fault is fault:
             return
         was_healthy, self.fault, self._since = self.fault is None, fault, time.monotonic()
         log.warning(
@@ -189,10 +198,11 @@ class StoreHealth:
         self._start_probing()
 
     def succeeded(self, *, wrote: bool) -> None:
-        """A read clears only an outage; storage stays full until a write succeeds."""
-        if self.fault is None or (self.fault is Fault.STORAGE_FULL and not wrote):
+        """A read clears only an outage; storage stays full, and a standby reached in the
+        primary's place stays read-only, until a write succeeds."""
+        if self.fault is None or (not wrote and (self.fault is Fault.STORAGE_FULL or self._wrong_role)):
             return
-        self._recovered = time.monotonic()
+        self._recovered, self._wrong_role = time.monotonic(), False
         down = self._recovered - self._since
         self.fault = None
         log.info("database answers again", extra={"down_seconds": round(down, 3)})

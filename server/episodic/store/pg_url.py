@@ -27,6 +27,9 @@ DEFAULT_PORT = 5432
 SCHEMES = frozenset({"postgresql", "postgres", "postgresql+asyncpg"})
 # libpq's values; asyncpg implements each of them.
 SESSION_ATTRS = frozenset({"any", "read-write", "read-only", "primary", "standby", "prefer-standby"})
+# The server writes, so of several hosts it wants the writable one: libpq's default ("any")
+# would settle for a standby while the primary is down.
+SEVERAL_HOSTS_DEFAULT = "read-write"
 # libpq keywords that name the target itself rather than a connection option.
 _FIELDS = {"dbname": "database", "user": "user", "password": "password"}
 
@@ -70,6 +73,8 @@ def parse(raw: str) -> PgTarget:
             fields[_FIELDS[key]] = value
         elif key not in ("host", "port"):
             params.append(_param(key, value))
+    if len(endpoints) > 1 and not any(key == "target_session_attrs" for key, _ in params):
+        params.append(("target_session_attrs", SEVERAL_HOSTS_DEFAULT))
     return PgTarget(
         hosts=tuple(host for host, _ in endpoints),
         ports=tuple(port for _, port in endpoints),
