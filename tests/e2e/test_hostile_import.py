@@ -9,6 +9,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 import pytest
@@ -175,7 +176,11 @@ async def test_values_that_would_break_later_reads_are_refused(client: Client) -
 
 async def test_token_counts_are_the_servers_not_the_files(client: Client) -> None:
     export = await exported(client)
-    truthful = {r["seq"]: r["token_count"] for r in export.parts[EPISODE] if r["type"] == "message"}
+    truthful = {
+        cast(int, r["seq"]): cast(int, r["token_count"])
+        for r in export.parts[EPISODE]
+        if r["type"] == "message"
+    }
     lying = Export(
         export.manifest, {name: [dict(r) for r in records] for name, records in export.parts.items()}
     )
