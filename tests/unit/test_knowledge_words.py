@@ -147,3 +147,23 @@ async def test_changes_to_agents_not_held_are_not_remembered() -> None:
     words = ResidentWords(Texts(), Bm25WordIndex, 1 << 30)
     words.changed(rewritten("d1", agent="never-searched"))
     assert words._stale == {}
+
+
+async def test_an_agent_larger_than_the_budget_is_built_once_not_at_every_search_beside_another() -> None:
+    texts = Texts()
+    texts.put("d1", *[f"tulips {i}" for i in range(200)], agent="large")
+    texts.put("d1", "tulips in a small agent", agent="small")
+    probe = Bm25WordIndex()
+    probe.add(await texts.texts(T, "large"))
+    texts.reads.clear()
+    words = ResidentWords(texts, Bm25WordIndex, probe.held_bytes - 1)
+    assert await keys(words, "tulips", agent="large")  # the search that built it is answered
+    found = []
+    for _ in range(3):
+        found += [await keys(words, "tulips", agent="small"), await keys(words, "tulips", agent="large")]
+    assert [agent for _, agent, _ in texts.reads] == ["large", "small"]
+    assert all(found[::2]) and not any(found[1::2])  # the large agent by meaning only, from now on
+    assert words.loaded()[:2] == (1, 1)  # the small agent's index stays
+    words.changed(DocumentsRemoved([(knowledge_scope(T, "large"), "d9")]))  # smaller: worth a try
+    await keys(words, "tulips", agent="large")
+    assert [agent for _, agent, _ in texts.reads] == ["large", "small", "large"]

@@ -7,11 +7,19 @@ Kept right by the change owner's changes, here or on another replica: a document
 be read again; the next search reads the marked documents' chunks (none, if deleted) before
 it ranks. A read that raced a change to the same document is not applied (the document is
 marked again and read by the next search), so the index converges on SQL whatever order
-changes and reads land in. A tenant's caches going stale drops its agents."""
+changes and reads land in. A tenant's caches going stale drops its agents.
+
+An agent whose index alone is larger than the whole budget is not kept: the search that
+built it is answered from it, and the agent's later searches find nothing by words (hybrid
+is then its meaning half) until one of its documents is deleted or the tenant's caches go
+stale, when one build tries again. Kept, it would evict every other agent's index and be
+evicted by the next one's load, so each search rebuilt it (131k chunks: 47-51 s of CPU a
+search, issue 43) and every other agent's too."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -31,6 +39,7 @@ Agent = tuple[str, str]  # (tenant, agent)
 INLINE_SEARCH_CHUNKS = 200_000
 INLINE_ADD_CHUNKS = 64  # rewritten chunks analysed on the loop (~50 µs each); more, off it
 READ_TRIES = 3
+_log = logging.getLogger(__name__)
 
 
 class ChunkTexts(Protocol):
@@ -49,11 +58,12 @@ class ResidentWords:
         self._indexes: OrderedDict[Agent, WordIndex] = OrderedDict()  # least recently used first
         self._stale: dict[Agent, set[str]] = {}  # documents to read again, per agent
         self._loading: dict[Agent, asyncio.Task[WordIndex]] = {}
+        self._too_large: set[Agent] = set()  # built once larger than the budget: not built again
         self.loads = 0
         self.evictions = 0
 
     async def search(self, tenant_id: str, agent_id: str, query: str, limit: int) -> list[Hit]:
-        if not query.strip():
+        if not query.strip() or (tenant_id, agent_id) in self._too_large:
             return []
         index = await self._current((tenant_id, agent_id))
         if len(index) <= INLINE_SEARCH_CHUNKS:
@@ -72,8 +82,10 @@ class ResidentWords:
             self._mark((change.scope.tenant_id, change.scope.agent_id), [change.document_id])
         elif isinstance(change, DocumentsRemoved):
             for scope, document_id in change.documents:
+                self._too_large.discard((scope.tenant_id, scope.agent_id))  # it may fit now
                 self._mark((scope.tenant_id, scope.agent_id), [document_id])
         elif isinstance(change, CachesStale):
+            self._too_large = {a for a in self._too_large if change.tenant_id not in (None, a[0])}
             for agent in [a for a in (*self._indexes, *self._loading) if change.tenant_id in (None, a[0])]:
                 self._indexes.pop(agent, None)
                 self._stale.pop(agent, None)
@@ -114,13 +126,25 @@ class ResidentWords:
             index = self._new_index()
             await asyncio.to_thread(index.add, texts)  # seconds at 100k chunks: off the loop
             if self._loading.get(agent) is asyncio.current_task():  # not dropped meanwhile
-                self._indexes[agent] = index
                 self.loads += 1
-                self._evict_over_budget(keep=agent)
+                self._keep(agent, index)
             return index
         finally:
             if self._loading.get(agent) is asyncio.current_task():
                 del self._loading[agent]
+
+    def _keep(self, agent: Agent, index: WordIndex) -> None:
+        if index.held_bytes <= self._max_bytes:
+            self._indexes[agent] = index
+            self._evict_over_budget(keep=agent)
+            return
+        self._too_large.add(agent)
+        self._stale.pop(agent, None)
+        _log.warning(
+            "an agent's word index is larger than the whole word budget, so it is not kept and the "
+            "agent is searched by meaning only; raise index_cache_bytes (a tenth of it holds words)",
+            extra={"chunks": len(index), "index_bytes": index.held_bytes, "budget_bytes": self._max_bytes},
+        )
 
     async def _read_again(self, agent: Agent, index: WordIndex, documents: set[str]) -> None:
         texts = await self._source.texts(*agent, sorted(documents))
