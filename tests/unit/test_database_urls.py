@@ -140,3 +140,16 @@ def test_several_hosts_without_session_attrs_want_the_writable_one() -> None:
     assert _connection("postgresql://u@a:1,b:2/db")["target_session_attrs"] == "read-write"
     assert _connection("postgresql://u@a:1,b:2/db?target_session_attrs=any")["target_session_attrs"] == "any"
     assert _connection("postgresql://u@a:1/db")["target_session_attrs"] is None  # one host: as given
+
+
+def test_a_start_that_finds_no_primary_says_so_and_what_to_do() -> None:
+    url = normalize_url("postgresql://u:secret@a:1,b:2/db?target_session_attrs=read-write")
+    found = startup_failure(asyncpg.TargetServerAttributeNotMatched("none match"), url)
+    assert found == (
+        "no server at a:1, b:2 is read-write (target_session_attrs): is the primary lost "
+        "with no standby promoted yet? promote one, or fix database_url"
+    )
+    standby = startup_failure(
+        asyncpg.ReadOnlySQLTransactionError("read-only"), normalize_url("postgresql://u@s/db")
+    )
+    assert standby is not None and standby.startswith("the database at s:5432 is a standby (read-only)")

@@ -264,6 +264,17 @@ def _startup_line(exc: BaseException, url: URL, where: str) -> str | None:
         return (
             f"the database at {where} refused user {url.username!r}: check database_url's user and password"
         )
+    if type(exc).__name__ == "TargetServerAttributeNotMatched":
+        wanted = url.query.get("target_session_attrs", "any")
+        return (
+            f"no server at {where} is {wanted} (target_session_attrs): is the primary lost "
+            "with no standby promoted yet? promote one, or fix database_url"
+        )
+    if isinstance(sqlstate, str) and sqlstate in _PG_WRONG_ROLE:
+        return (
+            f"the database at {where} is a standby (read-only): point database_url at the primary, "
+            "or name every server with target_session_attrs=read-write"
+        )
     if isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorname", "") == "SQLITE_CANTOPEN":
         return _sqlite_cannot_open(url)
     if isinstance(exc, ConnectionRefusedError):
