@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from episodic.domain.changes import CachesStale, DocumentsRemoved, KnowledgeVectors
 from episodic.domain.knowledge import knowledge_scope
 from episodic.index.words import Bm25WordIndex
-from episodic.state.knowledge_words import ResidentWords
+from episodic.state.knowledge_words import REST_SECONDS, ResidentWords
 
 T, A = "tenant", "agent"
 
@@ -167,3 +167,27 @@ async def test_an_agent_larger_than_the_budget_is_built_once_not_at_every_search
     words.changed(DocumentsRemoved([(knowledge_scope(T, "large"), "d9")]))  # smaller: worth a try
     await keys(words, "tulips", agent="large")
     assert [agent for _, agent, _ in texts.reads] == ["large", "small", "large"]
+
+
+async def test_an_agent_over_half_the_budget_evicted_for_another_rests_instead_of_reloading() -> None:
+    texts = Texts()
+    texts.put("d1", *[f"tulips {i}" for i in range(140)], agent="large")
+    texts.put("d1", *[f"tulips {i}" for i in range(80)], agent="small")
+    probe = Bm25WordIndex()
+    probe.add(await texts.texts(T, "large"))
+    texts.reads.clear()
+    now = [0.0]
+    words = ResidentWords(texts, Bm25WordIndex, int(probe.held_bytes * 1.4), monotonic=lambda: now[0])
+
+    async def alternate(times: int) -> list[list[str]]:
+        found = []
+        for _ in range(times):
+            found += [await keys(words, "tulips", agent="large"), await keys(words, "tulips", agent="small")]
+        return found
+
+    found = await alternate(3)
+    assert [agent for _, agent, _ in texts.reads] == ["large", "small"]
+    assert found[0] and all(found[1::2]) and not any(found[2::2])  # large: by meaning only while it rests
+    now[0] += REST_SECONDS
+    await alternate(3)
+    assert [agent for _, agent, _ in texts.reads] == ["large", "small", "large", "small"]  # once a rest

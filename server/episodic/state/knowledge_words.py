@@ -14,12 +14,16 @@ built it is answered from it, and the agent's later searches find nothing by wor
 is then its meaning half) until one of its documents is deleted or the tenant's caches go
 stale, when one build tries again. Kept, it would evict every other agent's index and be
 evicted by the next one's load, so each search rebuilt it (131k chunks: 47-51 s of CPU a
-search, issue 43) and every other agent's too."""
+search, issue 43) and every other agent's too. Likewise, an agent holding more than half of
+the budget that is evicted for another agent's words rests: its searches find nothing by
+words for REST_SECONDS, then one builds it again. Two such agents, or one and the others'
+working set, cannot both be held: they are rebuilt once per rest, not at every search."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -39,6 +43,8 @@ Agent = tuple[str, str]  # (tenant, agent)
 INLINE_SEARCH_CHUNKS = 200_000
 INLINE_ADD_CHUNKS = 64  # rewritten chunks analysed on the loop (~50 µs each); more, off it
 READ_TRIES = 3
+REST_SHARE = 0.5  # an agent holding more than this share of the budget rests once evicted
+REST_SECONDS = 600.0
 _log = logging.getLogger(__name__)
 
 
@@ -51,19 +57,27 @@ class ChunkTexts(Protocol):
 class ResidentWords:
     """Implements the `KnowledgeWords` port (domain/ports.py)."""
 
-    def __init__(self, source: ChunkTexts, new_index: Callable[[], WordIndex], max_bytes: int) -> None:
+    def __init__(
+        self,
+        source: ChunkTexts,
+        new_index: Callable[[], WordIndex],
+        max_bytes: int,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._source = source
+        self._monotonic = monotonic
         self._new_index = new_index
         self._max_bytes = max_bytes
         self._indexes: OrderedDict[Agent, WordIndex] = OrderedDict()  # least recently used first
         self._stale: dict[Agent, set[str]] = {}  # documents to read again, per agent
         self._loading: dict[Agent, asyncio.Task[WordIndex]] = {}
         self._too_large: set[Agent] = set()  # built once larger than the budget: not built again
+        self._resting: dict[Agent, float] = {}  # large agents evicted: when they may be built again
         self.loads = 0
         self.evictions = 0
 
     async def search(self, tenant_id: str, agent_id: str, query: str, limit: int) -> list[Hit]:
-        if not query.strip() or (tenant_id, agent_id) in self._too_large:
+        if not query.strip() or not self._by_words((tenant_id, agent_id)):
             return []
         index = await self._current((tenant_id, agent_id))
         if len(index) <= INLINE_SEARCH_CHUNKS:
@@ -86,6 +100,8 @@ class ResidentWords:
                 self._mark((scope.tenant_id, scope.agent_id), [document_id])
         elif isinstance(change, CachesStale):
             self._too_large = {a for a in self._too_large if change.tenant_id not in (None, a[0])}
+            for agent in [a for a in self._resting if change.tenant_id in (None, a[0])]:
+                del self._resting[agent]
             for agent in [a for a in (*self._indexes, *self._loading) if change.tenant_id in (None, a[0])]:
                 self._indexes.pop(agent, None)
                 self._stale.pop(agent, None)
@@ -133,6 +149,18 @@ class ResidentWords:
             if self._loading.get(agent) is asyncio.current_task():
                 del self._loading[agent]
 
+    def _by_words(self, agent: Agent) -> bool:
+        """False while the agent is too large to hold, or rests."""
+        if agent in self._too_large:
+            return False
+        until = self._resting.get(agent)
+        if until is None:
+            return True
+        if self._monotonic() < until:
+            return False
+        del self._resting[agent]
+        return True
+
     def _keep(self, agent: Agent, index: WordIndex) -> None:
         if index.held_bytes <= self._max_bytes:
             self._indexes[agent] = index
@@ -143,7 +171,7 @@ class ResidentWords:
         _log.warning(
             "an agent's word index is larger than the whole word budget, so it is not kept and the "
             "agent is searched by meaning only; raise index_cache_bytes (a tenth of it holds words)",
-            extra={"chunks": len(index), "index_bytes": index.held_bytes, "budget_bytes": self._max_bytes},
+            extra=_sizes(index, self._max_bytes),
         )
 
     async def _read_again(self, agent: Agent, index: WordIndex, documents: set[str]) -> None:
@@ -164,6 +192,23 @@ class ResidentWords:
             if held <= self._max_bytes:
                 break
             if agent != keep:
-                held -= self._indexes.pop(agent).held_bytes
+                evicted = self._indexes.pop(agent)
+                held -= evicted.held_bytes
                 self._stale.pop(agent, None)
                 self.evictions += 1
+                if evicted.held_bytes > self._max_bytes * REST_SHARE:
+                    self._rest(agent, evicted)
+
+    def _rest(self, agent: Agent, evicted: WordIndex) -> None:
+        self._resting[agent] = self._monotonic() + REST_SECONDS
+        _log.warning(
+            "an agent's word index holding over half of the word budget was evicted for another's: "
+            "the agent is searched by meaning only for %d s; raise index_cache_bytes (a tenth holds words)",
+            int(REST_SECONDS),
+            extra=_sizes(evicted, self._max_bytes),
+        )
+
+
+def _sizes(index: WordIndex, budget: int) -> dict[str, int]:
+    """What a warning about an agent's index says of it: sizes, never ids."""
+    return {"chunks": len(index), "index_bytes": index.held_bytes, "budget_bytes": budget}
