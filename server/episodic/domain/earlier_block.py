@@ -92,7 +92,7 @@ def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Pass
         cost, cut = _cost(found, wide_first, wide_last, count)
         extra = cost - sum(p.cost for p in meeting)
         if used + extra > room:
-            dropped.append(_Passage(first, last, c.score, c.signals))
+            dropped.append(_Passage(first, last, c.score, _signals([c.signals])))
             continue
         used += extra
         merged = _Passage(
