@@ -295,7 +295,7 @@ def chunk_documents(documents: Sequence[tuple[str, str, DocumentFormat]]) -> lis
             chunks = chunk_document(text, fmt, MAX_CHUNK_CHARS, MIN_CHUNK_CHARS, max_chunks=limit)
         except TooManyChunks:
             if limit < MAX_DOCUMENT_CHUNKS:
-                v.add("documents", f"cut into more than {MAX_CALL_CHUNKS} chunks in all; send fewer a call")
+                v.add("documents", f"cut into more than {MAX_CALL_CHUNKS} chunks in all; send fewer per call")
                 break
             v.add(f"{at}.text", f"cuts into more than {MAX_DOCUMENT_CHUNKS} chunks; split the document")
             left -= limit
