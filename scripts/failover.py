@@ -7,6 +7,7 @@ other replica, the cluster jobs.
 
     .venv/bin/python scripts/failover.py        # promoted as soon as the service noticed
     .venv/bin/python scripts/failover.py 3      # promoted 3 s later (a failover manager's delay)
+    .venv/bin/python scripts/failover.py 0 3000 # 3,000 writes acknowledged before the kill
 
 Needs the PostgreSQL server binaries (/usr/lib/postgresql/*/bin); as root they run as the
 `postgres` user. The shared cluster on 5432 is never touched."""
@@ -20,16 +21,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chaos.failover import measure_failover  # noqa: E402
+from tests.chaos.failover import WRITES_BEFORE, measure_failover  # noqa: E402
 
 
-async def main(promote_after: float) -> None:
+async def main(promote_after: float, writes_before: int) -> None:
     with tempfile.TemporaryDirectory(prefix="episodic-failover-") as workdir:
-        figures = await measure_failover(Path(workdir), promote_after)
+        figures = await measure_failover(Path(workdir), promote_after, writes_before)
     print("\n".join(figures.lines()))
     for problem in figures.problems:
         print(f"  ERROR logged: {problem}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(float(sys.argv[1]) if len(sys.argv) > 1 else 0.0))
+    promote_after = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+    writes_before = int(sys.argv[2]) if len(sys.argv) > 2 else WRITES_BEFORE
+    asyncio.run(main(promote_after, writes_before))

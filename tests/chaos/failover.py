@@ -45,7 +45,7 @@ class Figures:
     failed: collections.Counter[str] = field(default_factory=collections.Counter)  # "Method CODE"
     first_failure_after_kill: float | None = None
     promoted_after_kill: float = 0.0
-    first_write_after_kill: float | None = None  # seconds from the kill to the first ack after it
+    first_write_after_kill: float | None = None  # seconds from the kill to the new primary's first ack
     health: list[tuple[float, str]] = field(default_factory=list)  # A's changes, seconds from the kill
     feed_seconds: float | None = None  # a change through A, after the promotion, seen by B
     leading_again: bool = False
@@ -63,7 +63,7 @@ class Figures:
             f"acknowledged writes: {self.acknowledged}, lost: {self.lost}",
             f"failed calls: {failed}",
             f"first failure {_seconds(self.first_failure_after_kill)} after the kill; "
-            f"standby promoted {self.promoted_after_kill:.2f} s after the kill",
+            f"standby promoted (pg_ctl promote returned) {self.promoted_after_kill:.2f} s after the kill",
             f"first write on the new primary: {_seconds(first)} after the kill, "
             f"{_seconds(None if first is None else first - self.promoted_after_kill)} after the promotion",
             f"health of A (from the kill): {health or 'SERVING throughout'}",
@@ -114,11 +114,14 @@ class Load:
             return episode
 
     async def _add(self, episode: str, text: str) -> None:
+        """A call begun after the kill can only succeed on the new primary (one begun
+        before may still be answered by the old one: its commit raced the kill)."""
+        after_kill = self.killed_at is not None
         request = es.AddMessagesRequest(episode_id=episode, messages=[user_message(text)])
         reply = await self.client.episodes.AddMessages(request, timeout=CALL_SECONDS)
         self.acked[episode] += [m.seq for m in reply.messages]
         self.figures.acknowledged += len(reply.messages)
-        if self.killed_at is not None:
+        if after_kill and self.killed_at is not None:
             self.acked_after_kill += 1
             if self.figures.first_write_after_kill is None:
                 self.figures.first_write_after_kill = time.monotonic() - self.killed_at
@@ -210,7 +213,9 @@ async def _lost(client: Client, acked: dict[str, list[int]]) -> int:
     return lost
 
 
-async def _fail_over(pair: Pair, a: Replica, b: Replica, figures: Figures, promote_after: float) -> None:
+async def _fail_over(
+    pair: Pair, a: Replica, b: Replica, figures: Figures, promote_after: float, writes_before: int
+) -> None:
     async with a.channel() as channel_a, b.channel() as channel_b:
         client_a, client_b = Client.of(channel_a, None), Client.of(channel_b, None)
         agent_id = await client_a.create_agent()
@@ -225,7 +230,7 @@ async def _fail_over(pair: Pair, a: Replica, b: Replica, figures: Figures, promo
         ]
         try:
             await _until(
-                "writes acknowledged before the kill", _at_least(lambda: figures.acknowledged, WRITES_BEFORE)
+                "writes acknowledged before the kill", _at_least(lambda: figures.acknowledged, writes_before)
             )
             leading_before = _count([a, b], LEADING)
             load.killed_at = time.monotonic()
@@ -268,9 +273,12 @@ async def _is_serving(channel: grpc.aio.Channel) -> bool:
     return await _health_of(channel) == "SERVING"
 
 
-async def measure_failover(workdir: Path, promote_after: float = 0.0) -> Figures:
-    """The whole run: clusters made, replicas started, the failover (the standby promoted
-    `promote_after` seconds after A noticed the loss), everything stopped."""
+async def measure_failover(
+    workdir: Path, promote_after: float = 0.0, writes_before: int = WRITES_BEFORE
+) -> Figures:
+    """The whole run: clusters made, replicas started, `writes_before` writes acknowledged,
+    the failover (the standby promoted `promote_after` seconds after A noticed the loss),
+    everything stopped."""
     figures = Figures()
     with primary_and_standby() as pair:
         url = pair.url()
@@ -280,7 +288,7 @@ async def measure_failover(workdir: Path, promote_after: float = 0.0) -> Figures
             for replica in replicas:
                 replica.start()
             await asyncio.gather(*(r.wait_serving() for r in replicas))
-            await _fail_over(pair, replicas[0], replicas[1], figures, promote_after)
+            await _fail_over(pair, replicas[0], replicas[1], figures, promote_after, writes_before)
         finally:
             for replica in replicas:
                 await replica.kill()
