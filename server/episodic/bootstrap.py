@@ -90,6 +90,7 @@ from episodic.service.turn_searches import EarlierMessages, TurnSearches
 from episodic.service.watch import LiveEpisodes, WatchService
 from episodic.state.chunk_cache import ChunkCache
 from episodic.state.digest_memo import RememberedDigestReads
+from episodic.state.embed_turns import FairEmbeddings
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.health import Health
 from episodic.state.index_cache import IndexCache, ResidentScopes, WholeIndex
@@ -552,7 +553,7 @@ SUMMARY_THREADS = 1
 
 # Embeddings written in bulk (memories, digests) share one thread: however many a tenant
 # asks for at once, they take one core, never the event loop's. Query embeddings (one text,
-# on a turn's path) do not wait behind them.
+# on a turn's path) do not wait behind them. Tenants take both in turn (state/embed_turns.py).
 EMBED_THREADS = 1
 
 
@@ -571,13 +572,14 @@ def build_memory_service(
     state: State,
     pool: Executor,
     embed_pool: Executor | None = None,
+    embeddings: FairEmbeddings | None = None,
 ) -> MemoryService:
     a = adapters
     return MemoryService(
         store=a.memories, episodes=a.episodes, agents=a.agents, embedder=a.embedder, index=state.memory_index,
         changes=state.visibility, pii=state.pii, extractor=a.extractor, limits=settings.limits,
         clock=a.clock, new_id=a.new_id, pool=None if settings.extractor == ExtractorKind.OPENAI else pool,
-        quota=state.shares, embed_pool=embed_pool,
+        quota=state.shares, embed_pool=embed_pool, embeddings=embeddings,
     )  # fmt: skip
 
 
@@ -589,6 +591,7 @@ def build_digester(
     memories: MemoryService,
     metrics: Metrics | None = None,
     embed_pool: Executor | None = None,
+    embeddings: FairEmbeddings | None = None,
 ) -> Digester:
     # An LLM waits on the network: it must not hold the pool.
     llm = settings.summarizer == SummarizerKind.OPENAI
@@ -600,6 +603,7 @@ def build_digester(
         clock=adapters.clock,
         summary_pool=None if llm else pool,
         embed_pool=embed_pool,
+        embeddings=embeddings,
         promote=memories.promote_closed,
         workers=settings.digest_workers,
         on_failure=metrics.digest_failed if metrics is not None and metrics.enabled else None,
@@ -642,7 +646,7 @@ def build_services(
 ) -> Services:
     a, limits, clock = adapters, settings.limits, adapters.clock
     metered = metrics if metrics is not None and metrics.enabled else None
-    queries = QueryVectors(a.embedder)
+    queries = QueryVectors(a.embedder, embeddings=memories.embeddings)
     memory_search = MemorySearch(
         store=a.memories, agents=a.agents, embedder=a.embedder, index=state.memory_index, limits=limits,
         clock=clock, marks=marks, queries=queries,
@@ -669,7 +673,9 @@ def build_services(
     searches = TurnSearches(
         past=recall, memo=RecencyMemo(state.versions, clock=a.monotonic), transcripts=passages,
         memories=memory_search, memory_store=a.memories, sessions=a.sessions, queries=queries,
-        knowledge=knowledge, reads=a.reads, earlier=EarlierRecall(embedder=a.embedder, queries=queries),
+        knowledge=knowledge, reads=a.reads, earlier=EarlierRecall(
+            embedder=a.embedder, queries=queries, embeddings=memories.embeddings
+        ),
         tracing=tracing,
     )  # fmt: skip
     context = ContextService(
@@ -797,10 +803,11 @@ def build_core(
 ) -> Core:
     """The pure wiring over the ports, the same for the server (over SQL) and the unit tests
     (over fakes): no database opened, no thread, no task started; `pool` runs summaries and
-    extractions, `embed_pool` bulk embeddings."""
+    extractions, `embed_pool` bulk embeddings; tenants take the embedding threads in turn."""
     state = build_state(settings, adapters)
-    memories = build_memory_service(settings, adapters, state, pool, embed_pool)
-    digester = build_digester(settings, adapters, state, pool, memories, metrics, embed_pool)
+    embeddings = FairEmbeddings(adapters.embedder, embed_pool)
+    memories = build_memory_service(settings, adapters, state, pool, embed_pool, embeddings)
+    digester = build_digester(settings, adapters, state, pool, memories, metrics, embed_pool, embeddings)
     live = LiveMemories(memories=memories)  # memories from compacted turns, while episodes are open
     compactor = build_compactor(settings, adapters, state, live)
     marks = RecallMarks(store=adapters.memories)

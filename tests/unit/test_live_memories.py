@@ -23,6 +23,7 @@ from episodic.domain.ports import MemoryFilter
 from episodic.domain.recall import Scope
 from episodic.service.compaction import SummaryMaker
 from episodic.service.context import ContextRequest
+from episodic.state.embed_turns import FairEmbeddings
 from episodic.summarize.memories import ExtractiveMemoryExtractor
 from episodic.workers.compactor import BackgroundCompactor
 from tests.fakes import WordEmbedder
@@ -190,6 +191,7 @@ async def test_an_erasure_while_an_extraction_is_in_flight_leaves_nothing(uc: Us
         uc.memories.extractor, uc.memories.pool = Gated(ExtractiveMemoryExtractor(), gate), threads
     else:
         uc.memories.embedder, uc.memories.embed_pool = GatedEmbedder(uc.embedder, gate), threads
+        uc.memories.embeddings = FairEmbeddings(uc.memories.embedder, threads)  # tenants in turn, as served
     try:
         running = asyncio.create_task(uc.live_memories.drain())
         await asyncio.to_thread(gate.entered.wait)  # the extraction is in flight

@@ -128,3 +128,35 @@ async def test_a_cheap_embedder_embeds_a_short_query_on_the_calling_thread_and_a
     here = threading.current_thread().name
     assert embedder.texts == ["short", "a text longer than sixteen characters"]
     assert embedder.threads[0] == here and embedder.threads[1] != here
+
+
+class RecordedTurns:
+    """TenantEmbeddings that records whose turn each job takes."""
+
+    def __init__(self, embedder: CountingEmbedder) -> None:
+        self.embedder = embedder
+        self.jobs: list[tuple[str, str, list[str]]] = []
+
+    async def query(self, tenant_id: str, texts: Sequence[str]) -> list[Sequence[float]]:
+        self.jobs.append(("query", tenant_id, list(texts)))
+        return list(self.embedder.embed(texts))
+
+    async def bulk(self, tenant_id: str, texts: Sequence[str]) -> list[Sequence[float]]:
+        self.jobs.append(("bulk", tenant_id, list(texts)))
+        return list(self.embedder.embed(texts))
+
+
+async def test_a_query_embedding_takes_a_query_turn_of_the_tenant_that_asked_first() -> None:
+    embedder = CountingEmbedder()
+    turns = RecordedTurns(embedder)
+    queries = QueryVectors(embedder, embeddings=turns)
+    queries.prefetch("where did we go in May?", "tenant-b")
+    assert (
+        await queries.of("where did we go in May?", "tenant-a")
+        == embedder.inner.embed(["where did we go in May?"])[0]
+    )
+    await queries.of("and in June?", "tenant-a")
+    assert turns.jobs == [
+        ("query", "tenant-b", ["where did we go in May?"]),
+        ("query", "tenant-a", ["and in June?"]),
+    ]

@@ -78,6 +78,18 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+class TenantEmbeddings(Protocol):
+    """The server's embedding threads, taken in turn by tenants (state/embed_turns.py): each
+    tenant's jobs wait in a line of their own and a free thread takes the next from the
+    tenant served least recently, so one tenant's embeddings never sit in front of a quiet
+    tenant's. `query`: texts a call waits for (a turn's query); `bulk`: memories, digests,
+    earlier messages, in a lane of their own (never in front of a query), a chunk at a time."""
+
+    async def query(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]: ...
+
+    async def bulk(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]: ...
+
+
 def embeds_inline(embedder: Embedder, text: str) -> bool:
     """Whether embedding `text` costs less on the calling thread than a hop to another
     (~0.3 ms). An embedder says so with an `inline_chars` attribute (texts up to that many

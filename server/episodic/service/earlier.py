@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from episodic.domain.earlier import CompactedLog
 from episodic.domain.earlier_block import EarlierFound
-from episodic.domain.ports import Embedder
+from episodic.domain.ports import Embedder, TenantEmbeddings
 from episodic.domain.recall import Vector
 from episodic.domain.working_set import WorkingSet
 from episodic.service.recall import QueryVectorSource
@@ -31,7 +32,8 @@ MOST_WAITING = 4096  # conversations waiting for vectors; past it the oldest wai
 class EarlierRecall:
     embedder: Embedder
     queries: QueryVectorSource
-    _waiting: OrderedDict[int, CompactedLog] = field(default_factory=OrderedDict)
+    embeddings: TenantEmbeddings | None = None  # the server's, tenants in turn; None: the loop's executor
+    _waiting: OrderedDict[int, tuple[str, CompactedLog]] = field(default_factory=OrderedDict)  # by id
     _task: asyncio.Task[None] | None = None
     _busy: int = 0  # id of the log whose batch is being embedded
 
@@ -42,32 +44,32 @@ class EarlierRecall:
     async def found(self, ws: WorkingSet, query: str) -> EarlierFound:
         """The held messages that match `query`, best first; by meaning too once some of
         them have vectors (the query's embedding is the turn's, shared with the others)."""
-        compacted = ws.compacted_log
-        self.embed_later(compacted)
-        vector: Vector | None = await self.queries.of(query) if compacted.embedded else None
+        compacted, tenant_id = ws.compacted_log, ws.episode.tenant_id
+        self.embed_later(compacted, tenant_id)
+        vector: Vector | None = await self.queries.of(query, tenant_id) if compacted.embedded else None
         return EarlierFound(compacted, compacted.ranked(query, vector))
 
-    def embed_later(self, compacted: CompactedLog) -> None:
-        """Queues the log for vectors of the messages it holds without one."""
+    def embed_later(self, compacted: CompactedLog, tenant_id: str) -> None:
+        """Queues the log for vectors of the messages it holds without one (on the tenant's
+        bulk turns)."""
         held = id(compacted) in self._waiting or id(compacted) == self._busy
         if compacted.embedded >= len(compacted) or held:
             return
-        self._waiting[id(compacted)] = compacted
+        self._waiting[id(compacted)] = (tenant_id, compacted)
         while len(self._waiting) > MOST_WAITING:
             self._waiting.popitem(last=False)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._drain(), name="earlier-vectors")
 
     async def _drain(self) -> None:
-        loop = asyncio.get_running_loop()
         while self._waiting:
-            _, compacted = self._waiting.popitem(last=False)
+            _, (tenant_id, compacted) = self._waiting.popitem(last=False)
             start, texts = compacted.unembedded(BATCH)
             if not texts:
                 continue
             self._busy = id(compacted)
             try:
-                vectors = await loop.run_in_executor(None, self.embedder.embed, texts)
+                vectors = await self._embed(tenant_id, texts)
             except Exception as exc:  # noqa: BLE001 - words still find them; the next turn asks again
                 log.warning("embedding earlier messages failed", extra={"error": type(exc).__name__})
                 continue
@@ -75,7 +77,12 @@ class EarlierRecall:
                 self._busy = 0
             compacted.add_vectors(start, vectors)
             if compacted.embedded < len(compacted):  # the rest after every other conversation's batch
-                self._waiting[id(compacted)] = compacted
+                self._waiting[id(compacted)] = (tenant_id, compacted)
+
+    async def _embed(self, tenant_id: str, texts: list[str]) -> Sequence[Vector]:
+        if self.embeddings is not None:
+            return await self.embeddings.bulk(tenant_id, texts)
+        return await asyncio.get_running_loop().run_in_executor(None, self.embedder.embed, texts)
 
     async def stop(self) -> None:
         self._waiting.clear()

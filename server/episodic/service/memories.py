@@ -55,6 +55,7 @@ from episodic.domain.ports import (
     MemoryStore,
     MemoryWrite,
     ScopeIndex,
+    TenantEmbeddings,
     WriteQuota,
 )
 from episodic.domain.recall import Digest, Hit, Scope, Vector
@@ -114,6 +115,7 @@ class MemoryService:
     locks: KeyedLocks = field(default_factory=KeyedLocks)
     quota: WriteQuota = field(default_factory=Unmetered)  # each written memory is embedded: metered
     embed_pool: Executor | None = None  # the server's one thread for bulk embeddings; None: asyncio's default
+    embeddings: TenantEmbeddings | None = None  # over embed_pool, tenants in turn; None: embed_pool directly
 
     # --- create ------------------------------------------------------------------------
 
@@ -131,7 +133,7 @@ class MemoryService:
                 )
                 for _, d in fresh
             ]
-            vectors = await self._embed([m.text for m in memories])
+            vectors = await self._embed(holder.tenant_id, [m.text for m in memories])
             if r.keep_separate:
                 plan = _as_given(list(zip(memories, vectors, strict=True)))
             elif placement is Placement.LAZY:
@@ -218,9 +220,11 @@ class MemoryService:
             known[i] = Created(found, Outcome.UNCHANGED)
         return known
 
-    async def _embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def _embed(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
         if not texts:
             return []
+        if self.embeddings is not None:
+            return await self.embeddings.bulk(tenant_id, texts)
         loop = asyncio.get_running_loop()
         return list(await loop.run_in_executor(self.embed_pool, self.embedder.embed, list(texts)))
 
@@ -343,7 +347,7 @@ class MemoryService:
         fresh = [m for m in memories if m.memory_id not in held]
         if fresh:
             self.quota.write_memories(tenant_id, len(fresh))
-            vectors = await self._embed([m.text for m in fresh])
+            vectors = await self._embed(tenant_id, [m.text for m in fresh])
             await self._commit(_Plan(insert=list(zip(fresh, vectors, strict=True))), tenant_id)
         return len(fresh), len(memories) - len(fresh)
 
@@ -368,7 +372,7 @@ class MemoryService:
                 (dataclasses.replace(m, state=MemoryState.PROMOTED, episode_id=""), v) for m, v in held
             ]
             missing = [m.text for m, v in promoted if v is None]
-            filled = iter(await self._embed(missing))
+            filled = iter(await self._embed(scope.tenant_id, missing))
             rows = [(m, v if v is not None else next(filled)) for m, v in promoted] + new
             plan = await self._plan_promoted(scope, rows, held=len(promoted))
             held_ids = {m.memory_id for m, _ in held}
@@ -389,7 +393,7 @@ class MemoryService:
             for memory_id, d in drafts
             if memory_id not in stored
         ]
-        vectors = await self._embed([m.text for m in memories])
+        vectors = await self._embed(digest.tenant_id, [m.text for m in memories])
         return list(zip(memories, vectors, strict=True))
 
     # --- extraction while the episode is live -------------------------------------------
@@ -431,7 +435,7 @@ class MemoryService:
             ][:room]
             if not memories:
                 return 0
-            vectors = await self._embed([m.text for m in memories])
+            vectors = await self._embed(holder.tenant_id, [m.text for m in memories])
             plan = await self._plan_pending(holder, list(zip(memories, vectors, strict=True)))
             plan.episode = holder.episode_id  # erased meanwhile: nothing is written
             await self._commit(plan, holder.tenant_id)
@@ -483,7 +487,7 @@ class MemoryService:
             vector: Vector | None = None
             if updated.text != current.text:
                 self.quota.write_memories(caller.tenant_id, 1)
-                (vector,) = await self._embed([updated.text])
+                (vector,) = await self._embed(caller.tenant_id, [updated.text])
             plan = _Plan(replace={updated.memory_id: (updated, vector)})
             await self._commit(plan, caller.tenant_id)
         return updated

@@ -83,7 +83,7 @@ class MemorySearch:
         await self.index.ensure(scope)
         if not q.where.episode_id and not self.may_find_by_meaning(scope):  # no memories yet
             return []
-        vector = await embed_query(self.embedder, self.queries, q.query)
+        vector = await embed_query(self.embedder, self.queries, q.query, scope.tenant_id)
         wanted = (
             FILTERED_POOL if _filters(q.where) else max(top_k * 4, POOL if mode is SearchMode.HYBRID else 0)
         )

@@ -58,15 +58,17 @@ PASSAGE_POOL = 10
 class QueryVectorSource(Protocol):
     """Embeddings of query texts, remembered between the searches of one turn."""
 
-    def prefetch(self, text: str) -> None:
-        """Starts embedding `text` now; a later `of(text)` gets the result."""
+    def prefetch(self, text: str, tenant_id: str = "") -> None:
+        """Starts embedding `text` now, on `tenant_id`'s turn; a later `of(text)` gets the result."""
 
-    async def of(self, text: str) -> Vector: ...
+    async def of(self, text: str, tenant_id: str = "") -> Vector: ...
 
 
-async def embed_query(embedder: Embedder, queries: QueryVectorSource | None, text: str) -> Vector:
+async def embed_query(
+    embedder: Embedder, queries: QueryVectorSource | None, text: str, tenant_id: str = ""
+) -> Vector:
     if queries is not None:
-        return await queries.of(text)
+        return await queries.of(text, tenant_id)
     if embeds_inline(embedder, text):
         (vector,) = embedder.embed([text])
         return vector
@@ -232,7 +234,7 @@ class RecallService:
         await self.index.ensure(scope)
         if not self.may_find_by_meaning(scope):  # a user with no digested episode yet
             return []
-        vector = await embed_query(self.embedder, self.queries, query)
+        vector = await embed_query(self.embedder, self.queries, query, scope.tenant_id)
         hits = await self.index.nearest(scope, vector, wanted * CHUNKS_PER_EPISODE)
         return best_per_episode(hits)
 

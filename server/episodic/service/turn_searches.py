@@ -157,7 +157,7 @@ class TurnSearches:
             or self._searches_knowledge(working_set, config, q)
             or (memories is not None and memories.may_find_by_meaning(scope))
         ):
-            self.queries.prefetch(q.text)
+            self.queries.prefetch(q.text, e.tenant_id)
 
     def _searches(
         self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: list[Memory] | None

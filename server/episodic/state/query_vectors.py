@@ -2,7 +2,8 @@
 long-term memories with the same text: it is embedded once, and it can be started before the
 turn's reads (`prefetch`) so the model runs on one core while the event loop reads on the
 other. A pure function of the text (and the model, fixed per process), so nothing in SQL can
-make an entry stale."""
+make an entry stale. Given the server's `TenantEmbeddings`, the model runs on a query turn
+of the tenant that asked first (tenants take those in turn); else on the loop's executor."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 
-from episodic.domain.ports import Embedder, embeds_inline
+from episodic.domain.ports import Embedder, TenantEmbeddings, embeds_inline
 from episodic.domain.recall import Vector
 
 ENTRIES = 1024
@@ -26,44 +27,53 @@ def _key(text: str) -> Key:
 
 
 class QueryVectors:
-    def __init__(self, embedder: Embedder, entries: int = ENTRIES) -> None:
+    def __init__(
+        self, embedder: Embedder, entries: int = ENTRIES, embeddings: TenantEmbeddings | None = None
+    ) -> None:
         self._embedder = embedder
+        self._embeddings = embeddings
         self._entries = entries
         self._held: OrderedDict[Key, Vector] = OrderedDict()
         # Embeddings under way, shared by every caller asking for the same text meanwhile.
-        self._running: dict[Key, asyncio.Future[list[list[float]]]] = {}
+        self._running: dict[Key, asyncio.Future[list[Vector]]] = {}
 
-    def prefetch(self, text: str) -> None:
-        """Starts embedding `text` unless it is held or under way; `of` picks the result up."""
+    def prefetch(self, text: str, tenant_id: str = "") -> None:
+        """Starts embedding `text` unless it is held or under way; `of` picks the result up.
+        `tenant_id`: whose turn it takes ("" when the caller names none: one line for all)."""
         key = _key(text)
         held = key in self._held or key in self._running
         if text.strip() and not held and not embeds_inline(self._embedder, text):  # else `of` does, at once
-            self._start(key, text)
+            self._start(key, text, tenant_id)
 
-    async def of(self, text: str) -> Vector:
+    async def of(self, text: str, tenant_id: str = "") -> Vector:
         key = _key(text)
         found = self._held.get(key)
         if found is not None:
             self._held.move_to_end(key)
             return found
         if key not in self._running and embeds_inline(self._embedder, text):
-            (vector,) = self._embedder.embed([text])
-            self._keep(key, vector)
-            return vector
-        running = self._running.get(key) or self._start(key, text)
+            (inline,) = self._embedder.embed([text])
+            self._keep(key, inline)
+            return inline
+        running = self._running.get(key) or self._start(key, text, tenant_id)
         # A cancelled caller must not cancel the embedding others (or the cache) wait for.
         (vector,) = await asyncio.shield(running)
         return vector
 
-    def _start(self, key: Key, text: str) -> asyncio.Future[list[list[float]]]:
-        """The model runs on a thread of the loop's executor; the future is the only task
-        (no coroutine wraps it: a turn's embedding costs one hop)."""
-        running = asyncio.get_running_loop().run_in_executor(None, self._embedder.embed, [text])
+    def _start(self, key: Key, text: str, tenant_id: str) -> asyncio.Future[list[Vector]]:
+        """On the tenant's query turn; without `TenantEmbeddings`, on a thread of the loop's
+        executor, the future the only task (no coroutine wraps it)."""
+        running: asyncio.Future[list[Vector]]
+        if self._embeddings is not None:
+            running = asyncio.ensure_future(self._embeddings.query(tenant_id, [text]))
+        else:
+            loop = asyncio.get_running_loop()
+            running = loop.run_in_executor(None, self._embedder.embed, [text])  # type: ignore[arg-type]
         self._running[key] = running
         running.add_done_callback(lambda done: self._finished(key, done))
         return running
 
-    def _finished(self, key: Key, done: asyncio.Future[list[list[float]]]) -> None:
+    def _finished(self, key: Key, done: asyncio.Future[list[Vector]]) -> None:
         self._running.pop(key, None)
         if done.cancelled() or done.exception() is not None:  # retrieved: a lone prefetch logs nothing
             return

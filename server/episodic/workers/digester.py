@@ -21,8 +21,8 @@ from datetime import timedelta
 from episodic.domain import digests as rules
 from episodic.domain.changes import EpisodeVectors, ScopeChanged
 from episodic.domain.model import Message
-from episodic.domain.ports import ChangeOwner, Clock, DigestStore, Embedder, Summarizer
-from episodic.domain.recall import Digest, DigestState, DigestText, vector_key
+from episodic.domain.ports import ChangeOwner, Clock, DigestStore, Embedder, Summarizer, TenantEmbeddings
+from episodic.domain.recall import Digest, DigestState, DigestText, Vector, vector_key
 from episodic.errors import EpisodicError
 from episodic.workers.loops import cancel_and_wait, stop_if_cancelled
 
@@ -45,6 +45,7 @@ class Digester:
     idle_poll_seconds: float = 1.0
     summary_pool: Executor | None = None  # the server's bounded pool for summaries; None: asyncio's default
     embed_pool: Executor | None = None  # the server's one thread for bulk embeddings; None: asyncio's default
+    embeddings: TenantEmbeddings | None = None  # over embed_pool, tenants in turn; None: embed_pool directly
     # the episode's pending and extracted memories into long-term storage (idempotent), before
     # its digest is marked ready: a crash in between redoes both
     promote: Callable[[Digest, Sequence[Message]], Awaitable[int]] | None = None
@@ -143,7 +144,10 @@ class Digester:
         text = await self._text(digest, messages)
         loop = asyncio.get_running_loop()
         texts = rules.embedded_texts(text, messages)
-        vectors = await loop.run_in_executor(self.embed_pool, self.embedder.embed, texts)
+        if self.embeddings is not None:
+            vectors: Sequence[Vector] = await self.embeddings.bulk(digest.tenant_id, texts)
+        else:
+            vectors = await loop.run_in_executor(self.embed_pool, self.embedder.embed, texts)
         done = rules.ready(digest, text, rules.indexed_with(self.embedder.model_id), self.clock())
         keys = [vector_key(digest.episode_id, i) for i in range(len(vectors))]
         await self.changes.commit(
