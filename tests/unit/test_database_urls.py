@@ -93,6 +93,7 @@ def test_libpq_sslmode_reaches_asyncpg_as_ssl() -> None:
         ("postgresql://u@a,,b/db", "has an empty host in its host list"),
         ("postgresql://u@::1/db", "has an IPv6 host without [brackets]"),
         ("postgresql://u@a/db?target_session_attrs=leader", "target_session_attrs must be one of"),
+        ("postgresql://u@a/db?password:secret", "has a malformed query string (each parameter is key=value)"),
     ],
 )
 def test_a_malformed_multi_host_url_is_invalid_configuration_naming_the_problem(
@@ -101,6 +102,7 @@ def test_a_malformed_multi_host_url_is_invalid_configuration_naming_the_problem(
     with pytest.raises(InvalidArgument) as refused:
         normalize_url(raw)
     assert refused.value.message.startswith(f"invalid configuration: database_url: {problem}")
+    assert "secret" not in refused.value.message
 
 
 @pytest.mark.parametrize("raw", SAME_TWO_SERVERS)

@@ -128,8 +128,8 @@ def _shown(host: str, port: int) -> str:
 def _query_pairs(query: str) -> list[tuple[str, str]]:
     try:
         return urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
-    except ValueError as exc:
-        raise _invalid(f"has a malformed query string: {exc}") from None
+    except ValueError:  # its message quotes the field, which may hold a password
+        raise _invalid("has a malformed query string (each parameter is key=value)") from None
 
 
 def _endpoints(pairs: list[tuple[str, str]], hostspec: str) -> list[tuple[str, int]]:
