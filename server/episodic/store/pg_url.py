@@ -59,30 +59,33 @@ def parse(raw: str) -> PgTarget:
     rest, _, query = rest.partition("?")
     netloc, _, path = rest.partition("/")
     auth, at, hostspec = netloc.rpartition("@")
-    user, _, password = auth.partition(":") if at else ("", "", "")
     pairs = _query_pairs(query)
     endpoints = _endpoints(pairs, hostspec)
-    fields = {
-        "user": _unquoted(user),
-        "password": _unquoted(password) if password else None,
-        "database": _unquoted(path) or None,
-    }
-    params: list[tuple[str, str]] = []
-    for key, value in pairs:
-        if key in _FIELDS:
-            fields[_FIELDS[key]] = value
-        elif key not in ("host", "port"):
-            params.append(_param(key, value))
-    if len(endpoints) > 1 and not any(key == "target_session_attrs" for key, _ in params):
-        params.append(("target_session_attrs", SEVERAL_HOSTS_DEFAULT))
+    login = _login(auth if at else "", path, pairs)
     return PgTarget(
         hosts=tuple(host for host, _ in endpoints),
         ports=tuple(port for _, port in endpoints),
-        user=fields["user"] or None,
-        password=fields["password"],
-        database=fields["database"],
-        params=tuple(params),
+        user=login["user"] or None,
+        password=login["password"] or None,
+        database=login["database"] or None,
+        params=_options(pairs, several_hosts=len(endpoints) > 1),
     )
+
+
+def _login(auth: str, path: str, pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """user, password and database: from the URL's parts, then its query (libpq's order)."""
+    user, _, password = auth.partition(":")
+    login = {"user": _unquoted(user), "password": _unquoted(password), "database": _unquoted(path)}
+    login.update((_FIELDS[key], value) for key, value in pairs if key in _FIELDS)
+    return login
+
+
+def _options(pairs: list[tuple[str, str]], *, several_hosts: bool) -> tuple[tuple[str, str], ...]:
+    skipped = {"host", "port", *_FIELDS}
+    params = [_param(key, value) for key, value in pairs if key not in skipped]
+    if several_hosts and not any(key == "target_session_attrs" for key, _ in params):
+        params.append(("target_session_attrs", SEVERAL_HOSTS_DEFAULT))
+    return tuple(params)
 
 
 def to_sqlalchemy(target: PgTarget) -> URL:
