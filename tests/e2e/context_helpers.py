@@ -9,6 +9,15 @@ from episodic.v1 import agent_pb2, agent_service_pb2, context_pb2, context_servi
 from tests.conftest import unique
 from tests.e2e.helpers import Client
 
+# Thirty turns of this push a fact said before them out of a small budget's tail.
+TRIP = [
+    ("We fly to Lisbon on Friday morning and stay for ten days.", "Lovely, Lisbon in spring is mild."),
+    ("I booked a small hotel in Alfama near the castle.", "Alfama is hilly; pack comfortable shoes."),
+    ("Should we take the tram up to the viewpoints?", "Tram 28 goes there, but it gets crowded."),
+    ("We also want a day trip to Sintra by train.", "Trains leave Rossio station every twenty minutes."),
+    ("What about food, any dishes we must try?", "Try bacalhau, grilled sardines and pasteis de nata."),
+]
+
 
 @dataclass
 class Built:

@@ -9,18 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from episodic.v1 import agent_pb2, context_pb2, episode_pb2, episode_service_pb2
-from tests.e2e.context_helpers import Built, build, create_agent, get_call
+from tests.e2e.context_helpers import TRIP, Built, build, create_agent, get_call
 from tests.e2e.helpers import Client, assert_serving
 from tests.server_harness import KEY_A, RunningServer, bearer
 
 EARLIER = context_pb2.CONTEXT_SECTION_EARLIER
-TRIP = [
-    ("We fly to Lisbon on Friday morning and stay for ten days.", "Lovely, Lisbon in spring is mild."),
-    ("I booked a small hotel in Alfama near the castle.", "Alfama is hilly; pack comfortable shoes."),
-    ("Should we take the tram up to the viewpoints?", "Tram 28 goes there, but it gets crowded."),
-    ("We also want a day trip to Sintra by train.", "Trains leave Rossio station every twenty minutes."),
-    ("What about food, any dishes we must try?", "Try bacalhau, grilled sardines and pasteis de nata."),
-]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from episodic.inspector.app import CSP, STATIC
 from episodic.v1 import episode_pb2, episode_service_pb2, knowledge_service_pb2
-from tests.e2e.context_helpers import build, create_agent
+from tests.e2e.context_helpers import TRIP, build, create_agent
 from tests.e2e.helpers import Client, user_message
 from tests.e2e.inspector_helpers import Inspector, inspector
 from tests.server_harness import KEY_B
@@ -217,15 +217,6 @@ async def test_a_rendered_chunk_links_to_its_document_in_the_agents_tenant_only(
         chunk = found["chunks"][item["chunk_index"]]
         assert text[chunk["start_char"] : chunk["end_char"]].startswith("# Garden rules")
         assert (await ins.get(item["document_href"], key=KEY_B)).status_code == 404
-
-
-TRIP = [
-    ("We fly to Lisbon on Friday morning and stay for ten days.", "Lovely, Lisbon in spring is mild."),
-    ("I booked a small hotel in Alfama near the castle.", "Alfama is hilly; pack comfortable shoes."),
-    ("Should we take the tram up to the viewpoints?", "Tram 28 goes there, but it gets crowded."),
-    ("We also want a day trip to Sintra by train.", "Trains leave Rossio station every twenty minutes."),
-    ("What about food, any dishes we must try?", "Try bacalhau, grilled sardines and pasteis de nata."),
-]
 
 
 def phrase_truth(call: dict[str, Any], seq: int, folded: str) -> str:

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import asyncpg
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import URL
@@ -29,6 +30,18 @@ from episodic.bounded import within
 from episodic.errors import CONFIGURATION, InvalidArgument
 from episodic.store import pg_url, read_batch
 from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify, is_wrong_role
+
+# What a dedicated asyncpg connection (LISTEN, advisory locks) raises on a database fault: the
+# server gone, a dropped connection, a wrong-role server (InternalClientError's
+# TargetServerAttributeNotMatched between a primary's loss and a standby's promotion; NOTIFY
+# refused during recovery) - a fault, not a bug.
+DRIVER_FAULTS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 
 # Durable commits (synchronous=FULL even in WAL), integrity, and no erased text left in
 # free pages.

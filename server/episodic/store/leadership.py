@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
-from episodic.store.database import asyncpg_connect_args
+from episodic.store.database import DRIVER_FAULTS, asyncpg_connect_args
 
 log = logging.getLogger(__name__)
 CONNECT_SECONDS = 5.0
@@ -29,15 +29,6 @@ QUERY_SECONDS = 5.0  # a check that hangs (half-open connection) counts as lost
 # Server side: a holder whose host vanished without closing its socket is dropped (and its
 # locks freed) after about idle + interval * count seconds, not after the kernel's 2 hours.
 KEEPALIVES = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
-# InternalClientError: TargetServerAttributeNotMatched (no server of the URL is a primary
-# yet, between a primary's loss and a standby's promotion) is a fault, not a bug.
-DRIVER_FAULTS = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-)
 
 
 def lock_key(job: str) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import URL
 
-from episodic.store.database import asyncpg_connect_args
+from episodic.store.database import DRIVER_FAULTS, asyncpg_connect_args
 
 log = logging.getLogger(__name__)
 Callback = Callable[[str], None]
@@ -27,15 +27,6 @@ MAX_PAYLOAD = 7000  # PostgreSQL refuses payloads of 8,000 bytes or more
 RECONNECT_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 QUEUED_NOTIFIES = 10_000  # beyond this, new ones are dropped: listeners poll anyway
 CONNECT_SECONDS = 10.0
-# A database fault: the server gone, a wrong-role server (a standby before its promotion:
-# TargetServerAttributeNotMatched, NOTIFY refused during recovery), a dropped connection.
-DRIVER_FAULTS = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-)
 
 
 class LocalSignals:
