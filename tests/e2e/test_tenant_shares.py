@@ -102,13 +102,17 @@ async def test_a_tenant_holding_every_rpc_of_the_server_leaves_health_and_echo_a
 async def test_a_tenant_over_its_rate_is_told_when_to_retry_and_the_other_is_not_slowed(
     database_url: str,
 ) -> None:
-    async with two_tenants(database_url, tenant_rate_per_second=0.5, tenant_rate_burst=4) as (a, b):
+    # The fifth token is 20 s away: however slow the machine, the first four calls cannot
+    # take long enough for it to come within the second a call may wait for its token.
+    async with two_tenants(database_url, tenant_rate_per_second=0.05, tenant_rate_burst=4) as (a, b):
         agent = await a.create_agent()  # 1
         episode = await a.open_episode(agent)  # 2
         await a.add(episode, user_message("one"))  # 3
         await a.add(episode, user_message("two"))  # 4
         share, delay = await refused(a.add(episode, user_message("three")))
-        assert share == "requests_per_second" and 0 < delay <= 1.0  # the token is 2 s away, 1 s is waited
+        # told to come back when the token is due: 20 s less the second waited, less the time the
+        # first four calls took
+        assert share == "requests_per_second" and 1.0 < delay <= 19.0
         assert [m.content for m in await b.log_of(await b.open_episode(await b.create_agent()))] == []
 
 
@@ -191,7 +195,8 @@ async def test_a_context_never_exceeds_the_servers_limit_whatever_the_agent_asks
 
 
 async def test_the_python_client_raises_a_refusal_with_its_share_and_retry_delay(database_url: str) -> None:
-    settings = settings_for(database_url, tenant_rate_per_second=0.2, tenant_rate_burst=2)
+    # the third token is 20 s away: no slowness of the machine brings it within the second waited
+    settings = settings_for(database_url, tenant_rate_per_second=0.05, tenant_rate_burst=2)
     async with (
         running_server(settings) as server,
         AsyncEpisodicClient(server.address, api_key=KEY_A, timeout=10.0) as client,
@@ -200,14 +205,14 @@ async def test_the_python_client_raises_a_refusal_with_its_share_and_retry_delay
         began = time.monotonic()
         await client.create_agent(unique("agent"))
         await client.create_agent(unique("agent"))
-        refilled = time.monotonic() - began  # of a token, at 0.2 a second, while the burst was spent
+        refilled = time.monotonic() - began  # seconds of the token's wait gone meanwhile
         with pytest.raises(ResourceExhaustedError) as caught:
             await client.create_agent(unique("agent"))
     assert caught.value.quota_id == "requests_per_second" and caught.value.reason == "OVER_SHARE"
-    # the token is 5 s away, less what refilled while the burst was spent: 1 s of it was
-    # waited, 1 s more the refusal was held (a slow machine's two creates took 1.2 s)
+    # the token is 20 s away, less what refilled while the burst was spent: 1 s of it was
+    # waited, 1 s more the refusal was held
     delay = caught.value.retry_delay
-    assert delay is not None and 3.0 - refilled - 0.1 < delay <= 3.0
+    assert delay is not None and 18.0 - refilled - 0.1 < delay <= 18.0
 
 
 def _get(episode_id: str) -> episode_service_pb2.GetEpisodeRequest:
