@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from episodic.config import OPTIONS, Settings
@@ -127,18 +124,6 @@ def test_the_service_config_in_the_docs_is_the_clients() -> None:
     text = DOCS.read_text()
     blocks = re.findall(r"```json\n(.*?)\n```", text, flags=re.DOTALL)
     assert [json.loads(b) for b in blocks] == [service_config()]
-
-
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_kubectl_builds_the_manifest_offline(tmp_path: Path) -> None:
-    """`kubectl kustomize` needs no cluster: it decodes every object (kind, name)."""
-    shutil.copy(KUBERNETES, tmp_path / "episodic.yaml")
-    (tmp_path / "kustomization.yaml").write_text("resources:\n- episodic.yaml\n")
-    built = subprocess.run(
-        ["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert built.returncode == 0, built.stderr
-    assert {d["kind"] for d in yaml.safe_load_all(built.stdout)} == {m["kind"] for m in manifests()}
 
 
 def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:

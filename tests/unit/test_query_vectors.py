@@ -99,8 +99,16 @@ async def test_a_long_text_is_held_under_its_hash_and_embedded_once() -> None:
     long_text = "the plan for Lisbon " * 1000
     queries.prefetch(long_text)
     await asyncio.sleep(0.05)  # finished before anyone asked
-    assert await queries.of(long_text) == await queries.of(long_text)
+    first = await queries.of(long_text)
+    assert first == embedder.inner.embed([long_text])[0]
+    assert await queries.of(long_text) == first
     assert embedder.texts == [long_text]
+    # the key is the whole text's hash: a text differing past the first 4096 characters
+    # is another entry, embedded on its own, never the first one's vector
+    longer = long_text + "and Porto"
+    other = await queries.of(longer)
+    assert other == embedder.inner.embed([longer])[0] != first
+    assert embedder.texts == [long_text, longer]
 
 
 class InlineEmbedder(CountingEmbedder):

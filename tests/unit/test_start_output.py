@@ -6,9 +6,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
-import pty
-import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -129,35 +126,6 @@ def test_readable_values(value: object, shown: str) -> None:
     record = logging.LogRecord("episodic.x", logging.INFO, __file__, 1, "m", None, None)
     record.field = value
     assert HumanFormatter().format(record).endswith(f"  m  field={shown}")
-
-
-SCRIPT = """
-import logging
-from episodic.logs import configure_logging
-configure_logging("INFO")
-logging.getLogger("episodic.server").info("serving", extra={"port": 1})
-"""
-
-
-def run_logging_process(stderr: int) -> None:
-    subprocess.run([sys.executable, "-c", SCRIPT], stderr=stderr, check=True, timeout=60)
-
-
-def test_a_process_whose_stderr_is_a_terminal_logs_readable_lines() -> None:
-    controller, terminal = pty.openpty()
-    try:
-        run_logging_process(terminal)
-        output = os.read(controller, 4096).decode()
-    finally:
-        os.close(controller)
-        os.close(terminal)
-    assert " INFO  episodic.server  serving  port=1" in output
-    assert "{" not in output
-
-
-def test_a_process_whose_stderr_is_a_pipe_logs_json() -> None:
-    completed = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, check=True, timeout=60)
-    assert json.loads(completed.stderr)["port"] == 1
 
 
 @pytest.mark.parametrize("tenant", ["dev", "", "t" * 10, "a-very-long-tenant-name-that-pushes-the-box-wider"])
