@@ -35,7 +35,7 @@ from episodic.domain.knowledge import (
     metadata_of,
     passes,
 )
-from episodic.domain.ports import DocumentWrite
+from episodic.domain.ports import DocumentWrite, ScopeVectorPages
 from episodic.domain.recall import Hit, Scope, Vector
 from episodic.errors import AlreadyExists, NotFound
 from episodic.index.words import Bm25WordIndex
@@ -282,6 +282,33 @@ async def test_pages_go_by_document_id_after_the_last_one(world: World) -> None:
     assert await world.knowledge.page(world.tenant, agent_id, NOTHING, now, "doc-4", 2) == in_order[4:]
     assert await world.knowledge.page(world.tenant, agent_id, NOTHING, now, "doc-5", 2) == []
     assert await world.knowledge.page(world.tenant, agent_id, NOTHING, now, "doc-0", 10) == in_order
+
+
+async def test_an_agents_vectors_read_in_pages_are_its_whole_scope_in_key_order(world: World) -> None:
+    """How a scope too large for the index cache is searched (state/index_cache.py): page
+    after page, resuming after the last key read, chunk numbers in numeric order."""
+    source = world.knowledge_vectors
+    if not isinstance(source, ScopeVectorPages):
+        pytest.skip("this source reads no pages")
+    agent_id = new_agent()
+    long = " ".join(f"Plant number {n} wants water." for n in range(20))  # over ten chunks
+    await world.learn(
+        split(world, agent_id, long, document_id="doc-a"), split(world, agent_id, document_id="doc-b")
+    )
+    scope = knowledge_scope(world.tenant, agent_id)
+    whole = await source.scope_vectors(scope)
+    paged: list[str] = []
+    vectors: list[Vector] = []
+    after = ""
+    while True:
+        page_keys, page_vectors = await source.scope_vector_page(scope, after, 3)
+        paged += page_keys
+        vectors += page_vectors
+        if len(page_keys) < 3:
+            break
+        after = page_keys[-1]
+    assert len(whole[0]) > 12 and (paged, floats(vectors)) == (whole[0], floats(whole[1]))
+    assert await source.scope_vector_page(knowledge_scope(world.tenant, new_agent()), "", 3) == ([], [])
 
 
 async def test_chunks_are_found_by_key_whole_documents_filtered(world: World) -> None:

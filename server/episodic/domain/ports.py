@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from episodic.domain.changes import Change, Committed, Declared, Recorded
 from episodic.domain.context import ModelCall, ModelReply, Summary
@@ -142,6 +142,18 @@ class ScopeVectorSource(Protocol):
 
     async def item_vectors(self, scope: Scope, items: Sequence[str]) -> tuple[list[str], list[Vector]]:
         """(keys, vectors) of some episodes (digests: every chunk) or memories of the scope."""
+        ...
+
+
+@runtime_checkable
+class ScopeVectorPages(Protocol):
+    """A `ScopeVectorSource` that also reads a scope a page at a time: how a scope too large
+    for its cache is searched without being held (state/index_cache.py)."""
+
+    async def scope_vector_page(self, scope: Scope, after: str, limit: int) -> tuple[list[str], list[Vector]]:
+        """At most `limit` (keys, vectors) of the scope, in the source's one order of keys,
+        those after the key `after` ("" for the first page). A page shorter than `limit` is
+        the last."""
         ...
 
 

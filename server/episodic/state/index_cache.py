@@ -10,17 +10,37 @@ applies this process's writes directly and refreshes a scope from SQL when anoth
 changed it. A load races those changes: each change to a scope that is loading bumps its
 generation, and a load whose generation moved reads again (the last try runs under the
 owner's lock, so a scope that never stops changing still loads).
+
+A scope larger than the whole budget is never held. Held, it would evict every other scope
+and be evicted by the next one's load, so each of its searches read it all from SQL again
+and built its matrix, and every other scope's next search did too (an agent of 131k chunks
+searched 47-51 s each time, issue 43). Instead its one load finds it too large and drops what
+it read, and its searches from then on read it from SQL a page at a time (`ScopeVectorPages`,
+STREAM_PAGE vectors) and rank each page as it comes: exact hits, memory bounded by one page
+beside the budget, nothing else evicted, a cost per search of one read of the scope (no
+matrix kept, nothing built; logged once per scope, counted in `streamed`). A streamed search
+that finds the scope fits again (vectors deleted, the budget raised on a restart) makes the
+next search load it; so does an eviction of it (a tenant's caches going stale). The scope is
+not resident, so `search` and `keys` see none of its vectors: a new memory is checked
+against such a scope's by text and frame only, and CheckIndex lists them as missing from
+the index. A source without pages (the tests' fakes) is read whole for each such search,
+still never held. Raise `index_cache_bytes` to hold such a scope again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from episodic.domain.ports import ScopeVectorSource, VectorIndex
-from episodic.domain.recall import Hit, Scope
+import numpy as np
+from numpy.typing import NDArray
+
+from episodic.domain.ports import ScopeVectorPages, ScopeVectorSource, VectorIndex
+from episodic.domain.recall import Hit, Scope, Vector
 
 LOAD_TRIES = 3
 # A scope of at most this many stored floats (4 MB: 4,096 vectors of 256, 2,730 of 384) is
@@ -31,6 +51,10 @@ LOAD_TRIES = 3
 INLINE_SEARCH_FLOATS = 1 << 20
 SCOPE_OVERHEAD = 256  # bytes a resident scope costs beyond its vectors (an empty one too)
 KEY_OVERHEAD = 100  # a key string and its slot
+# A scope too large to hold is read this many vectors at a time (~13 MiB at 384 dimensions).
+STREAM_PAGE = 8192
+_log = logging.getLogger(__name__)
+Query = NDArray[np.float32]
 
 
 class CachedIndex(Protocol):
@@ -71,15 +95,20 @@ class ResidentScopes:
         self._bytes = 0
         self._loading: dict[Scope, asyncio.Task[None]] = {}
         self._generation: dict[Scope, int] = {}  # of loading scopes only
+        self._too_large: set[Scope] = set()  # larger than the budget: searched as read, never held
         self.loads = 0
         self.evictions = 0
+        self.streamed = 0  # searches of scopes too large to hold
 
     # --- reads ---------------------------------------------------------------------------
 
     async def ensure(self, scope: Scope) -> None:
-        """Makes `scope` resident (loading it from SQL once, whoever else is waiting)."""
+        """Makes `scope` resident (loading it from SQL once, whoever else is waiting); a scope
+        too large to hold is left to `nearest` (see the module's docstring)."""
         if scope in self._resident:
             self._resident.move_to_end(scope)
+            return
+        if scope in self._too_large:
             return
         task = self._loading.get(scope)
         if task is None:
@@ -92,7 +121,13 @@ class ResidentScopes:
 
     async def nearest(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
         await self.ensure(scope)
+        if scope in self._too_large:
+            return await self._streamed(scope, vector, k)
         return await nearest_in(self.index, scope, vector, k)
+
+    def too_large(self, scope: Scope) -> bool:
+        """True while the scope is known to be larger than the budget (searched as read)."""
+        return scope in self._too_large
 
     def keys(self, scope: Scope) -> set[str]:
         return self.index.keys(scope)
@@ -149,6 +184,7 @@ class ResidentScopes:
         for scope in self._generation:
             if where(scope):
                 self._generation[scope] += 1
+        self._too_large = {scope for scope in self._too_large if not where(scope)}
         gone = [scope for scope in self._resident if where(scope)]
         for scope in gone:
             self._drop(scope)
@@ -163,6 +199,9 @@ class ResidentScopes:
                 keys, vectors = await self._source.scope_vectors(scope)
                 if self._generation.get(scope) != generation:
                     continue
+                if not self._fits(len(keys)):
+                    self._hold_none(scope, len(keys))
+                    return
                 # Off the event loop: a large scope's matrix takes milliseconds to build.
                 await asyncio.to_thread(self._fill, scope, keys, vectors)
                 if self._generation.get(scope) == generation:
@@ -170,11 +209,51 @@ class ResidentScopes:
                     return
             async with self._lock:
                 keys, vectors = await self._source.scope_vectors(scope)
+                if not self._fits(len(keys)):
+                    self._hold_none(scope, len(keys))
+                    return
                 self._fill(scope, keys, vectors)
                 self._resident_now(scope)
         finally:
             self._loading.pop(scope, None)
             self._generation.pop(scope, None)
+
+    def _fits(self, vectors: int) -> bool:
+        return SCOPE_OVERHEAD + vectors * self._vector_bytes <= self._max_bytes
+
+    def _hold_none(self, scope: Scope, vectors: int) -> None:
+        self._too_large.add(scope)
+        _log.warning(
+            "a scope's vectors are larger than its whole index cache budget, so they are not held: "
+            "each search of it reads them from SQL a page at a time; raise index_cache_bytes",
+            extra={"vectors": vectors, "scope_bytes": SCOPE_OVERHEAD + vectors * self._vector_bytes,
+                   "budget_bytes": self._max_bytes},
+        )  # fmt: skip
+
+    async def _streamed(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
+        """The scope's k nearest, its vectors read from SQL a page at a time and ranked as
+        they come: at most one page held beside the best k so far."""
+        self.streamed += 1
+        query = np.asarray(vector, dtype=np.float32)
+        query = query / (np.linalg.norm(query) or 1.0)
+        best: list[tuple[float, str]] = []
+        read = 0
+        if isinstance(self._source, ScopeVectorPages):
+            after = ""
+            while True:
+                keys, vectors = await self._source.scope_vector_page(scope, after, STREAM_PAGE)
+                read += len(keys)
+                best = await asyncio.to_thread(_best_of, best, keys, vectors, query, k)
+                if len(keys) < STREAM_PAGE:
+                    break
+                after = keys[-1]
+        else:
+            keys, vectors = await self._source.scope_vectors(scope)
+            read = len(keys)
+            best = await asyncio.to_thread(_best_of, best, keys, vectors, query, k)
+        if self._fits(read):
+            self._too_large.discard(scope)  # shrunk, or the budget grew: the next search loads it
+        return [Hit(key, score) for score, key in best]
 
     def _fill(self, scope: Scope, keys: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
         """The scope's vectors, replacing whatever a racing eviction or an earlier try left."""
@@ -260,6 +339,20 @@ class WholeIndex:
 
 
 IndexCache = ResidentScopes | WholeIndex
+
+
+def _best_of(
+    best: list[tuple[float, str]], keys: Sequence[str], vectors: Sequence[Vector], query: Query, k: int
+) -> list[tuple[float, str]]:
+    """The k best (cosine, key) of `best` and this page's, best first (ties: the earlier)."""
+    if not keys or k <= 0:
+        return best
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1)
+    scores = np.clip((matrix @ query) / np.where(norms > 0, norms, 1.0), -1.0, 1.0)
+    top = np.argpartition(-scores, k - 1)[:k] if len(scores) > k else np.arange(len(scores))
+    page = [(float(scores[i]), keys[i]) for i in top.tolist()]
+    return heapq.nlargest(k, [*best, *page], key=lambda hit: hit[0])
 
 
 async def nearest_in(index: VectorIndex, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:

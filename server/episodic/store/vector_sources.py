@@ -1,7 +1,9 @@
 """The `ScopeVectorSource` port: one scope's stored vectors of the current embedding model
 (digests', memories', agent knowledge's), read when a replica's index cache loads or
-refreshes that scope (state/index_cache.py). Both reads go by the scope's index (migration
-0008; knowledge's by its primary key, migration 0011)."""
+refreshes that scope (state/index_cache.py), or a page at a time when the scope is too
+large to hold and is searched as it is read (`ScopeVectorPages`, pages in key order after
+the last key read). The reads go by the scope's index (migration 0008; knowledge's by its
+primary key, migration 0011)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,11 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Select, select, tuple_
 
 from episodic.domain.knowledge import chunk_key
 from episodic.domain.memories import MemoryState
-from episodic.domain.recall import Scope, Vector, vector_key
+from episodic.domain.recall import Scope, Vector, episode_of, vector_key
 from episodic.store import schema as s
 from episodic.store.database import Database
 
@@ -22,7 +24,7 @@ Read = tuple[list[str], list[Vector]]
 
 
 class _ScopeReads:
-    """A whole scope, or some of its items, in one read."""
+    """A whole scope, or some of its items, in one read; or a page of the scope."""
 
     def __init__(self, db: Database, model: str) -> None:
         self._db = db
@@ -34,7 +36,13 @@ class _ScopeReads:
     async def item_vectors(self, scope: Scope, items: Sequence[str]) -> Read:
         return await self._db.read(lambda conn: self._read(conn, scope, list(items)))
 
+    async def scope_vector_page(self, scope: Scope, after: str, limit: int) -> Read:
+        return await self._db.read(lambda conn: self._page(conn, scope, after, limit))
+
     def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
+        raise NotImplementedError
+
+    def _page(self, conn: Connection, scope: Scope, after: str, limit: int) -> Read:
         raise NotImplementedError
 
 
@@ -42,14 +50,27 @@ class SqlDigestVectors(_ScopeReads):
     """Digests' vectors, keyed "<episode>#<chunk>"."""
 
     def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
-        stmt = select(V.c.episode_id, V.c.chunk, V.c.vector).where(
+        stmt = self._scope(scope)
+        if items is not None:
+            stmt = stmt.where(V.c.episode_id.in_(items))
+        return self._rows(conn, stmt)
+
+    def _page(self, conn: Connection, scope: Scope, after: str, limit: int) -> Read:
+        stmt = self._scope(scope)
+        if after:
+            stmt = stmt.where(tuple_(V.c.episode_id, V.c.chunk) > (episode_of(after), _chunk_of(after)))
+        return self._rows(conn, stmt.order_by(V.c.episode_id, V.c.chunk).limit(limit))
+
+    def _scope(self, scope: Scope) -> Select[Any]:
+        return select(V.c.episode_id, V.c.chunk, V.c.vector).where(
             V.c.tenant_id == scope.tenant_id,
             V.c.agent_id == scope.agent_id,
             V.c.user_id == scope.user_id,
             V.c.model == self._model,
         )
-        if items is not None:
-            stmt = stmt.where(V.c.episode_id.in_(items))
+
+    @staticmethod
+    def _rows(conn: Connection, stmt: Select[Any]) -> Read:
         rows = conn.execute(stmt).all()
         return [vector_key(e, c) for e, c, _ in rows], [_vector(v) for *_, v in rows]
 
@@ -58,7 +79,19 @@ class SqlMemoryVectors(_ScopeReads):
     """Promoted memories' vectors, keyed by memory id."""
 
     def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
-        stmt = select(M.c.memory_id, M.c.vector).where(
+        stmt = self._scope(scope)
+        if items is not None:
+            stmt = stmt.where(M.c.memory_id.in_(items))
+        return self._rows(conn, stmt)
+
+    def _page(self, conn: Connection, scope: Scope, after: str, limit: int) -> Read:
+        stmt = self._scope(scope)
+        if after:
+            stmt = stmt.where(M.c.memory_id > after)
+        return self._rows(conn, stmt.order_by(M.c.memory_id).limit(limit))
+
+    def _scope(self, scope: Scope) -> Select[Any]:
+        return select(M.c.memory_id, M.c.vector).where(
             M.c.tenant_id == scope.tenant_id,
             M.c.agent_id == scope.agent_id,
             M.c.user_id == scope.user_id,
@@ -66,8 +99,9 @@ class SqlMemoryVectors(_ScopeReads):
             M.c.model == self._model,
             M.c.vector.is_not(None),
         )
-        if items is not None:
-            stmt = stmt.where(M.c.memory_id.in_(items))
+
+    @staticmethod
+    def _rows(conn: Connection, stmt: Select[Any]) -> Read:
         rows = conn.execute(stmt).all()
         return [m for m, _ in rows], [_vector(v) for _, v in rows]
 
@@ -81,16 +115,37 @@ class SqlKnowledgeVectors(_ScopeReads):
     def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
         if scope.user_id:  # not a knowledge scope (those have no user): it holds no knowledge
             return [], []
-        stmt = select(K.c.document_id, K.c.chunk_index, K.c.vector).where(
+        stmt = self._scope(scope)
+        if items is not None:
+            stmt = stmt.where(K.c.document_id.in_(items))
+        return self._rows(conn, stmt.order_by(K.c.document_id, K.c.chunk_index))
+
+    def _page(self, conn: Connection, scope: Scope, after: str, limit: int) -> Read:
+        if scope.user_id:
+            return [], []
+        stmt = self._scope(scope)
+        if after:
+            stmt = stmt.where(
+                tuple_(K.c.document_id, K.c.chunk_index) > (episode_of(after), _chunk_of(after))
+            )
+        return self._rows(conn, stmt.order_by(K.c.document_id, K.c.chunk_index).limit(limit))
+
+    def _scope(self, scope: Scope) -> Select[Any]:
+        return select(K.c.document_id, K.c.chunk_index, K.c.vector).where(
             K.c.tenant_id == scope.tenant_id,
             K.c.agent_id == scope.agent_id,
             K.c.model == self._model,
             K.c.vector.is_not(None),
         )
-        if items is not None:
-            stmt = stmt.where(K.c.document_id.in_(items))
-        rows = conn.execute(stmt.order_by(K.c.document_id, K.c.chunk_index)).all()
+
+    @staticmethod
+    def _rows(conn: Connection, stmt: Select[Any]) -> Read:
+        rows = conn.execute(stmt).all()
         return [chunk_key(d, i) for d, i, _ in rows], [_vector(v) for *_, v in rows]
+
+
+def _chunk_of(key: str) -> int:
+    return int(key.rpartition("#")[2])
 
 
 def _vector(data: Any) -> Vector:
