@@ -40,7 +40,7 @@ from episodic.domain.drafts import (
 from episodic.domain.earlier import MAX_MESSAGES as EARLIER_MESSAGES
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.erasure import KINDS as ERASURE_KINDS
-from episodic.domain.erasure import Audit, Erased
+from episodic.domain.erasure import Audit, Erased, user_hash
 from episodic.domain.erasure_ledger import LedgerEntry
 from episodic.domain.inspection import UserSummary
 from episodic.domain.knowledge import (
@@ -86,9 +86,10 @@ from episodic.domain.recall import (
 )
 from episodic.domain.reducers import TailReach
 from episodic.domain.retention import SoftDeleted
+from episodic.domain.transfer import ErasureWatch
 from episodic.domain.watch import DraftChange, LiveRead
 from episodic.domain.working_set import WorkingSet
-from episodic.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
+from episodic.errors import Aborted, AlreadyExists, InvalidArgument, NotFound, Unavailable
 from episodic.store.lexical import terms
 from episodic.store.retention import effective_days
 from tests.fakes_tokens import WordTokenCounter
@@ -1044,6 +1045,8 @@ class FakeMemoryStore:
     async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
         if change.episode is not None and change.episode not in self._t.episodes:
             raise NotFound("episode", change.episode[1])
+        if change.watch is not None:
+            self._refuse_if_erased(change.watch, change.insert)
         rows = dict(self._t.memories)
         for m, v in change.insert:
             if (m.tenant_id, m.memory_id) in rows:
@@ -1059,6 +1062,30 @@ class FakeMemoryStore:
             rows.pop(key, None)
         self._t.memories = rows
         return recorded(None, declared)
+
+    async def erasure_watch(self, tenant_id: str, user_id: str) -> ErasureWatch:
+        hashed = user_hash(tenant_id, user_id)
+        return ErasureWatch(
+            hashed,
+            frozenset(
+                a.erasure_id for t, a, _ in self._t.erasures if (t, a.user_hash) == (tenant_id, hashed)
+            ),
+        )
+
+    def _refuse_if_erased(self, watch: ErasureWatch, insert: Sequence[tuple[Memory, Vector | None]]) -> None:
+        """As store/erasure.py refuse_if_erased: an erasure of an inserted memory's user (and
+        agent, or every agent) not in `watch`."""
+        for m, _ in insert:
+            if user_hash(m.tenant_id, m.user_id) != watch.user_hash:
+                continue
+            for tenant_id, audit, _ in self._t.erasures:
+                if (
+                    tenant_id == m.tenant_id
+                    and audit.user_hash == watch.user_hash
+                    and audit.agent_id in ("", m.agent_id)
+                    and audit.erasure_id not in watch.known
+                ):
+                    raise Aborted("the user was erased while this write was in flight", reason="USER_ERASED")
 
     async def get(self, tenant_id: str, memory_id: str) -> Memory | None:
         stored = self._t.memories.get((tenant_id, memory_id))

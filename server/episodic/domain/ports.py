@@ -636,6 +636,9 @@ class MemoryWrite:
     # (tenant_id, episode_id) this write belongs to (pending memories, a promotion): it applies
     # only if the episode still exists, so an erasure in between leaves no memory behind
     episode: tuple[str, str] | None = None
+    # the user's erasures known when the work began (CreateMemories, an import's memories):
+    # another one committed since refuses the write, ABORTED (USER_ERASED)
+    watch: ErasureWatch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -739,7 +742,13 @@ class MemoryStore(Protocol):
     """Long-term memories and their stored vectors (the FAISS index is a cache of them)."""
 
     async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
-        """All of it in one transaction, or none of it; NotFound when `change.episode` is gone."""
+        """All of it in one transaction, or none of it; NotFound when `change.episode` is gone;
+        ABORTED (USER_ERASED) when the user was erased since `change.watch`. Ordered with an
+        erasure of the inserted memories' users: one committing after it is refused."""
+        ...
+
+    async def erasure_watch(self, tenant_id: str, user_id: str) -> ErasureWatch:
+        """The user's erasures committed so far, for a write's `watch` (taken as its work begins)."""
         ...
 
     async def get(self, tenant_id: str, memory_id: str) -> Memory | None:

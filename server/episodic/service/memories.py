@@ -60,6 +60,7 @@ from episodic.domain.ports import (
 )
 from episodic.domain.recall import Digest, Hit, Scope, Vector
 from episodic.domain.shares import Unmetered
+from episodic.domain.transfer import ErasureWatch
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
 from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from episodic.service.privacy import PiiGuard, redact_text
@@ -123,6 +124,9 @@ class MemoryService:
         placement = check_create(r, self.clock())
         self.quota.write_memories(caller.tenant_id, len(r.drafts))
         holder = await self._holder(caller, r, placement)
+        # before anything is embedded: an erasure of the user committing from here on refuses
+        # the write (ABORTED), so no memory of this call lands after the erasure's receipt
+        watch = await self.store.erasure_watch(holder.tenant_id, holder.user_id)
         drafts = await self._redacted(holder, await self._named_ids(caller, holder, r.drafts))
         async with self.locks.hold((holder.tenant_id, holder.agent_id, holder.user_id)):
             known = await self._known_ids(holder, drafts)
@@ -140,7 +144,7 @@ class MemoryService:
                 plan = await self._plan_pending(holder, list(zip(memories, vectors, strict=True)))
             else:
                 plan = await self._plan_promoted(_scope(holder), list(zip(memories, vectors, strict=True)))
-            await self._commit(plan, holder.tenant_id)
+            await self._commit(plan, holder.tenant_id, watch=watch)
         made = iter(plan.results)
         return [known[i] if i in known else next(made) for i in range(len(drafts))]
 
@@ -320,7 +324,13 @@ class MemoryService:
         outcome = Outcome.SUPERSEDED_OLDER if older else Outcome.CREATED
         plan.results.append(Created(memory, outcome, tuple(o.memory_id for o in older)))
 
-    async def _commit(self, plan: _Plan, tenant_id: str, removed: Sequence[tuple[Scope, str]] = ()) -> None:
+    async def _commit(
+        self,
+        plan: _Plan,
+        tenant_id: str,
+        removed: Sequence[tuple[Scope, str]] = (),
+        watch: ErasureWatch | None = None,
+    ) -> None:
         def changes(_: None) -> list[MemoryVectors | MemoriesRemoved]:
             by_scope: dict[Scope, list[tuple[Memory, Vector]]] = {}
             for memory, vector in plan.indexed():
@@ -331,24 +341,27 @@ class MemoryService:
             ]
             return [*found, MemoriesRemoved(removed)] if removed else found
 
-        write = plan.write(tenant_id)
+        write = dataclasses.replace(plan.write(tenant_id), watch=watch)
         if removed:
             write = dataclasses.replace(
                 write, delete=[*write.delete, *((s.tenant_id, i) for s, i in removed)]
             )
         await self.changes.commit(lambda declared: self.store.write(write, declared), changes)
 
-    async def restore(self, tenant_id: str, memories: Sequence[Memory]) -> tuple[int, int]:
+    async def restore(
+        self, tenant_id: str, memories: Sequence[Memory], watch: ErasureWatch
+    ) -> tuple[int, int]:
         """Imported memories (ImportUser), stored as they were exported, superseded ones and
         provenance included, and embedded here (vectors are never read from a file). Ids
         already held are left as they are, so importing twice changes nothing. Returns
-        (imported, unchanged)."""
+        (imported, unchanged). ABORTED (USER_ERASED) if the user was erased since `watch`
+        (the import's start): checked in the write's transaction."""
         held = await self.store.get_many(tenant_id, [m.memory_id for m in memories])
         fresh = [m for m in memories if m.memory_id not in held]
         if fresh:
             self.quota.write_memories(tenant_id, len(fresh))
             vectors = await self._embed(tenant_id, [m.text for m in fresh])
-            await self._commit(_Plan(insert=list(zip(fresh, vectors, strict=True))), tenant_id)
+            await self._commit(_Plan(insert=list(zip(fresh, vectors, strict=True))), tenant_id, watch=watch)
         return len(fresh), len(memories) - len(fresh)
 
     # --- promotion at close ------------------------------------------------------------

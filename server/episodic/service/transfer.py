@@ -177,9 +177,8 @@ class TransferService:
         if expected.name == MEMORIES_PART:
             memories = self.transfer.memories(expected.name, records, caller.tenant_id, user)
             check_imported_memories(expected.name, memories)
-            await self._require_not_erased(caller.tenant_id, watch)
             await self._require_agents(caller, {m.agent_id for m in memories})
-            imported, unchanged = await self.memories.restore(caller.tenant_id, memories)
+            imported, unchanged = await self.memories.restore(caller.tenant_id, memories, watch)
             tally.memories_imported += imported
             tally.memories_unchanged += unchanged
             return
@@ -200,15 +199,6 @@ class TransferService:
         tally.messages_imported += done.messages
         tally.model_calls_imported += done.model_calls
         tally.digests_pending += done.digest_pending
-
-    async def _require_not_erased(self, tenant_id: str, watch: ErasureWatch) -> None:
-        """Before the memories: an erasure committed since the import began ends it. Checked
-        outside the memories' transaction (an episode's write checks inside its own)."""
-        if await self.transfer.erasures_of(tenant_id, watch.user_hash) - watch.known:
-            raise Aborted(
-                "the user was erased while the import ran: nothing more of it is written",
-                reason="USER_ERASED",
-            )
 
     async def _require_agents(self, caller: Caller, agent_ids: set[str]) -> None:
         for agent_id in sorted(agent_ids):

@@ -9,7 +9,7 @@ import hashlib
 import json
 import logging
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, and_, delete, func, or_, select, text, tuple_
@@ -19,6 +19,8 @@ from episodic.domain.erasure import KINDS, Audit, Erased
 from episodic.domain.erasure_ledger import LedgerEntry
 from episodic.domain.memories import MemoryState
 from episodic.domain.recall import Scope
+from episodic.domain.transfer import ErasureWatch
+from episodic.errors import Aborted
 from episodic.store import schema as s
 from episodic.store.database import Database
 from episodic.store.dialect import InsertIgnoringConflicts
@@ -172,7 +174,8 @@ class SqlEraser:
 
 
 def hold_user(conn: Connection, tenant_id: str, user_hash: str, *, shared: bool) -> None:
-    """PostgreSQL: an erasure holds its user exclusively to COMMIT, an import's write shared.
+    """PostgreSQL: an erasure holds its user exclusively to COMMIT, a write of the user's rows
+    (an import's, a memory's) shared, before any row lock (so the two never deadlock).
     A write in flight when the erasure starts commits first, and the erasure's deletes see
     it; one that starts after waits, then sees the erasure's audit row. (SQLite: one writer
     orders them already.)"""
@@ -195,6 +198,29 @@ def erased_meanwhile(
         or_(AUDIT.c.agent_id.is_(None), AUDIT.c.agent_id == "", AUDIT.c.agent_id == agent_id),
     )
     return any(row.erasure_id not in known for row in conn.execute(stmt))
+
+
+def erasures_known(conn: Connection, tenant_id: str, user_hash: str) -> ErasureWatch:
+    """The user's erasures committed so far: taken when a write's work begins (before it
+    reads or receives anything it will write), for `refuse_if_erased` in its transaction."""
+    stmt = select(AUDIT.c.erasure_id).where(AUDIT.c.tenant_id == tenant_id, AUDIT.c.user_hash == user_hash)
+    return ErasureWatch(user_hash, frozenset(r.erasure_id for r in conn.execute(stmt)))
+
+
+def refuse_if_erased(conn: Connection, tenant_id: str, watch: ErasureWatch, agent_ids: Iterable[str]) -> None:
+    """The one check of every write of a user whose work began before it commits (an import,
+    CreateMemories): inside the write's transaction, holding the user shared (PostgreSQL),
+    ABORTED (USER_ERASED) if an erasure of the user (of every agent, or of one of
+    `agent_ids`) not in `watch` has committed since the work began. So an erasure wins over
+    a write in flight: the write either commits before it (and is erased) or is refused."""
+    hold_user(conn, tenant_id, watch.user_hash, shared=True)
+    if any(
+        erased_meanwhile(conn, tenant_id, watch.user_hash, a, watch.known) for a in sorted(set(agent_ids))
+    ):
+        raise Aborted(
+            "the user was erased while this write was in flight: nothing of it is written",
+            reason="USER_ERASED",
+        )
 
 
 def _walk_position(cursor: str) -> tuple[int, str | None, str | None]:

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, RowMapping, and_, case, delete, func, or_, se
 from sqlalchemy.sql.elements import ColumnElement
 
 from episodic.domain.changes import Declared, Recorded
+from episodic.domain.erasure import user_hash
 from episodic.domain.memories import (
     Memory,
     MemoryKind,
@@ -28,8 +29,10 @@ from episodic.domain.memory_filter import passes, tagged
 from episodic.domain.memory_merge import frame_key
 from episodic.domain.ports import Clock, MemoryFilter, MemoryWrite
 from episodic.domain.recall import Scope, Vector
+from episodic.domain.transfer import ErasureWatch
 from episodic.store import schema as s
 from episodic.store.database import Database
+from episodic.store.erasure import erasures_known, hold_user, refuse_if_erased
 from episodic.store.session_data import lock_episode
 from episodic.store.writer import GroupCommitWriter
 
@@ -62,6 +65,7 @@ class SqlMemoryStore:
 
     async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
         def op(conn: Connection) -> None:
+            _hold_users(conn, change)
             if change.episode is not None:
                 lock_episode(conn, *change.episode)
             rows = [memory_values(m) | self._vector_values(v) for m, v in change.insert]
@@ -74,6 +78,10 @@ class SqlMemoryStore:
                 conn.execute(delete(M).where(M.c.tenant_id == tenant_id, M.c.memory_id == memory_id))
 
         return await self._writer.run(op, declared)
+
+    async def erasure_watch(self, tenant_id: str, user_id: str) -> ErasureWatch:
+        hashed = user_hash(tenant_id, user_id)
+        return await self._db.read(lambda conn: erasures_known(conn, tenant_id, hashed))
 
     async def get(self, tenant_id: str, memory_id: str) -> Memory | None:
         return (await self.get_many(tenant_id, [memory_id])).get(memory_id)
@@ -166,6 +174,21 @@ class SqlMemoryStore:
             return {"model": "", "dimension": 0, "vector": None}
         data = np.asarray(vector, dtype="<f4")
         return {"model": self._model, "dimension": int(data.shape[0]), "vector": data.tobytes()}
+
+
+def _hold_users(conn: Connection, change: MemoryWrite) -> None:
+    """A write inserting memories is ordered with an erasure of their users (store/erasure.py),
+    before any row lock: one in flight when the erasure begins commits first and is erased
+    with the rest (the erasure deletes memories before episodes: without the hold, one
+    holding its episode would commit after that delete); one after it is refused. Replaced
+    rows need no hold: a row the erasure deleted stays gone."""
+    users = sorted({(m.tenant_id, m.user_id) for m, _ in change.insert})
+    for tenant_id, user_id in users:
+        if change.watch is not None and change.watch.user_hash == user_hash(tenant_id, user_id):
+            agents = {m.agent_id for m, _ in change.insert if m.user_id == user_id}
+            refuse_if_erased(conn, tenant_id, change.watch, agents)
+        else:
+            hold_user(conn, tenant_id, user_hash(tenant_id, user_id), shared=True)
 
 
 # --- rows ---------------------------------------------------------------------------------

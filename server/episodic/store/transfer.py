@@ -39,11 +39,11 @@ from episodic.domain.memories import Memory
 from episodic.domain.model import Episode, EpisodeState
 from episodic.domain.transfer import EPISODE_TYPES, EpisodeImported, EpisodeRows, ErasureWatch, ImportedRecord
 from episodic.domain.validation import json_problem
-from episodic.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument
+from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from episodic.store import schema as s
 from episodic.store.context_rows import model_call_from_row, summary_from_row
 from episodic.store.database import Database
-from episodic.store.erasure import erased_meanwhile, hold_user
+from episodic.store.erasure import erasures_known, refuse_if_erased
 from episodic.store.memories import memory_from_row
 from episodic.store.rows import digest_values, episode_from_row, message_from_row, tool_call_from_row
 from episodic.store.writer import GroupCommitWriter
@@ -326,11 +326,7 @@ class SqlTransfer:
         return [a for a in wanted if a not in found]
 
     async def erasures_of(self, tenant_id: str, user_hash: str) -> frozenset[str]:
-        audit = s.erasures
-        stmt = select(audit.c.erasure_id).where(
-            audit.c.tenant_id == tenant_id, audit.c.user_hash == user_hash
-        )
-        return await self._db.read(lambda conn: frozenset(r.erasure_id for r in conn.execute(stmt)))
+        return (await self._db.read(lambda conn: erasures_known(conn, tenant_id, user_hash))).known
 
     async def import_episode(
         self,
@@ -341,12 +337,7 @@ class SqlTransfer:
         declared: Declared[EpisodeImported],
     ) -> Recorded[EpisodeImported]:
         def op(conn: Connection) -> EpisodeImported:
-            hold_user(conn, tenant_id, watch.user_hash, shared=True)
-            if erased_meanwhile(conn, tenant_id, watch.user_hash, rows.agent_id, watch.known):
-                raise Aborted(
-                    "the user was erased while the import ran: nothing more of it is written",
-                    reason="USER_ERASED",
-                )
+            refuse_if_erased(conn, tenant_id, watch, [rows.agent_id])
             episode = episode_from_row(cast(RowMapping, {"tenant_id": tenant_id, **rows.episode}))
             held = conn.execute(
                 select(E).where(E.c.tenant_id == tenant_id, E.c.episode_id == rows.episode_id)

@@ -1,0 +1,201 @@
+"""An erasure wins over a write of the same user in flight (issue 43 finding 3), on SQLite
+and PostgreSQL: a write whose work began before the erasure committed and that would
+commit after it is refused (CreateMemories, an import's memories: ABORTED, USER_ERASED) or
+is ordered before it and erased with the rest (a memory tied to an episode: the digester's
+promotion, live extraction). The races are ordered by hooks, never by timing: the erasure
+runs inside the write's embedding (the last step before its transaction), or, on
+PostgreSQL, while the write's transaction is open and has not committed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, func, select, text
+
+from episodic.domain.changes import NO_CHANGES, Declared
+from episodic.domain.erasure import Audit, user_hash
+from episodic.domain.memories import Memory, MemoryKind, MemoryOrigin, MemoryState, Source
+from episodic.domain.memory_rules import CreateRequest, MemoryDraft
+from episodic.domain.ports import MemoryWrite
+from episodic.domain.recall import Vector
+from episodic.errors import Aborted
+from episodic.service.memories import MemoryService
+from episodic.service.transfer import Chunk
+from episodic.store import schema as s
+from episodic.store.erasure import SqlEraser
+from episodic.store.memories import SqlMemoryStore
+from episodic.store.writer import GroupCommitWriter
+from tests.conftest import unique
+from tests.integration.conftest import Stack
+
+
+class ErasingEmbeddings:
+    """The `TenantEmbeddings` port: the first bulk call runs `erase` (the erasure lands
+    while the write is embedding, after every check made before its transaction), then
+    embeds as the server does."""
+
+    def __init__(self, memories: MemoryService, erase: Callable[[], Any]) -> None:
+        self._embedder = memories.embedder
+        self._erase = erase
+        self.erased = False
+
+    async def query(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
+        return list(self._embedder.embed(list(texts)))
+
+    async def bulk(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
+        if not self.erased:
+            self.erased = True
+            await self._erase()
+        return list(self._embedder.embed(list(texts)))
+
+
+async def memories_of(stack: Stack, user: str) -> int:
+    m = s.memories
+    stmt = select(func.count()).where(m.c.tenant_id == stack.caller.tenant_id, m.c.user_id == user)
+    return int(await stack.database.read(lambda conn: conn.execute(stmt).scalar_one()))
+
+
+def fact(text: str) -> MemoryDraft:
+    return MemoryDraft(text=text, kind=MemoryKind.FACT)
+
+
+async def test_create_memories_in_flight_when_the_user_is_erased_is_refused(stack: Stack) -> None:
+    agent, user = await stack.new_agent(), unique("mary")
+    memories = stack.services.memories
+    hook = ErasingEmbeddings(memories, lambda: stack.services.erasure.erase_user(stack.caller, user))
+    memories.embeddings = hook
+    with pytest.raises(Aborted) as refused:
+        await memories.create(stack.caller, CreateRequest([fact("Mary lives in Porto")], agent, user))
+    assert refused.value.reason == "USER_ERASED" and hook.erased
+    assert await memories_of(stack, user) == 0, "a memory of the erased user survived its receipt"
+    # begun after the erasure: a new memory of the user, written as any other
+    await memories.create(stack.caller, CreateRequest([fact("Mary moved to Braga")], agent, user))
+    assert await memories_of(stack, user) == 1
+
+
+async def test_an_import_erased_before_its_memories_part_is_written_writes_none_of_it(stack: Stack) -> None:
+    transfer = stack.services.transfer
+    assert transfer is not None
+    agent, user = await stack.new_agent(), unique("mary")
+    facts = [fact(f"Mary's note {n}: the ferry leaves at {n}:00") for n in range(3)]
+    await stack.services.memories.create(stack.caller, CreateRequest(facts, agent, user, keep_separate=True))
+    exported = [c async for c in transfer.export_user(stack.caller, user)]
+    manifest = exported[-1].manifest
+    assert manifest is not None
+    await stack.services.erasure.erase_user(stack.caller, user)
+    assert await memories_of(stack, user) == 0
+
+    async def chunks() -> AsyncIterator[Chunk]:
+        for chunk in exported[:-1]:
+            yield chunk
+
+    hook = ErasingEmbeddings(transfer.memories, lambda: stack.services.erasure.erase_user(stack.caller, user))
+    transfer.memories.embeddings = hook
+    with pytest.raises(Aborted) as refused:
+        await transfer.import_user(stack.caller, manifest, user, chunks())
+    assert refused.value.reason == "USER_ERASED" and hook.erased
+    assert await memories_of(stack, user) == 0, "the import's memories survived the erasure"
+
+
+# --- PostgreSQL: a write's transaction open while the erasure runs ----------------------
+
+
+PAUSE_KEY = 4343  # an advisory lock the test holds while a write's transaction is open
+
+
+class PausingWriter:
+    """A writer whose transactions stop after their statements, before COMMIT, waiting on an
+    advisory lock the test holds: the erasure then runs (on another writer) against a write
+    in flight."""
+
+    def __init__(self, writer: GroupCommitWriter) -> None:
+        self._writer = writer
+
+    async def run(self, op: Callable[[Connection], Any], declared: Declared[Any] | None = None) -> Any:
+        def paused(conn: Connection) -> Any:
+            result = op(conn)
+            conn.execute(text("SELECT pg_advisory_xact_lock_shared(:key)"), {"key": PAUSE_KEY})
+            return result
+
+        return await self._writer.run(paused, declared)  # type: ignore[arg-type]
+
+
+async def test_a_memory_of_an_episode_written_while_the_user_is_erased_does_not_survive(
+    stack: Stack, database_url: str
+) -> None:
+    """The digester's promotion (and live extraction) writes memories tied to their episode:
+    the episode's row lock alone let the erasure delete the user's memories first, then wait
+    for the episode, while the write committed its memory after that delete."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: the write commits before the erasure begins, or after it")
+    agent, user = await stack.new_agent(), unique("mary")
+    tenant = stack.caller.tenant_id
+    episode, _ = await stack.services.episodes.open_episode(stack.caller, agent_id=agent, user_id=user)
+    at = episode.started_at
+    memory = Memory(
+        tenant, unique("mem"), agent, user, "Mary lives in Porto", MemoryKind.FACT,
+        Source(MemoryOrigin.EXTRACTED, episode.episode_id), MemoryState.PROMOTED, at, at,
+    )  # fmt: skip
+    change = MemoryWrite(insert=[(memory, None)], episode=(tenant, episode.episode_id))
+    audit = Audit(unique("er"), user_hash(tenant, user), "", at)
+    other = GroupCommitWriter(stack.database, workers=1)
+    other.start()
+    try:
+        store = SqlMemoryStore(stack.database, PausingWriter(other), embedding_model="hashing")  # type: ignore[arg-type]
+        async with stack.database.engine.connect() as pause:
+            await pause.execute(text("SELECT pg_advisory_lock(:key)"), {"key": PAUSE_KEY})
+            await pause.commit()
+            writing = asyncio.ensure_future(store.write(change, NO_CHANGES))
+            await sessions_waiting(stack, 1)  # the write's statements ran; it waits to commit
+            erasing = asyncio.ensure_future(
+                SqlEraser(stack.database, stack.writer).erase(tenant, user, "", audit, NO_CHANGES)
+            )
+            await sessions_waiting(stack, 2)  # the erasure has begun and waits on the write
+            await pause.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PAUSE_KEY})
+            await pause.commit()
+            await writing
+            await erasing
+    finally:
+        await other.stop()
+    assert await memories_of(stack, user) == 0, "a memory written during the erasure survived it"
+
+
+async def sessions_waiting(stack: Stack, count: int) -> None:
+    """Until `count` sessions of this database wait on a lock."""
+    waiting = text(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    for _ in range(6000):
+        if await stack.database.read(lambda conn: conn.execute(waiting).scalar_one()) >= count:
+            return
+        await asyncio.sleep(0.01)  # polled: the outcome never depends on how long this takes
+    raise AssertionError(f"{count} sessions never waited on a lock")
+
+
+async def test_a_write_watching_the_user_is_refused_once_an_erasure_committed_since(stack: Stack) -> None:
+    """The store's one check, without the service: a watch taken before the erasure refuses
+    the write; one taken after it writes."""
+    agent, user = await stack.new_agent(), unique("mary")
+    tenant = stack.caller.tenant_id
+    store = SqlMemoryStore(stack.database, stack.writer, embedding_model="hashing")
+    before = await store.erasure_watch(tenant, user)
+    await stack.services.erasure.erase_user(stack.caller, user, agent)
+    at = (await stack.services.agents.get_agent(stack.caller, agent)).created_at
+
+    def one(memory_id: str) -> list[tuple[Memory, Vector | None]]:
+        m = Memory(
+            tenant, memory_id, agent, user, "Mary sails", MemoryKind.FACT,
+            Source(MemoryOrigin.CLIENT), MemoryState.PROMOTED, at, at,
+        )  # fmt: skip
+        return [(m, None)]
+
+    with pytest.raises(Aborted) as refused:
+        await store.write(MemoryWrite(insert=one("m1"), watch=before), NO_CHANGES)
+    assert refused.value.reason == "USER_ERASED"
+    after = await store.erasure_watch(tenant, user)
+    await store.write(MemoryWrite(insert=one("m2"), watch=after), NO_CHANGES)
+    assert await memories_of(stack, user) == 1
