@@ -703,6 +703,7 @@ def build_services(
             clock=clock,
             tokens=a.tokens,
             limits=limits,
+            quota=state.shares,
         )
         if a.transfer is not None
         else None,

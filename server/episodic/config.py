@@ -586,6 +586,24 @@ class Settings:
         commands=CALLERS,
         check=at_least(1),
     )
+    tenant_import_bytes_per_second: float = setting(
+        _SHARES.import_bytes_per_second,
+        "Each tenant's share: bytes of ImportUser records it may send per second, over all its imports (each part is held whole until checked, then written); an import over it waits up to a second, then is refused (the parts written stay; importing again skips them).",
+        commands=CALLERS,
+        check=more_than_zero(),
+    )
+    tenant_import_bytes_burst: int = setting(
+        _SHARES.import_bytes_burst,
+        "Each tenant's share: import bytes it may send at once above that rate; keep it at least one largest part (64 MiB), so a part is never slowed below the rate.",
+        commands=CALLERS,
+        check=at_least(1),
+    )
+    tenant_import_held_bytes: int = setting(
+        _SHARES.import_held_bytes,
+        "Each tenant's share: bytes of import parts its imports running at once may hold in memory before each part is checked and written (one part is at most 64 MiB); more is refused until a part is written.",
+        commands=CALLERS,
+        check=at_least(1),
+    )
     max_context_tokens: int = setting(
         1_000_000,
         "Largest context BuildContext renders, in tokens, whatever an agent's context_window_tokens says: a server limit no tenant's configuration lifts.",
@@ -713,6 +731,9 @@ class Settings:
             memory_writes_burst=self.tenant_memory_writes_burst,
             knowledge_chunks_per_second=self.tenant_knowledge_chunks_per_second,
             knowledge_chunks_burst=self.tenant_knowledge_chunks_burst,
+            import_bytes_per_second=self.tenant_import_bytes_per_second,
+            import_bytes_burst=self.tenant_import_bytes_burst,
+            import_held_bytes=self.tenant_import_held_bytes,
             server_rpcs=self.max_concurrent_rpcs,
         )
 

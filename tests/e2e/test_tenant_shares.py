@@ -185,6 +185,49 @@ def _documents(agent_id: str, prefix: str, count: int) -> knowledge_service_pb2.
     return knowledge_service_pb2.CreateDocumentsRequest(agent_id=agent_id, documents=documents)
 
 
+async def _export(client: Client, text: str) -> list[episode_service_pb2.ImportUserRequest]:
+    """The requests of an import of a new user's export: one episode holding `text`."""
+    user_id = unique("user")
+    episode_id = await client.open_episode(user_id=user_id)
+    await client.add(episode_id, user_message(text))
+    request = episode_service_pb2.ExportUserRequest(user_id=user_id)
+    responses = [r async for r in client.episodes.ExportUser(request, metadata=client.auth, timeout=30)]
+    first = episode_service_pb2.ImportUserRequest(manifest=responses[-1].manifest)
+    return [
+        first,
+        *(episode_service_pb2.ImportUserRequest(part=r.part, records=r.records) for r in responses[:-1]),
+    ]
+
+
+def _import(client: Client, requests: list[episode_service_pb2.ImportUserRequest]) -> object:
+    async def stream() -> AsyncIterator[episode_service_pb2.ImportUserRequest]:
+        for request in requests:
+            yield request
+
+    return client.episodes.ImportUser(stream(), metadata=client.auth, timeout=30)
+
+
+async def test_import_bytes_are_metered_per_tenant(database_url: str) -> None:
+    """15 KB a part, a burst of 20 KB: a's second import is ~10 KB short, 20 s away at 500 B/s
+    (refill during the test cannot bring it within the second an import may wait)."""
+    shares = {"tenant_import_bytes_per_second": 500, "tenant_import_bytes_burst": 20_000}
+    async with two_tenants(database_url, **shares) as (a, b):
+        exports = {client.auth: await _export(client, "w" * 15_000) for client in (a, b)}
+        await _import(a, exports[a.auth])  # type: ignore[misc]
+        share, delay = await refused(_import(a, exports[a.auth]))
+        assert share == "import_bytes_per_second" and delay > 5
+        done = await _import(b, exports[b.auth])  # type: ignore[misc]
+        assert done.episodes_unchanged == 1  # b imports while a is refused
+
+
+async def test_import_bytes_held_at_once_are_capped_per_tenant(database_url: str) -> None:
+    async with two_tenants(database_url, tenant_import_held_bytes=10_000) as (a, b):
+        share, _ = await refused(_import(a, await _export(a, "w" * 15_000)))
+        assert share == "import_bytes_held"
+        done = await _import(b, await _export(b, "a short conversation"))  # type: ignore[misc]
+        assert done.episodes_unchanged == 1
+
+
 async def test_a_context_never_exceeds_the_servers_limit_whatever_the_agent_asks(database_url: str) -> None:
     async with two_tenants(database_url, max_context_tokens=2_000) as (a, _):
         episode = await a.open_episode(await a.create_agent())  # the agent's window: 128k tokens

@@ -300,3 +300,51 @@ async def test_a_tenant_never_waits_for_another_tenants_calls_below_its_fair_par
     for name in ("c0", "c1"):
         await calls.end(name)
     await asyncio.gather(*calls.tasks)
+
+
+# --- imports: bytes per second and bytes held at once ----------------------------------------
+
+
+async def test_import_bytes_held_at_once_are_capped_per_tenant_across_its_imports() -> None:
+    shares = shares_with(import_held_bytes=1000, import_bytes_burst=10_000)
+    async with shares.importing("a") as first, shares.importing("a") as second:
+        await first.received(600)
+        with pytest.raises(OverShare) as caught:
+            await second.received(500)  # 1,100 held at once: over a's share
+        assert caught.value.share is Share.IMPORT_HELD and caught.value.limit == 1000
+        async with shares.importing("b") as other:
+            await other.received(900)  # b's share is its own
+        await second.received(400)
+        assert shares.import_held("a") == 1000
+        first.written()  # its part is written: what it held is let go
+        await second.received(500)
+        assert shares.import_held("a") == 900
+    assert shares.import_held("a") == 0  # the imports ended: nothing held
+
+
+async def test_import_bytes_spend_a_tenants_rate_waiting_a_second_at_most_then_refused() -> None:
+    clock = Clock()
+    shares = shares_with(clock, import_bytes_per_second=100, import_bytes_burst=1000, import_held_bytes=10**9)
+    async with shares.importing("a") as meter:
+        await meter.received(1000)  # the burst
+        assert shares.import_received(meter, 50) == pytest.approx(0.5)  # waits for its bytes
+        with pytest.raises(OverShare) as caught:
+            await meter.received(2000)  # a full burst is 10.5 s away: refused, nothing spent
+        assert caught.value.share is Share.IMPORT_BYTES
+        assert caught.value.retry_after == pytest.approx(10.5 - 1.0)
+        assert shares.import_held("a") == 1050
+    async with shares.importing("b") as other:
+        await other.received(1000)  # b's bucket is its own
+    clock.now += 100.0
+    async with shares.importing("a") as meter:
+        await meter.received(5000)  # more than the burst, from a full bucket: let through
+
+
+def test_an_import_refused_for_its_rate_counts_nothing_held() -> None:
+    shares = shares_with(import_bytes_per_second=1, import_bytes_burst=10, import_held_bytes=100)
+    meter = state_shares.ImportMeter(shares, "a")
+    shares.import_received(meter, 10)
+    refused(Share.IMPORT_BYTES, lambda: shares.import_received(meter, 10))
+    assert shares.import_held("a") == 10 and meter.held == 10
+    meter.written()
+    assert shares.import_held("a") == 0

@@ -10,7 +10,7 @@ agents and caps, and never takes a row of one tenant for another's of the same i
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
@@ -63,6 +63,25 @@ class WriteQuota(Protocol):
     def write_memories(self, tenant_id: str, count: int) -> None: ...
 
     def write_chunks(self, tenant_id: str, count: int) -> None: ...
+
+
+class ImportMeter(Protocol):
+    """One import's bytes against its tenant's share (state/shares.py)."""
+
+    async def received(self, size: int) -> None:
+        """`size` more bytes arrived and are held: waits for the tenant's import rate (at
+        most a second), or raises OverShare (over its rate, or holding too much at once)."""
+        ...
+
+    def written(self) -> None:
+        """What was held is written and let go."""
+        ...
+
+
+class ImportQuota(Protocol):
+    def importing(self, tenant_id: str) -> AbstractAsyncContextManager[ImportMeter]:
+        """A meter for one import; all it holds is let go when the block ends."""
+        ...
 
 
 class Embedder(Protocol):

@@ -1,12 +1,15 @@
 """Each tenant's share of one server: how many calls it may start per second, hold in
 flight, run at once, keep streaming, leave unsent, and how many memories it may write per
-second and how many document chunks (each one embedded too). A tenant over its
+second and how many document chunks (each one embedded too), and how many bytes of imports
+it may send per second and hold at once (an import's part is held whole until checked). A tenant over its
 share is refused (`OverShare`) without touching anyone else's.
 Pure: the accounting that holds the counters is state/shares.py."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import Enum
 
@@ -24,6 +27,8 @@ class Share(Enum):
     MEMORY_WRITES = "memory_writes_per_second"
     KNOWLEDGE_CHUNKS = "knowledge_chunks_per_second"
     SEARCH_TIME = "inspector_search_seconds_per_second"
+    IMPORT_BYTES = "import_bytes_per_second"
+    IMPORT_HELD = "import_bytes_held"
     SERVER_RPCS = "server_rpcs_in_flight"
 
 
@@ -46,6 +51,13 @@ class ShareLimits:
     # rate that leaves that thread to others (MiniLM embeds ~150-300 chunks/s on 2 cores).
     knowledge_chunks_per_second: float = 100.0
     knowledge_chunks_burst: int = 20_000
+    # ImportUser's records, counted as they arrive: a part is held whole in memory until it is
+    # checked (domain/transfer.py: 64 MiB a part at most), then written. The rate bounds the
+    # tenant's import writes, the burst lets two largest parts through at once, and `held`
+    # bounds what the tenant's imports running at once hold (two largest parts).
+    import_bytes_per_second: float = 4 * 1024 * 1024
+    import_bytes_burst: int = 128 * 1024 * 1024
+    import_held_bytes: int = 128 * 1024 * 1024
     server_rpcs: int = 1000
 
 
@@ -104,10 +116,23 @@ class TokenBucket:
 
 
 class Unmetered:
-    """The WriteQuota of a service run outside a server (tools, tests): nothing is refused."""
+    """The WriteQuota and ImportQuota of a service run outside a server (tools, tests):
+    nothing is refused."""
 
     def write_memories(self, tenant_id: str, count: int) -> None:
         return None
 
     def write_chunks(self, tenant_id: str, count: int) -> None:
+        return None
+
+    @asynccontextmanager
+    async def importing(self, tenant_id: str) -> AsyncIterator[UnmeteredImport]:
+        yield UnmeteredImport()
+
+
+class UnmeteredImport:
+    async def received(self, size: int) -> None:
+        return None
+
+    def written(self) -> None:
         return None

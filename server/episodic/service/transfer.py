@@ -25,8 +25,17 @@ from episodic.domain.access import require_agent
 from episodic.domain.changes import ScopeChanged
 from episodic.domain.erasure import user_hash
 from episodic.domain.model import Caller
-from episodic.domain.ports import ChangeOwner, Clock, DigestWaiter, TokenCounter, UserTransfer
+from episodic.domain.ports import (
+    ChangeOwner,
+    Clock,
+    DigestWaiter,
+    ImportMeter,
+    ImportQuota,
+    TokenCounter,
+    UserTransfer,
+)
 from episodic.domain.recall import Scope
+from episodic.domain.shares import Unmetered
 from episodic.domain.transfer import (
     MEMORIES_PART,
     ErasureWatch,
@@ -67,6 +76,7 @@ class TransferService:
     clock: Clock
     tokens: TokenCounter  # imported token counts are made here, as AddMessages makes them
     limits: Limits
+    quota: ImportQuota = field(default_factory=Unmetered)  # each import's bytes: metered
 
     # --- export ------------------------------------------------------------------------
 
@@ -142,31 +152,48 @@ class TransferService:
         hashed = user_hash(caller.tenant_id, user)
         watch = ErasureWatch(hashed, await self.transfer.erasures_of(caller.tenant_id, hashed))
         tally = ImportTally()
-        expected = list(manifest.parts)
+        async with self.quota.importing(caller.tenant_id) as meter:
+            await self._import_parts(caller, list(manifest.parts), user, watch, tally, chunks, meter)
+        if tally.digests_pending:
+            self.digests.wake()
+        return tally
+
+    async def _import_parts(
+        self,
+        caller: Caller,
+        expected: list[Part],
+        user: str,
+        watch: ErasureWatch,
+        tally: ImportTally,
+        chunks: AsyncIterator[Chunk],
+        meter: ImportMeter,
+    ) -> None:
+        """Each chunk's bytes are the tenant's import share's (its rate, and what its imports
+        hold at once) until its part is written."""
         part: IncomingPart | None = None  # the part being read
         async for chunk in chunks:
             if part is None or chunk.part != part.name:
                 if part is not None:
                     await self._write_part(caller, part, user, watch, tally)
+                    meter.written()
                 if not expected or chunk.part != expected[0].name:
                     wanted = expected[0].name if expected else "nothing more"
                     raise InvalidArgument.of(
                         "part", f"got part {chunk.part!r} where the manifest has {wanted}"
                     )
                 part = IncomingPart(expected.pop(0))
+            await meter.received(sum(len(text) + 1 for text in chunk.records))
             for text in chunk.records:
                 part.add(text)
         if part is not None:
             await self._write_part(caller, part, user, watch, tally)
+            meter.written()
         while expected and expected[0].records == 0:  # an empty part may be sent as nothing
             check_part(expected[0], PartHasher(expected.pop(0).name).part())
         if expected:
             raise InvalidArgument.of(
                 "records", f"the import ended before part {expected[0].name}: the export is truncated"
             )
-        if tally.digests_pending:
-            self.digests.wake()
-        return tally
 
     async def _write_part(
         self, caller: Caller, part: IncomingPart, user: str, watch: ErasureWatch, tally: ImportTally

@@ -38,18 +38,21 @@ class _Tenant:
     rate: TokenBucket
     memory: TokenBucket
     chunks: TokenBucket
+    imports: TokenBucket
     rpcs: int = 0
     streams: int = 0
     active: int = 0
     unsent: int = 0
     holding: int = 0  # refusals being held before they are answered
+    import_held: int = 0  # bytes of import parts received, not yet written
     waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
     served: int = 0  # when it last started a turn (TenantShares' count of turns started)
 
     def idle(self, now: float) -> bool:
         held = self.rpcs or self.streams or self.active or self.unsent or self.waiting or self.holding
+        held = held or self.import_held
         full = self.rate.full_at(now) and self.memory.full_at(now) and self.chunks.full_at(now)
-        return not held and full
+        return not held and full and self.imports.full_at(now)
 
 
 @dataclass(slots=True)
@@ -72,6 +75,23 @@ class Admission:
         if not self.released:
             self.released = True
             self.shares.give_back(self)
+
+
+@dataclass(slots=True)
+class ImportMeter:
+    """Implements the `ImportMeter` port: the bytes one import holds now."""
+
+    shares: TenantShares
+    tenant_id: str
+    held: int = 0
+
+    async def received(self, size: int) -> None:
+        wait = self.shares.import_received(self, size)
+        if wait:
+            await asyncio.sleep(wait)  # the tenant's import rate: slowed, holding no CPU
+
+    def written(self) -> None:
+        self.shares.import_written(self)
 
 
 class TenantShares:
@@ -233,6 +253,43 @@ class TenantShares:
         if wait > 0:
             self._refuse(Share.KNOWLEDGE_CHUNKS, self.limits.knowledge_chunks_per_second, wait)
 
+    # -- imports: bytes per second, and bytes held at once -----------------------------------
+
+    @asynccontextmanager
+    async def importing(self, tenant_id: str) -> AsyncIterator[ImportMeter]:
+        """Implements the `ImportQuota` port: one import's meter; what it holds is given back
+        when the import ends, however it ends."""
+        meter = ImportMeter(self, tenant_id)
+        try:
+            yield meter
+        finally:
+            meter.written()
+
+    def import_received(self, meter: ImportMeter, size: int) -> float:
+        """Counts `size` bytes in as held and spends them of the tenant's import rate: the
+        seconds to wait for them (at most MAX_RATE_WAIT_SECONDS), or raises OverShare
+        (nothing counted)."""
+        limits, tenant = self.limits, self._tenant(meter.tenant_id)
+        if tenant.import_held + size > limits.import_held_bytes:
+            self._refuse(Share.IMPORT_HELD, limits.import_held_bytes, HELD_RETRY_SECONDS)
+        wait = tenant.imports.reserve(size, self._clock(), MAX_RATE_WAIT_SECONDS)
+        if wait > MAX_RATE_WAIT_SECONDS:
+            self._refuse(Share.IMPORT_BYTES, limits.import_bytes_per_second, wait - MAX_RATE_WAIT_SECONDS)
+        tenant.import_held += size
+        meter.held += size
+        return wait
+
+    def import_written(self, meter: ImportMeter) -> None:
+        tenant = self._tenants.get(meter.tenant_id)
+        if tenant is not None:
+            tenant.import_held -= meter.held
+            self._forget_if_idle(meter.tenant_id, tenant)
+        meter.held = 0
+
+    def import_held(self, tenant_id: str) -> int:
+        tenant = self._tenants.get(tenant_id)
+        return tenant.import_held if tenant is not None else 0
+
     # -- refusals ---------------------------------------------------------------------------
 
     async def hold(self, tenant_id: str, refusal: AtCapacity) -> None:
@@ -281,6 +338,7 @@ class TenantShares:
                 TokenBucket.full(limits.rate_per_second, limits.rate_burst, now),
                 TokenBucket.full(limits.memory_writes_per_second, limits.memory_writes_burst, now),
                 TokenBucket.full(limits.knowledge_chunks_per_second, limits.knowledge_chunks_burst, now),
+                TokenBucket.full(limits.import_bytes_per_second, limits.import_bytes_burst, now),
             )
         return tenant
 
