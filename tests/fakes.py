@@ -630,11 +630,11 @@ class FakeDigestStore:
             self._t.texts[key] = body
         return recorded(saved, declared)
 
-    async def save_failed(self, digest: Digest, declared: Declared[None]) -> Recorded[None]:
+    async def save_failed(self, digest: Digest, declared: Declared[bool]) -> Recorded[bool]:
         key = (digest.tenant_id, digest.episode_id)
         if key in self._t.digests:
             self._t.digests[key] = digest
-        return recorded(None, declared)
+        return recorded(key in self._t.digests, declared)
 
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None:
         return self._t.digests.get((tenant_id, episode_id))

@@ -19,8 +19,9 @@ from episodic.domain.changes import NO_CHANGES, Declared
 from episodic.domain.erasure import Audit, user_hash
 from episodic.domain.memories import Memory, MemoryKind, MemoryOrigin, MemoryState, Source
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft
+from episodic.domain.model import Message, NewMessage, Role
 from episodic.domain.ports import MemoryWrite
-from episodic.domain.recall import Vector
+from episodic.domain.recall import Digest, Vector
 from episodic.errors import Aborted
 from episodic.service.memories import MemoryService
 from episodic.service.transfer import Chunk
@@ -199,3 +200,39 @@ async def test_a_write_watching_the_user_is_refused_once_an_erasure_committed_si
     after = await store.erasure_watch(tenant, user)
     await store.write(MemoryWrite(insert=one("m2"), watch=after), NO_CHANGES)
     assert await memories_of(stack, user) == 1
+
+
+# --- the digester: an episode erased while its digest is being made ------------------
+
+
+async def feed_rows_naming(stack: Stack, user: str) -> int:
+    c, tenant = s.changes, stack.caller.tenant_id
+    stmt = select(func.count()).where(c.c.tenant_id == tenant, c.c.user_hash == user_hash(tenant, user))
+    return int(await stack.database.read(lambda conn: conn.execute(stmt).scalar_one()))
+
+
+async def test_a_digest_whose_episode_is_erased_while_it_is_made_leaves_no_feed_row_of_the_user(
+    stack: Stack,
+) -> None:
+    """The erasure lands while the digester promotes the episode's memories: the promotion
+    finds its episode gone (NOT_FOUND) and the attempt fails; recording that failure wrote a
+    `scope_changed` feed row naming the user after the erasure had replaced the user's rows
+    with its one marker."""
+    agent, user = await stack.new_agent(), unique("mary")
+    episodes = stack.services.episodes
+    episode, _ = await episodes.open_episode(stack.caller, agent_id=agent, user_id=user)
+    await episodes.add_message(stack.caller, episode.episode_id, NewMessage(Role.USER, "I moved to Porto"))
+    await episodes.close_episode(stack.caller, episode.episode_id)
+    digester = stack.app.workers.digester
+    promote = digester.promote
+    assert promote is not None
+
+    async def erasing_first(digest: Digest, transcript: Sequence[Message]) -> int:
+        if digest.episode_id == episode.episode_id:
+            await stack.services.erasure.erase_user(stack.caller, user)
+        return await promote(digest, transcript)
+
+    digester.promote = erasing_first
+    await digester.run_once()
+    assert await feed_rows_naming(stack, user) == 0, "a feed row named the erased user"
+    assert await memories_of(stack, user) == 0

@@ -87,14 +87,15 @@ class SqlDigestStore:
 
         return await self._writer.run(op, declared)
 
-    async def save_failed(self, digest: Digest, declared: Declared[None]) -> Recorded[None]:
+    async def save_failed(self, digest: Digest, declared: Declared[bool]) -> Recorded[bool]:
         """The rules' back-off (next attempt - updated, both on the replica's clock) is
-        counted from the database's clock."""
+        counted from the database's clock. False when the row is gone (erased meanwhile)."""
 
-        def op(conn: Connection) -> None:
+        def op(conn: Connection) -> bool:
             backoff = digest.next_attempt_at - digest.updated_at
             due = database_now(conn, digest.updated_at) + backoff
-            conn.execute(_where(digest).values({**digest_values(digest), "next_attempt_at": due}))
+            values = {**digest_values(digest), "next_attempt_at": due}
+            return bool(conn.execute(_where(digest).values(values)).rowcount)
 
         return await self._writer.run(op, declared)
 

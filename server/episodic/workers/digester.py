@@ -129,7 +129,8 @@ class Digester:
             failed = rules.failed(digest, _failure(exc), self.clock())
             await self.changes.commit(
                 lambda declared: self.store.save_failed(failed, declared),
-                lambda _: [ScopeChanged(digest.scope)],  # its pending count changed
+                # its pending count changed; erased meanwhile: no feed row names the user again
+                lambda saved: [ScopeChanged(digest.scope)] if saved else [],
                 exclusive=False,
             )
             succeeded = False
