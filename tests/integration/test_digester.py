@@ -22,7 +22,7 @@ from episodic.state.visibility import Visibility
 from episodic.store import schema
 from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
-from episodic.store.vector_sources import SqlDigestVectors
+from episodic.store.vector_sources import SqlDigestVectors, SqlMemoryVectors
 from episodic.summarize import make_summarizer
 from episodic.workers.digester import Digester
 from episodic.workers.reaper import IdleReaper
@@ -127,6 +127,28 @@ async def test_pending_digests_survive_a_restart_and_the_index_is_rebuilt_from_s
     await restarted.ensure(scope)  # a new process loads the scope from SQL on first use
     assert len(restarted.keys(scope)) >= 1 and restarted.keys(scope) == index.keys(scope)
     assert {k.rpartition("#")[0] for k in restarted.keys(scope)} == {episode_id}
+
+
+async def test_a_scopes_digest_vectors_read_in_pages_are_the_whole_scope(stack: Stack) -> None:
+    """How a scope too large for the index cache is searched (state/index_cache.py)."""
+    episode_id, scope = await closed_episode(stack)
+    digester = digester_for(stack, make_embedder("hashing"), datetime.now(UTC) + timedelta(seconds=1))
+    assert await digester.run_once() >= 1
+    source = SqlDigestVectors(stack.database, "hashing-256")
+    whole, _ = await source.scope_vectors(scope)
+    paged: list[str] = []
+    after = ""
+    while True:
+        keys, vectors = await source.scope_vector_page(scope, after, 1)
+        assert len(keys) == len(vectors) <= 1
+        paged += keys
+        if not keys:
+            break
+        after = keys[-1]
+    assert whole and sorted(paged) == sorted(whole) and len(set(paged)) == len(paged)
+    memories = SqlMemoryVectors(stack.database, "hashing-256")
+    assert await memories.scope_vector_page(scope, "", 10) == ([], [])
+    assert await memories.scope_vector_page(scope, "m-1", 10) == ([], [])
 
 
 async def test_a_claimed_digest_is_not_taken_twice_while_its_lease_runs(stack: Stack) -> None:
