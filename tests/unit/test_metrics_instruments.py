@@ -121,6 +121,7 @@ class FakeWorkingSets:
 class FakeCache:
     def __init__(self, counts: dict[Scope, int]) -> None:
         self.counts = counts
+        self.streamed = 0
 
     def loaded(self) -> tuple[int, int]:
         return len(self.counts), sum(self.counts.values())
@@ -165,6 +166,7 @@ def test_scrape_time_gauges_read_the_state_when_scraped() -> None:
     assert sample(metrics, "episodic_working_set_evictions_total") == 2
     assert sample(metrics, "episodic_index_scopes", index="episodes") == 2
     assert sample(metrics, "episodic_index_vectors", index="episodes") == 8
+    assert sample(metrics, "episodic_index_streamed_searches_total", index="episodes") == 0
     pool = "db_client_connection_pool_name"
     state = "db_client_connection_state"
     assert sample(metrics, "episodic_db_client_connection_count", **{pool: "main", state: "used"}) == 1

@@ -295,6 +295,8 @@ class WholeIndex:
     """Every scope resident, filled by `Visibility.load`: for tools and tests that hold a
     whole index in memory."""
 
+    streamed = 0  # every scope is held: none is searched page by page
+
     def __init__(self, index: VectorIndex) -> None:
         self.index = index
 

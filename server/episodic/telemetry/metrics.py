@@ -64,6 +64,10 @@ class ScopeCache(Protocol):
     def loaded(self) -> tuple[int, int]:
         """(resident scopes, their vectors)"""
 
+    @property
+    def streamed(self) -> int:
+        """Searches of scopes too large to hold, read from SQL page by page (ever)."""
+
 
 # (state, digests waiting in it, when the oldest one's episode ended)
 QueueRow = tuple[str, int, "datetime | None"]
@@ -289,6 +293,12 @@ class _WatchedInstruments:
             unit="{vector}",
             description="Vectors loaded in a vector index, by index.",
         )
+        meter.create_observable_counter(
+            "episodic.index.streamed_searches",
+            [self._index_streamed],
+            unit="{search}",
+            description="Searches of scopes too large for their index's cache share, read from SQL in pages.",
+        )
         meter.create_observable_gauge(
             "episodic.db.client.connection.count",
             [self._connections],
@@ -344,6 +354,9 @@ class _WatchedInstruments:
 
     def _index_vectors(self, _: CallbackOptions) -> Iterable[Observation]:
         return [Observation(c.loaded()[1], {"index": name}) for name, c in self._watched.indexes.items()]
+
+    def _index_streamed(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(c.streamed, {"index": name}) for name, c in self._watched.indexes.items()]
 
     def _connections(self, _: CallbackOptions) -> Iterable[Observation]:
         found: list[Observation] = []
