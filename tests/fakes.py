@@ -1042,7 +1042,9 @@ class FakeMemoryStore:
         self._model = embedding_model
         self._clock = clock
 
-    async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
+    async def write(
+        self, change: MemoryWrite, declared: Declared[frozenset[str]]
+    ) -> Recorded[frozenset[str]]:
         if change.episode is not None and change.episode not in self._t.episodes:
             raise NotFound("episode", change.episode[1])
         if change.watch is not None:
@@ -1052,16 +1054,19 @@ class FakeMemoryStore:
             if (m.tenant_id, m.memory_id) in rows:
                 raise AlreadyExists(f"memory {m.memory_id!r} already exists", reason="MEMORY_EXISTS")
             rows[(m.tenant_id, m.memory_id)] = self._stored(m, v)
+        gone = set()
         for m, v in change.replace:
             old = rows.get((m.tenant_id, m.memory_id))
-            if old is not None:  # a row gone meanwhile (erased) stays gone
-                rows[(m.tenant_id, m.memory_id)] = (
-                    self._stored(m, v) if v is not None else dataclasses.replace(old, memory=m)
-                )
+            if old is None:  # a row gone meanwhile (erased) stays gone
+                gone.add(m.memory_id)
+                continue
+            rows[(m.tenant_id, m.memory_id)] = (
+                self._stored(m, v) if v is not None else dataclasses.replace(old, memory=m)
+            )
         for key in change.delete:
             rows.pop(key, None)
         self._t.memories = rows
-        return recorded(None, declared)
+        return recorded(frozenset(gone), declared)
 
     async def erasure_watch(self, tenant_id: str, user_id: str) -> ErasureWatch:
         hashed = user_hash(tenant_id, user_id)

@@ -22,7 +22,7 @@ from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.model import Message, NewMessage, Role
 from episodic.domain.ports import MemoryWrite
 from episodic.domain.recall import Digest, Vector
-from episodic.errors import Aborted
+from episodic.errors import Aborted, NotFound
 from episodic.service.memories import MemoryService
 from episodic.service.transfer import Chunk
 from episodic.store import schema as s
@@ -236,3 +236,22 @@ async def test_a_digest_whose_episode_is_erased_while_it_is_made_leaves_no_feed_
     await digester.run_once()
     assert await feed_rows_naming(stack, user) == 0, "a feed row named the erased user"
     assert await memories_of(stack, user) == 0
+
+
+async def test_an_update_of_a_memory_erased_while_it_is_embedded_is_not_found_and_indexes_nothing(
+    stack: Stack,
+) -> None:
+    """UpdateMemory with new text embeds it, then replaces the row: the row was gone (the
+    user erased meanwhile), yet the update answered the memory and its new vector went to
+    the index and to a feed row naming the user."""
+    agent, user = await stack.new_agent(), unique("mary")
+    memories = stack.services.memories
+    (made,) = await memories.create(stack.caller, CreateRequest([fact("Mary lives in Porto")], agent, user))
+    memories.embeddings = ErasingEmbeddings(
+        memories, lambda: stack.services.erasure.erase_user(stack.caller, user)
+    )
+    changed = MemoryDraft(memory_id=made.memory.memory_id, text="Mary lives in Braga", kind=MemoryKind.FACT)
+    with pytest.raises(NotFound):
+        await memories.update(stack.caller, changed, ["text"])
+    assert await memories_of(stack, user) == 0
+    assert await feed_rows_naming(stack, user) == 0, "a feed row named the erased user"

@@ -762,8 +762,12 @@ class KnowledgeStore(Protocol):
 class MemoryStore(Protocol):
     """Long-term memories and their stored vectors (the FAISS index is a cache of them)."""
 
-    async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
+    async def write(
+        self, change: MemoryWrite, declared: Declared[frozenset[str]]
+    ) -> Recorded[frozenset[str]]:
         """All of it in one transaction, or none of it; NotFound when `change.episode` is gone;
+        the result: the ids of `replace` whose row was gone (erased or deleted meanwhile: it
+        stays gone, and nothing of it is indexed);
         ABORTED (USER_ERASED) when the user was erased since `change.watch`. Ordered with an
         erasure of the inserted memories' users: one committing after it is refused."""
         ...

@@ -330,11 +330,15 @@ class MemoryService:
         tenant_id: str,
         removed: Sequence[tuple[Scope, str]] = (),
         watch: ErasureWatch | None = None,
-    ) -> None:
-        def changes(_: None) -> list[MemoryVectors | MemoriesRemoved]:
+    ) -> frozenset[str]:
+        """The ids of rows the plan replaces that were gone (erased meanwhile): they stay
+        gone, and no vector of theirs reaches the index or the change feed."""
+
+        def changes(gone: frozenset[str]) -> list[MemoryVectors | MemoriesRemoved]:
             by_scope: dict[Scope, list[tuple[Memory, Vector]]] = {}
             for memory, vector in plan.indexed():
-                by_scope.setdefault(memory.scope, []).append((memory, vector))
+                if memory.memory_id not in gone:
+                    by_scope.setdefault(memory.scope, []).append((memory, vector))
             found: list[MemoryVectors | MemoriesRemoved] = [
                 MemoryVectors(scope, [m.memory_id for m, _ in rows], [v for _, v in rows])
                 for scope, rows in by_scope.items()
@@ -346,7 +350,8 @@ class MemoryService:
             write = dataclasses.replace(
                 write, delete=[*write.delete, *((s.tenant_id, i) for s, i in removed)]
             )
-        await self.changes.commit(lambda declared: self.store.write(write, declared), changes)
+        committed = await self.changes.commit(lambda declared: self.store.write(write, declared), changes)
+        return committed.result
 
     async def restore(
         self, tenant_id: str, memories: Sequence[Memory], watch: ErasureWatch
@@ -502,7 +507,8 @@ class MemoryService:
                 self.quota.write_memories(caller.tenant_id, 1)
                 (vector,) = await self._embed(caller.tenant_id, [updated.text])
             plan = _Plan(replace={updated.memory_id: (updated, vector)})
-            await self._commit(plan, caller.tenant_id)
+            if await self._commit(plan, caller.tenant_id):  # erased while it was being embedded
+                raise NotFound("memory", draft.memory_id)
         return updated
 
     async def delete(self, caller: Caller, memory_id: str) -> Memory:

@@ -63,19 +63,26 @@ class SqlMemoryStore:
         self._model = embedding_model
         self._clock = clock
 
-    async def write(self, change: MemoryWrite, declared: Declared[None]) -> Recorded[None]:
-        def op(conn: Connection) -> None:
+    async def write(
+        self, change: MemoryWrite, declared: Declared[frozenset[str]]
+    ) -> Recorded[frozenset[str]]:
+        def op(conn: Connection) -> frozenset[str]:
             _hold_users(conn, change)
             if change.episode is not None:
                 lock_episode(conn, *change.episode)
             rows = [memory_values(m) | self._vector_values(v) for m, v in change.insert]
             if rows:
                 conn.execute(M.insert(), rows)
+            gone = set()
             for m, v in change.replace:  # a row gone meanwhile (erased) stays gone
                 kept = self._vector_values(v) if v is not None else {}
-                conn.execute(_by_id(m.tenant_id, m.memory_id).values(memory_values(m) | kept))
+                if not conn.execute(
+                    _by_id(m.tenant_id, m.memory_id).values(memory_values(m) | kept)
+                ).rowcount:
+                    gone.add(m.memory_id)
             for tenant_id, memory_id in change.delete:
                 conn.execute(delete(M).where(M.c.tenant_id == tenant_id, M.c.memory_id == memory_id))
+            return frozenset(gone)
 
         return await self._writer.run(op, declared)
 
