@@ -1,7 +1,8 @@
 """An agent whose knowledge vectors are larger than the knowledge index's whole cache share,
 through a live server on both backends: searched by meaning from SQL a page at a time
 (state/index_cache.py), exactly and currently (a rewritten document is found by its new
-text), and never held, so it evicts no one (issue 43, finding 6)."""
+text), and never held, so it evicts no one (issue 43, finding 6); CheckIndex finds it
+consistent (its searches read SQL's own vectors)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import logging
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from episodic.v1 import episode_service_pb2, knowledge_pb2, knowledge_service_pb2
+from episodic.v1 import diagnostics_service_pb2, episode_service_pb2, knowledge_pb2, knowledge_service_pb2
 from tests.e2e.context_helpers import create_agent
 from tests.e2e.helpers import Client
 from tests.server_harness import KEY_A, running_server, settings_for
@@ -58,5 +59,10 @@ async def test_an_agent_over_its_cache_share_is_searched_from_sql_exactly_and_cu
         )
         found = await semantic(client, agent_id, "Bicycles go in the basement garage by the lifts.")
         assert found[0] == "parking"
+        checked = await client.diagnostics.CheckIndex(
+            diagnostics_service_pb2.CheckIndexRequest(agent_id=agent_id), metadata=client.auth
+        )  # its searches read SQL's own vectors: nothing missing
+        assert checked.knowledge_sql_vectors == checked.knowledge_index_vectors == len(TOPICS)
+        assert checked.knowledge_missing == checked.knowledge_orphaned == 0
     too_large = [r for r in caplog.records if "larger than its whole index cache budget" in r.getMessage()]
     assert len(too_large) == 1  # loaded once, found too large; every later search read it from SQL

@@ -231,6 +231,11 @@ class ScopeIndex(Protocol):
         """The scopes held now."""
         ...
 
+    def too_large(self, scope: Scope) -> bool:
+        """True while the scope is known to be larger than its cache: never held, each search
+        reads its vectors from SQL (so they are SQL's, whatever the index holds)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FeedEntry:

@@ -1,7 +1,8 @@
 """CheckIndex: does this replica's vector index hold exactly the vectors SQL holds? Compared
 key by key within one tenant, since SQL is the source of truth the index is a cache of.
 Every scope of the tenant in SQL is made resident and compared right after (so a cache
-smaller than the tenant still checks each), then resident scopes SQL no longer has."""
+smaller than the tenant still checks each), then resident scopes SQL no longer has. A scope
+too large for its cache is never held, its searches reading SQL's vectors: it matches."""
 
 from __future__ import annotations
 
@@ -66,7 +67,10 @@ class IndexChecker:
         in_index: set[ScopedKey] = set()
         for scope in sorted(scopes, key=_order):
             await self.index.ensure(scope)
-            in_index.update((scope, key) for key in self.index.keys(scope))
+            if self.index.too_large(scope):  # never held: each search reads SQL's own vectors
+                in_index.update(key for key in in_sql if key[0] == scope)
+            else:
+                in_index.update((scope, key) for key in self.index.keys(scope))
         for scope in self.index.resident():
             if scope not in scopes and _within(scope, caller.tenant_id, agent_id):
                 in_index.update((scope, key) for key in self.index.keys(scope))

@@ -22,8 +22,8 @@ matrix kept, nothing built; logged once per scope, counted in `streamed`). A str
 that finds the scope fits again (vectors deleted, the budget raised on a restart) makes the
 next search load it; so does an eviction of it (a tenant's caches going stale). The scope is
 not resident, so `search` and `keys` see none of its vectors: a new memory is checked
-against such a scope's by text and frame only, and CheckIndex lists them as missing from
-the index. A source without pages (the tests' fakes) is read whole for each such search,
+against such a scope's by text and frame only; CheckIndex counts them as held (its searches
+read SQL's own). A source without pages (the tests' fakes) is read whole for each such search,
 still never held. Raise `index_cache_bytes` to hold such a scope again.
 """
 
@@ -317,6 +317,9 @@ class WholeIndex:
 
     def resident(self) -> list[Scope]:
         return self.index.scopes()
+
+    def too_large(self, scope: Scope) -> bool:
+        return False
 
     def loaded(self) -> tuple[int, int]:
         scopes = self.index.scopes()
