@@ -17,7 +17,7 @@ and built its matrix, and every other scope's next search did too (an agent of 1
 searched 47-51 s each time, issue 43). Instead its one load finds it too large and drops what
 it read, and its searches from then on read it from SQL a page at a time (`ScopeVectorPages`,
 STREAM_PAGE vectors) and rank each page as it comes: exact hits, memory bounded by one page
-beside the budget, nothing else evicted, a cost per search of one read of the scope (no
+per search in flight beside the budget, nothing else evicted, a cost per search of one read of the scope (no
 matrix kept, nothing built; logged once per scope, counted in `streamed`). A streamed search
 that finds the scope fits again (vectors deleted, the budget raised on a restart) makes the
 next search load it; so does an eviction of it (a tenant's caches going stale). The scope is
