@@ -1048,7 +1048,7 @@ class FakeMemoryStore:
         if change.episode is not None and change.episode not in self._t.episodes:
             raise NotFound("episode", change.episode[1])
         if change.watch is not None:
-            self._refuse_if_erased(change.watch, change.insert)
+            self._refuse_if_erased(change.watch, [*change.insert, *change.replace])
         rows = dict(self._t.memories)
         for m, v in change.insert:
             if (m.tenant_id, m.memory_id) in rows:

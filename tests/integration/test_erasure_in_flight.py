@@ -255,3 +255,39 @@ async def test_an_update_of_a_memory_erased_while_it_is_embedded_is_not_found_an
         await memories.update(stack.caller, changed, ["text"])
     assert await memories_of(stack, user) == 0
     assert await feed_rows_naming(stack, user) == 0, "a feed row named the erased user"
+
+
+class ErasingIndex:
+    """The memory service's `ScopeIndex`, erasing the user at the first `ensure`: after the
+    create's plan read the stored memories by text (so a repeat is planned as a merge),
+    before it commits."""
+
+    def __init__(self, index: Any, erase: Callable[[], Any]) -> None:
+        self._index = index
+        self._erase = erase
+        self.erased = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+    async def ensure(self, scope: Any) -> None:
+        if not self.erased:
+            self.erased = True
+            await self._erase()
+        await self._index.ensure(scope)
+
+
+async def test_create_memories_that_only_merges_is_refused_too_when_the_user_is_erased_meanwhile(
+    stack: Stack,
+) -> None:
+    """A repeat of a stored memory is a merge (a replace of its row), not an insert: the row
+    the erasure deleted stays gone, and the call says ABORTED rather than MERGED."""
+    agent, user = await stack.new_agent(), unique("mary")
+    memories = stack.services.memories
+    await memories.create(stack.caller, CreateRequest([fact("Mary lives in Porto")], agent, user))
+    hook = ErasingIndex(memories.index, lambda: stack.services.erasure.erase_user(stack.caller, user))
+    memories.index = hook
+    with pytest.raises(Aborted) as refused:
+        await memories.create(stack.caller, CreateRequest([fact("Mary lives in Porto")], agent, user))
+    assert refused.value.reason == "USER_ERASED" and hook.erased
+    assert await memories_of(stack, user) == 0

@@ -188,11 +188,12 @@ def _hold_users(conn: Connection, change: MemoryWrite) -> None:
     before any row lock: one in flight when the erasure begins commits first and is erased
     with the rest (the erasure deletes memories before episodes: without the hold, one
     holding its episode would commit after that delete); one after it is refused. Replaced
-    rows need no hold: a row the erasure deleted stays gone."""
-    users = sorted({(m.tenant_id, m.user_id) for m, _ in change.insert})
-    for tenant_id, user_id in users:
+    rows need no hold (a row the erasure deleted stays gone), but a watching write's are
+    checked too: a CreateMemories that only merged is refused as one that inserted."""
+    written = [*change.insert, *change.replace] if change.watch is not None else change.insert
+    for tenant_id, user_id in sorted({(m.tenant_id, m.user_id) for m, _ in written}):
         if change.watch is not None and change.watch.user_hash == user_hash(tenant_id, user_id):
-            agents = {m.agent_id for m, _ in change.insert if m.user_id == user_id}
+            agents = {m.agent_id for m, _ in written if m.user_id == user_id}
             refuse_if_erased(conn, tenant_id, change.watch, agents)
         else:
             hold_user(conn, tenant_id, user_hash(tenant_id, user_id), shared=True)
