@@ -291,3 +291,31 @@ async def test_create_memories_that_only_merges_is_refused_too_when_the_user_is_
         await memories.create(stack.caller, CreateRequest([fact("Mary lives in Porto")], agent, user))
     assert refused.value.reason == "USER_ERASED" and hook.erased
     assert await memories_of(stack, user) == 0
+
+
+# --- ExportUser: the export's snapshot holds what an erasure committing meanwhile removed ---
+
+
+async def test_an_export_is_aborted_by_an_erasure_that_commits_after_it_began_whatever_its_time(
+    stack: Stack,
+) -> None:
+    """The export compared the audit's time with its own start: an erasure stamped before
+    the export began (its ledger write was slow, or its replica's clock is behind) but
+    committed after the export's snapshot let the whole export, erased data and manifest,
+    reach the client after the erasure's receipt."""
+    transfer = stack.services.transfer
+    assert transfer is not None
+    agent, user = await stack.new_agent(), unique("mary")
+    await stack.services.memories.create(
+        stack.caller, CreateRequest([fact("Mary lives in Porto")], agent, user)
+    )
+    stamped = (await stack.services.agents.get_agent(stack.caller, agent)).created_at  # before the export
+    audit = Audit(unique("er"), user_hash(stack.caller.tenant_id, user), "", stamped)
+    exporting = transfer.export_user(stack.caller, user)
+    first = await anext(exporting)  # the snapshot is taken: the memory is in it
+    assert first.records
+    await stack.services.erasure.apply(stack.caller.tenant_id, user, audit)
+    with pytest.raises(Aborted) as refused:
+        async for _ in exporting:
+            pass
+    assert refused.value.reason == "USER_ERASED"

@@ -38,7 +38,7 @@ RECORDS: list[tuple[str, dict[str, object]]] = [
 
 
 class ScriptedTransfer:
-    """Exports RECORDS; says the user was erased from the `erased_after`-th check on."""
+    """Exports RECORDS; says the user was erased after the `erased_after`-th check."""
 
     def __init__(self, erased_after: int = 10**9) -> None:
         self.checks = 0
@@ -52,12 +52,10 @@ class ScriptedTransfer:
         for kind, record in self.records:
             yield kind, dict(record)
 
-    async def erased_since(self, tenant_id: str, user_hash: str, since: datetime) -> bool:
-        self.checks += 1
-        return self.checks > self.erased_after
-
     async def erasures_of(self, tenant_id: str, user_hash: str) -> frozenset[str]:
-        return frozenset()
+        """The first call is the export's (or import's) baseline; each later one a check."""
+        self.checks += 1
+        return frozenset({"er_meanwhile"}) if self.checks > self.erased_after + 1 else frozenset()
 
     def episode_rows(self, part: str, records: Sequence[Mapping[str, object]], user_id: str) -> EpisodeRows:
         return EpisodeRows({"episode_id": records[0]["episode_id"], "agent_id": "a1"})

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from episodic.domain.access import require_agent
 from episodic.domain.changes import ScopeChanged
@@ -90,6 +89,8 @@ class TransferService:
         agents = [agent_id] if agent_id else (sorted(caller.agents) if caller.agents is not None else None)
         tenant, since = caller.tenant_id, self.clock()
         hashed = user_hash(tenant, user_id)
+        # before the snapshot: an erasure not among these commits after it was taken
+        watch = ErasureWatch(hashed, await self.transfer.erasures_of(tenant, hashed))
         parts: list[Part] = []
         current: PartHasher | None = None
         batch: list[str] = []
@@ -100,9 +101,7 @@ class TransferService:
             )
             if starts:
                 if batch:
-                    yield await self._checked(
-                        Chunk(current.name if current else "", batch), tenant, hashed, since
-                    )
+                    yield await self._checked(Chunk(current.name if current else "", batch), tenant, watch)
                     batch, size = [], 0
                 if current is not None:
                     parts.append(current.part())
@@ -114,23 +113,24 @@ class TransferService:
             batch.append(line)
             size += len(line)
             if size >= CHUNK_BYTES:
-                yield await self._checked(Chunk(current.name, batch), tenant, hashed, since)
+                yield await self._checked(Chunk(current.name, batch), tenant, watch)
                 batch, size = [], 0
         if batch:
             assert current is not None
-            yield await self._checked(Chunk(current.name, batch), tenant, hashed, since)
+            yield await self._checked(Chunk(current.name, batch), tenant, watch)
         if current is None or current.name != MEMORIES_PART:
             if current is not None:
                 parts.append(current.part())
             current = PartHasher(MEMORIES_PART)  # always present, maybe empty
         parts.append(current.part())
         manifest = Manifest(user_id, agent_id, since, tuple(parts))
-        yield await self._checked(Chunk("", manifest=manifest), tenant, hashed, since)
+        yield await self._checked(Chunk("", manifest=manifest), tenant, watch)
 
-    async def _checked(self, chunk: Chunk, tenant_id: str, hashed: str, since: datetime) -> Chunk:
+    async def _checked(self, chunk: Chunk, tenant_id: str, watch: ErasureWatch) -> Chunk:
         """Nothing leaves after the user's erasure committed: the snapshot would still hold
-        what the erasure removed."""
-        if await self.transfer.erased_since(tenant_id, hashed, since):
+        what the erasure removed. Known by the erasure's id, not its time: one stamped before
+        the export began may commit after its snapshot."""
+        if await self.transfer.erasures_of(tenant_id, watch.user_hash) - watch.known:
             raise Aborted(
                 "the user was erased while the export ran: discard what was received", reason="USER_ERASED"
             )

@@ -261,15 +261,6 @@ class SqlTransfer:
                 async for row in _rows(conn, memories.order_by(MEM.c.created_at, MEM.c.memory_id)):
                     yield "memory", record_of("memory", row)
 
-    async def erased_since(self, tenant_id: str, user_hash: str, since: datetime) -> bool:
-        """Whether an erasure of the user committed at or after `since` (outside any export
-        snapshot: it must see the newest state)."""
-        audit = s.erasures
-        stmt = select(audit.c.erasure_id).where(
-            audit.c.tenant_id == tenant_id, audit.c.user_hash == user_hash, audit.c.erased_at >= since
-        )
-        return await self._db.read(lambda conn: conn.execute(stmt.limit(1)).first() is not None)
-
     # --- import ----------------------------------------------------------------------------
 
     def episode_rows(self, part: str, records: Sequence[Mapping[str, object]], user_id: str) -> EpisodeRows:
@@ -326,6 +317,7 @@ class SqlTransfer:
         return [a for a in wanted if a not in found]
 
     async def erasures_of(self, tenant_id: str, user_hash: str) -> frozenset[str]:
+        """Outside any export snapshot: it must see the newest state."""
         return (await self._db.read(lambda conn: erasures_known(conn, tenant_id, user_hash))).known
 
     async def import_episode(
