@@ -4,6 +4,7 @@ calls, health, reflection and Echo go on."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from episodic.v1 import (
 from episodic_client import AsyncEpisodicClient, ResourceExhaustedError
 from tests.conftest import unique
 from tests.e2e.helpers import Client, assert_serving, expect_code, user_message
+from tests.polling import eventually
 from tests.server_harness import KEY_A, KEY_B, running_server, settings_for
 
 WATCH_SECONDS = 30
@@ -218,6 +220,46 @@ async def test_import_bytes_are_metered_per_tenant(database_url: str) -> None:
         assert share == "import_bytes_per_second" and delay > 5
         done = await _import(b, exports[b.auth])  # type: ignore[misc]
         assert done.episodes_unchanged == 1  # b imports while a is refused
+
+
+async def test_a_tenants_imports_running_at_once_hold_at_most_its_share(database_url: str) -> None:
+    """a's first import holds its 7 KB part (the part is written once the next arrives or the
+    stream ends: it is kept open), so a's second one, 7 KB more, is over the 10 KB share;
+    b's share is its own."""
+    async with two_tenants(database_url, tenant_import_held_bytes=10_000) as (a, b):
+        first, second = await _export(a, "w" * 7_000), await _export(a, "v" * 7_000)
+        let_go = asyncio.Event()
+
+        async def held_open() -> AsyncIterator[episode_service_pb2.ImportUserRequest]:
+            for request in first:
+                yield request
+            await let_go.wait()
+
+        def hold() -> grpc.aio.StreamUnaryCall[
+            episode_service_pb2.ImportUserRequest, episode_service_pb2.ImportUserResponse
+        ]:
+            return a.episodes.ImportUser(held_open(), metadata=a.auth, timeout=30)
+
+        holding = hold()
+
+        async def over_share() -> bool:
+            nonlocal holding
+            try:
+                await _import(a, second)  # type: ignore[misc]
+            except grpc.aio.AioRpcError as error:
+                assert quota_of(error)[0] == "import_bytes_held"
+                return True
+            # The first had not held its part yet: this one ran (it changes nothing). Had the
+            # first's part come while this one held its own, the first was refused: again.
+            if holding.done():
+                holding = hold()
+            return False
+
+        assert await eventually(over_share, 10)
+        done = await _import(b, await _export(b, "u" * 7_000))  # type: ignore[misc]
+        assert done.episodes_unchanged == 1
+        let_go.set()
+        assert (await holding).episodes_unchanged == 1  # the held import ends as it would have
 
 
 async def test_import_bytes_held_at_once_are_capped_per_tenant(database_url: str) -> None:
