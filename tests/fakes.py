@@ -1064,7 +1064,8 @@ class FakeMemoryStore:
                 self._stored(m, v) if v is not None else dataclasses.replace(old, memory=m)
             )
         for key in change.delete:
-            rows.pop(key, None)
+            if rows.pop(key, None) is None:
+                gone.add(key[1])
         self._t.memories = rows
         return recorded(frozenset(gone), declared)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -319,3 +320,60 @@ async def test_an_export_is_aborted_by_an_erasure_that_commits_after_it_began_wh
         async for _ in exporting:
             pass
     assert refused.value.reason == "USER_ERASED"
+
+
+class ErasingReads:
+    """The memory service's `MemoryStore`, erasing the user once right after the read named
+    by `after` returns: the write that follows finds the rows it read gone."""
+
+    def __init__(self, store: Any, after: str, erase: Callable[[], Any]) -> None:
+        self._store = store
+        self._after = after
+        self._erase = erase
+        self.erased = False
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._store, name)
+        if name != self._after:
+            return found
+
+        async def read_then_erase(*args: Any, **kwargs: Any) -> Any:
+            result = await found(*args, **kwargs)
+            if not self.erased:
+                self.erased = True
+                await self._erase()
+            return result
+
+        return read_then_erase
+
+
+async def test_a_memory_delete_or_expiry_in_flight_when_the_user_is_erased_writes_no_feed_row(
+    stack: Stack,
+) -> None:
+    """DeleteMemory and the expiry sweep read the memories, then remove them: erased in
+    between, the delete found nothing, yet declared its removal, a memories_removed feed row
+    naming the user after the erasure's marker."""
+    agent, user = await stack.new_agent(), unique("mary")
+    memories = stack.services.memories
+    (made,) = await memories.create(stack.caller, CreateRequest([fact("Mary lives in Porto")], agent, user))
+    store = memories.store
+    erase = lambda: stack.services.erasure.erase_user(stack.caller, user)  # noqa: E731
+    hook = ErasingReads(store, "get", erase)
+    memories.store = hook
+    await memories.delete(stack.caller, made.memory.memory_id)
+    assert hook.erased
+    assert await feed_rows_naming(stack, user) == 0, "DeleteMemory wrote a feed row naming the erased user"
+
+    memories.store = store
+    past = datetime.now(UTC) - timedelta(hours=1)  # expired: the next sweep takes it
+    expired = Memory(
+        stack.caller.tenant_id, unique("mem"), agent, user, "Mary is in Oslo", MemoryKind.FACT,
+        Source(MemoryOrigin.CLIENT), MemoryState.PROMOTED, past, past, expires_at=past,
+    )  # fmt: skip
+    await store.write(MemoryWrite(insert=[(expired, None)]), NO_CHANGES)
+    memories.store = ErasingReads(store, "expired", erase)
+    await memories.remove_expired()
+    assert await feed_rows_naming(stack, user) == 0, (
+        "the expiry sweep wrote a feed row naming the erased user"
+    )
+    assert await memories_of(stack, user) == 0

@@ -769,8 +769,8 @@ class MemoryStore(Protocol):
         self, change: MemoryWrite, declared: Declared[frozenset[str]]
     ) -> Recorded[frozenset[str]]:
         """All of it in one transaction, or none of it; NotFound when `change.episode` is gone;
-        the result: the ids of `replace` whose row was gone (erased or deleted meanwhile: it
-        stays gone, and nothing of it is indexed);
+        the result: the ids of `replace` and `delete` whose row was gone (erased or deleted
+        meanwhile: it stays gone, and no change of it reaches the index or the feed);
         ABORTED (USER_ERASED) when the user was erased since `change.watch`. Ordered with an
         erasure of the inserted memories' users: one committing after it is refused."""
         ...

@@ -331,8 +331,9 @@ class MemoryService:
         removed: Sequence[tuple[Scope, str]] = (),
         watch: ErasureWatch | None = None,
     ) -> frozenset[str]:
-        """The ids of rows the plan replaces that were gone (erased meanwhile): they stay
-        gone, and no vector of theirs reaches the index or the change feed."""
+        """The ids of rows the plan replaces or removes that were gone (erased meanwhile):
+        they stay gone, and no change of theirs reaches the index or the change feed (a feed
+        row names its user, and the erasure has replaced the user's rows with its marker)."""
 
         def changes(gone: frozenset[str]) -> list[MemoryVectors | MemoriesRemoved]:
             by_scope: dict[Scope, list[tuple[Memory, Vector]]] = {}
@@ -343,7 +344,8 @@ class MemoryService:
                 MemoryVectors(scope, [m.memory_id for m, _ in rows], [v for _, v in rows])
                 for scope, rows in by_scope.items()
             ]
-            return [*found, MemoriesRemoved(removed)] if removed else found
+            deleted = [(s, i) for s, i in removed if i not in gone]
+            return [*found, MemoriesRemoved(deleted)] if deleted else found
 
         write = dataclasses.replace(plan.write(tenant_id), watch=watch)
         if removed:

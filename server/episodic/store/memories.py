@@ -81,7 +81,10 @@ class SqlMemoryStore:
                 ).rowcount:
                     gone.add(m.memory_id)
             for tenant_id, memory_id in change.delete:
-                conn.execute(delete(M).where(M.c.tenant_id == tenant_id, M.c.memory_id == memory_id))
+                if not conn.execute(
+                    delete(M).where(M.c.tenant_id == tenant_id, M.c.memory_id == memory_id)
+                ).rowcount:
+                    gone.add(memory_id)
             return frozenset(gone)
 
         return await self._writer.run(op, declared)
