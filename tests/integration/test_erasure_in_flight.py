@@ -19,7 +19,7 @@ from sqlalchemy import Connection, func, select, text
 from episodic.domain.changes import NO_CHANGES, Declared
 from episodic.domain.erasure import Audit, user_hash
 from episodic.domain.memories import Memory, MemoryKind, MemoryOrigin, MemoryState, Source
-from episodic.domain.memory_rules import CreateRequest, MemoryDraft
+from episodic.domain.memory_rules import CreateRequest, MemoryDraft, SessionUpdate, merged_session
 from episodic.domain.model import Message, NewMessage, Role
 from episodic.domain.ports import MemoryWrite
 from episodic.domain.recall import Digest, Vector
@@ -29,6 +29,7 @@ from episodic.service.transfer import Chunk
 from episodic.store import schema as s
 from episodic.store.erasure import SqlEraser
 from episodic.store.memories import SqlMemoryStore
+from episodic.store.session_data import SqlSessionDataStore
 from episodic.store.writer import GroupCommitWriter
 from tests.conftest import unique
 from tests.integration.conftest import Stack
@@ -377,3 +378,51 @@ async def test_a_memory_delete_or_expiry_in_flight_when_the_user_is_erased_write
         "the expiry sweep wrote a feed row naming the erased user"
     )
     assert await memories_of(stack, user) == 0
+
+
+@pytest.mark.parametrize("first_write", [True, False], ids=["first", "later"])
+async def test_session_data_written_while_the_user_is_erased_does_not_survive(
+    stack: Stack, database_url: str, first_write: bool
+) -> None:
+    """Checked, not changed: session data belongs to its episode (a foreign key that
+    cascades), and its write locks the episode row (the first) or its own row (a later one),
+    so the erasure, waiting on that lock, deletes what the write commits."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: the write commits before the erasure begins, or after it")
+    agent, user = await stack.new_agent(), unique("mary")
+    tenant = stack.caller.tenant_id
+    episode, _ = await stack.services.episodes.open_episode(stack.caller, agent_id=agent, user_id=user)
+    now = episode.started_at
+    sessions = SqlSessionDataStore(stack.database, stack.writer, lambda: now)
+    update = SessionUpdate(episode.episode_id, {"city": "Porto"})
+    if not first_write:
+        await sessions.update(
+            tenant, episode.episode_id, lambda current: merged_session(current, update, now)
+        )
+    audit = Audit(unique("er"), user_hash(tenant, user), "", now)
+    other = GroupCommitWriter(stack.database, workers=1)
+    other.start()
+    try:
+        paused = SqlSessionDataStore(stack.database, PausingWriter(other), lambda: now)  # type: ignore[arg-type]
+        async with stack.database.engine.connect() as pause:
+            await pause.execute(text("SELECT pg_advisory_lock(:key)"), {"key": PAUSE_KEY})
+            await pause.commit()
+            writing = asyncio.ensure_future(
+                paused.update(
+                    tenant, episode.episode_id, lambda current: merged_session(current, update, now)
+                )
+            )
+            await sessions_waiting(stack, 1)
+            erasing = asyncio.ensure_future(
+                SqlEraser(stack.database, stack.writer).erase(tenant, user, "", audit, NO_CHANGES)
+            )
+            await sessions_waiting(stack, 2)
+            await pause.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PAUSE_KEY})
+            await pause.commit()
+            await writing
+            await erasing
+    finally:
+        await other.stop()
+    sd = s.session_data
+    stmt = select(func.count()).where(sd.c.tenant_id == tenant, sd.c.episode_id == episode.episode_id)
+    assert await stack.database.read(lambda conn: conn.execute(stmt).scalar_one()) == 0
