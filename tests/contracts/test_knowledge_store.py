@@ -309,6 +309,10 @@ async def test_an_agents_vectors_read_in_pages_are_its_whole_scope_in_key_order(
         after = page_keys[-1]
     assert len(whole[0]) > 12 and (paged, floats(vectors)) == (whole[0], floats(whole[1]))
     assert await source.scope_vector_page(knowledge_scope(world.tenant, new_agent()), "", 3) == ([], [])
+    upto = await source.scope_vectors_upto(scope, 5)
+    assert len(upto[0]) == 5 and set(upto[0]) <= set(whole[0])
+    every = await source.scope_vectors_upto(scope, 1000)
+    assert (every[0], floats(every[1])) == (whole[0], floats(whole[1]))
 
 
 async def test_chunks_are_found_by_key_whole_documents_filtered(world: World) -> None:

@@ -146,9 +146,12 @@ async def test_a_scopes_digest_vectors_read_in_pages_are_the_whole_scope(stack: 
             break
         after = keys[-1]
     assert whole and sorted(paged) == sorted(whole) and len(set(paged)) == len(paged)
+    upto, _ = await source.scope_vectors_upto(scope, len(whole) + 1)
+    assert sorted(upto) == sorted(whole) and len((await source.scope_vectors_upto(scope, 1))[0]) == 1
     memories = SqlMemoryVectors(stack.database, "hashing-256")
     assert await memories.scope_vector_page(scope, "", 10) == ([], [])
     assert await memories.scope_vector_page(scope, "m-1", 10) == ([], [])
+    assert await memories.scope_vectors_upto(scope, 10) == ([], [])
 
 
 async def test_a_claimed_digest_is_not_taken_twice_while_its_lease_runs(stack: Stack) -> None:

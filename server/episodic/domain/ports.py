@@ -102,7 +102,8 @@ class TenantEmbeddings(Protocol):
     tenant's jobs wait in a line of their own and a free thread takes the next from the
     tenant served least recently, so one tenant's embeddings never sit in front of a quiet
     tenant's. `query`: texts a call waits for (a turn's query); `bulk`: memories, digests,
-    earlier messages, in a lane of their own (never in front of a query), a chunk at a time."""
+    earlier messages, documents' chunks, in a lane of their own (never in front of a query),
+    a chunk at a time."""
 
     async def query(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]: ...
 
@@ -173,6 +174,11 @@ class ScopeVectorPages(Protocol):
         """At most `limit` (keys, vectors) of the scope, in the source's one order of keys,
         those after the key `after` ("" for the first page). A page shorter than `limit` is
         the last."""
+        ...
+
+    async def scope_vectors_upto(self, scope: Scope, limit: int) -> tuple[list[str], list[Vector]]:
+        """At most `limit` (keys, vectors) of the scope, in no particular order: the whole
+        scope when it holds fewer (how a load finds a scope too large reading no more than fits)."""
         ...
 
 

@@ -14,17 +14,18 @@ owner's lock, so a scope that never stops changing still loads).
 A scope larger than the whole budget is never held. Held, it would evict every other scope
 and be evicted by the next one's load, so each of its searches read it all from SQL again
 and built its matrix, and every other scope's next search did too (an agent of 131k chunks
-searched 47-51 s each time, issue 43). Instead its one load finds it too large and drops what
-it read, and its searches from then on read it from SQL a page at a time (`ScopeVectorPages`,
+searched 47-51 s each time, issue 43). Instead its one load finds it too large (asking SQL
+for one vector more than fits, so it never reads more than the budget) and drops what it
+read, and its searches from then on read it from SQL a page at a time (`ScopeVectorPages`,
 STREAM_PAGE vectors) and rank each page as it comes: exact hits, memory bounded by one page
-per search in flight beside the budget, nothing else evicted, a cost per search of one read of the scope (no
-matrix kept, nothing built; logged once per scope, counted in `streamed`). A streamed search
-that finds the scope fits again (vectors deleted, the budget raised on a restart) makes the
-next search load it; so does an eviction of it (a tenant's caches going stale). The scope is
-not resident, so `search` and `keys` see none of its vectors: a new memory is checked
-against such a scope's by text and frame only; CheckIndex counts them as held (its searches
-read SQL's own). A source without pages (the tests' fakes) is read whole for each such search,
-still never held. Raise `index_cache_bytes` to hold such a scope again.
+per search in flight beside the budget, nothing else evicted, a cost per search of one read
+of the scope (no matrix kept, nothing built; logged once per scope, counted in `streamed`).
+A streamed search that finds the scope fits again (vectors deleted, the budget raised on a
+restart) makes the next search load it; so does an eviction of it (a tenant's caches going
+stale). The scope is not resident, so `search` and `keys` see none of its vectors: a new
+memory is checked against such a scope's by text and frame only; CheckIndex counts them as
+held (its searches read SQL's own). A source without pages (the tests' fakes) is read whole
+for each such search, still never held. Raise `index_cache_bytes` to hold such a scope again.
 """
 
 from __future__ import annotations
@@ -196,39 +197,50 @@ class ResidentScopes:
         try:
             for _ in range(LOAD_TRIES - 1):
                 generation = self._generation.setdefault(scope, 0)
-                keys, vectors = await self._source.scope_vectors(scope)
+                read = await self._read_fitting(scope)
                 if self._generation.get(scope) != generation:
                     continue
-                if not self._fits(len(keys)):
-                    self._hold_none(scope, len(keys))
+                if read is None:
                     return
                 # Off the event loop: a large scope's matrix takes milliseconds to build.
-                await asyncio.to_thread(self._fill, scope, keys, vectors)
+                await asyncio.to_thread(self._fill, scope, *read)
                 if self._generation.get(scope) == generation:
                     self._resident_now(scope)
                     return
             async with self._lock:
-                keys, vectors = await self._source.scope_vectors(scope)
-                if not self._fits(len(keys)):
-                    self._hold_none(scope, len(keys))
+                read = await self._read_fitting(scope)
+                if read is None:
                     return
-                self._fill(scope, keys, vectors)
+                self._fill(scope, *read)
                 self._resident_now(scope)
         finally:
             self._loading.pop(scope, None)
             self._generation.pop(scope, None)
 
+    async def _read_fitting(self, scope: Scope) -> tuple[list[str], list[Vector]] | None:
+        """The whole scope from SQL, or None (marked too large) when it does not fit: a
+        source with pages is asked for one vector more than fits, so finding that out holds
+        no more than the budget, however large the scope."""
+        if isinstance(self._source, ScopeVectorPages):
+            room = max(0, (self._max_bytes - SCOPE_OVERHEAD) // self._vector_bytes)
+            keys, vectors = await self._source.scope_vectors_upto(scope, room + 1)
+        else:
+            keys, vectors = await self._source.scope_vectors(scope)
+        if self._fits(len(keys)):
+            return keys, vectors
+        self._hold_none(scope, len(keys))
+        return None
+
     def _fits(self, vectors: int) -> bool:
         return SCOPE_OVERHEAD + vectors * self._vector_bytes <= self._max_bytes
 
-    def _hold_none(self, scope: Scope, vectors: int) -> None:
+    def _hold_none(self, scope: Scope, read: int) -> None:
         self._too_large.add(scope)
         _log.warning(
             "a scope's vectors are larger than its whole index cache budget, so they are not held: "
             "each search of it reads them from SQL a page at a time; raise index_cache_bytes",
-            extra={"vectors": vectors, "scope_bytes": SCOPE_OVERHEAD + vectors * self._vector_bytes,
-                   "budget_bytes": self._max_bytes},
-        )  # fmt: skip
+            extra={"vectors_at_least": read, "budget_bytes": self._max_bytes},
+        )
 
     async def _streamed(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
         """The scope's k nearest, its vectors read from SQL a page at a time and ranked as

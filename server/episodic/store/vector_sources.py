@@ -39,10 +39,16 @@ class _ScopeReads:
     async def scope_vector_page(self, scope: Scope, after: str, limit: int) -> Read:
         return await self._db.read(lambda conn: self._page(conn, scope, after, limit))
 
+    async def scope_vectors_upto(self, scope: Scope, limit: int) -> Read:
+        return await self._db.read(lambda conn: self._upto(conn, scope, limit))
+
     def _read(self, conn: Connection, scope: Scope, items: list[str] | None) -> Read:
         raise NotImplementedError
 
     def _page(self, conn: Connection, scope: Scope, after: str, limit: int) -> Read:
+        raise NotImplementedError
+
+    def _upto(self, conn: Connection, scope: Scope, limit: int) -> Read:
         raise NotImplementedError
 
 
@@ -60,6 +66,9 @@ class SqlDigestVectors(_ScopeReads):
         if after:
             stmt = stmt.where(tuple_(V.c.episode_id, V.c.chunk) > (episode_of(after), _chunk_of(after)))
         return self._rows(conn, stmt.order_by(V.c.episode_id, V.c.chunk).limit(limit))
+
+    def _upto(self, conn: Connection, scope: Scope, limit: int) -> Read:
+        return self._rows(conn, self._scope(scope).limit(limit))
 
     def _scope(self, scope: Scope) -> Select[Any]:
         return select(V.c.episode_id, V.c.chunk, V.c.vector).where(
@@ -89,6 +98,9 @@ class SqlMemoryVectors(_ScopeReads):
         if after:
             stmt = stmt.where(M.c.memory_id > after)
         return self._rows(conn, stmt.order_by(M.c.memory_id).limit(limit))
+
+    def _upto(self, conn: Connection, scope: Scope, limit: int) -> Read:
+        return self._rows(conn, self._scope(scope).limit(limit))
 
     def _scope(self, scope: Scope) -> Select[Any]:
         return select(M.c.memory_id, M.c.vector).where(
@@ -129,6 +141,11 @@ class SqlKnowledgeVectors(_ScopeReads):
                 tuple_(K.c.document_id, K.c.chunk_index) > (episode_of(after), _chunk_of(after))
             )
         return self._rows(conn, stmt.order_by(K.c.document_id, K.c.chunk_index).limit(limit))
+
+    def _upto(self, conn: Connection, scope: Scope, limit: int) -> Read:
+        if scope.user_id:
+            return [], []
+        return self._rows(conn, self._scope(scope).order_by(K.c.document_id, K.c.chunk_index).limit(limit))
 
     def _scope(self, scope: Scope) -> Select[Any]:
         return select(K.c.document_id, K.c.chunk_index, K.c.vector).where(
