@@ -175,7 +175,8 @@ class SqlEraser:
 
 def hold_user(conn: Connection, tenant_id: str, user_hash: str, *, shared: bool) -> None:
     """PostgreSQL: an erasure holds its user exclusively to COMMIT, a write of the user's rows
-    (an import's, a memory's) shared, before any row lock (so the two never deadlock).
+    (an import's, a memory's) shared, before its own row locks (a deadlock with another
+    operation of the same group-commit batch is rerun by the writer).
     A write in flight when the erasure starts commits first, and the erasure's deletes see
     it; one that starts after waits, then sees the erasure's audit row. (SQLite: one writer
     orders them already.)"""
