@@ -1,10 +1,11 @@
-"""Shared fixtures: real databases (a SQLite file per test; one throwaway PostgreSQL
-database per run) and a real gRPC server on a loopback port."""
+"""Shared fixtures: real databases (a SQLite file per test, copied from one migrated per
+run; one throwaway PostgreSQL database per run) and a real gRPC server on a loopback port."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -55,11 +56,24 @@ def postgres_url() -> Iterator[str]:
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head once per run: each test's file is a copy of it."""
+    path = tmp_path_factory.mktemp("migrated") / "episodic.db"
+    asyncio.run(_create_migrated(f"sqlite:///{path}"))
+    leftovers = [p.name for p in path.parent.iterdir() if p != path]
+    assert not leftovers, f"the migrated file is not whole on its own: {leftovers}"
+    return path
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'episodic.db'}"
-    asyncio.run(_create_migrated(url))
-    yield url
+def sqlite_url(tmp_path: Path, migrated_sqlite_file: Path) -> Iterator[str]:
+    """A migrated SQLite file of the test's own: a copy of the one migrated per run (the
+    same schema and alembic version; migrating each test's file took ~0.1 s a test, and
+    the migrations themselves are tests/integration/test_migrations.py's)."""
+    path = tmp_path / "episodic.db"
+    shutil.copyfile(migrated_sqlite_file, path)
+    yield f"sqlite:///{path}"
 
 
 @pytest.fixture(params=BACKENDS)

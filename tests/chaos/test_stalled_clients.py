@@ -1,7 +1,9 @@
 """Clients that never read: BuildContext streams from a client advertising a zero HTTP/2
-window, against a real `episodic serve` process. The memory held for their unsent
-responses stays under the caps of docs/operations.md ("Slow and stalled clients"), and
-other clients are still served."""
+window, against a real `episodic serve` process. The caps of docs/operations.md ("Slow and
+stalled clients") hold: no more streams start than a connection, or all of them, may hold,
+the rest are refused, aged connections are told to go and their streams cancelled, and
+other clients are still served. The memory those held streams take is a measurement, not
+a test: scripts/measure_stalled_clients.py (RSS against the docs' bound)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from episodic.v1 import context_service_pb2
 from episodic_lab.bench_fairness.stalling import StallingClient
 from tests.e2e.context_helpers import create_agent
@@ -22,15 +22,9 @@ from tests.e2e.test_server_process import ServerProcess, dev_flags, serving, sql
 
 BUILD_CONTEXT = "/episodic.v1.ContextService/BuildContext"
 MIB = 1024 * 1024
-# docs/operations.md: a stalled BuildContext holds about 4x its response in memory. The
-# test allows 6x, plus slack for what a busy process allocates meanwhile.
-HELD_PER_RESPONSE_BYTE = 6
-SLACK = 24 * MIB
 # A guard against a hang, never a measurement: every wait below ends on an event.
 SETTLE_TIMEOUT = 120.0
 WORDS = "the quick brown fox jumps over lazy dogs while seven wizards hex bold jugglers".split()  # noqa: SIM905
-
-pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RSS from /proc")
 
 
 @dataclass(frozen=True)
@@ -39,12 +33,6 @@ class Stage:
     client: Client
     request: context_service_pb2.BuildContextRequest
     response_bytes: int
-
-    def rss(self) -> int:
-        for line in Path(f"/proc/{self.server.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        raise AssertionError("no VmRSS line")
 
     async def build(self) -> int:
         """One ordinary BuildContext, read to the end; its response size."""
@@ -80,7 +68,7 @@ async def stage(tmp_path: Path, *flags: str) -> AsyncIterator[Stage]:
         yield Stage(server, client, request, await ready.build())
 
 
-async def _settled(clients: list[StallingClient], done: Callable[[StallingClient], bool]) -> None:
+async def settled(clients: list[StallingClient], done: Callable[[StallingClient], bool]) -> None:
     waits = [_until(client, done) for client in clients]
     await asyncio.wait_for(asyncio.gather(*waits), SETTLE_TIMEOUT)
 
@@ -89,22 +77,15 @@ def _until(client: StallingClient, done: Callable[[StallingClient], bool]) -> Aw
     return client.wait_until(lambda: done(client))
 
 
-def _bound(streams: int, response_bytes: int) -> int:
-    return streams * HELD_PER_RESPONSE_BYTE * response_bytes + SLACK
-
-
 async def test_one_connection_holds_at_most_max_concurrent_streams_responses(tmp_path: Path) -> None:
     async with stage(tmp_path, "--max-concurrent-streams", "16") as s, AsyncExitStack() as stack:
         assert s.response_bytes > 256 * 1024
-        before = s.rss()
         (stalled,) = await s.stalling_clients(1)
         stack.push_async_callback(stalled.close)
         for _ in range(200):
             await stalled.call(BUILD_CONTEXT, s.request)
-        await _settled([stalled], lambda c: c.started + c.reset == 200)  # each rendered or refused
-        growth = s.rss() - before
+        await settled([stalled], lambda c: c.started + c.reset == 200)  # each rendered or refused
         assert stalled.started <= 16
-        assert growth <= _bound(16, s.response_bytes), f"+{growth / MIB:.0f} MiB"
         assert await s.build() == s.response_bytes  # other clients are still served
 
 
@@ -114,18 +95,15 @@ async def test_every_connection_together_holds_at_most_max_concurrent_rpcs_until
     flags = ("--max-concurrent-streams", "16", "--max-concurrent-rpcs", "24")
     age = ("--max-connection-age-seconds", "5", "--max-connection-age-grace-seconds", "1")
     async with stage(tmp_path, *flags, *age) as s, AsyncExitStack() as stack:
-        before = s.rss()
         clients = await s.stalling_clients(4)
         for client in clients:
             stack.push_async_callback(client.close)
             for _ in range(16):
                 await client.call(BUILD_CONTEXT, s.request)
-        await _settled(clients, lambda c: c.started + c.refused + c.reset >= 16)
-        growth = s.rss() - before
+        await settled(clients, lambda c: c.started + c.refused + c.reset >= 16)
         assert sum(c.started for c in clients) <= 24
         assert sum(c.refused for c in clients) >= 64 - 24  # RESOURCE_EXHAUSTED at once
-        assert growth <= _bound(24, s.response_bytes), f"+{growth / MIB:.0f} MiB"
         # Past their age and grace the connections are told to go and their streams are
         # cancelled: the slots come back and ordinary clients are served again.
-        await _settled(clients, lambda c: c.goaway and c.reset >= c.started)
+        await settled(clients, lambda c: c.goaway and c.reset >= c.started)
         assert await s.build() == s.response_bytes

@@ -24,8 +24,7 @@ async def remember(client: Client, agent_id: str, user_id: str, marker: str) -> 
     `marker`."""
     closed = await client.open_episode(agent_id, user_id=user_id)
     await client.add(closed, user_message(f"My code word is {marker}."), user_message(f"Remember {marker}."))
-    close = episode_service_pb2.CloseEpisodeRequest(episode_id=closed, wait_for_digest=True)
-    await client.episodes.CloseEpisode(close, metadata=client.auth, timeout=30)
+    await client.close_digested(closed)
     live = await client.open_episode(agent_id, user_id=user_id)
     await client.add(live, user_message(f"Still thinking about {marker}."))
     note = memory_service_pb2.MemoryInput(text=f"The code word is {marker}", kind=memory_pb2.MEMORY_KIND_FACT)

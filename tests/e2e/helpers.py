@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
 from episodic.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
 from episodic.v1.memory_service_pb2_grpc import MemoryServiceStub
 from tests.conftest import unique
+from tests.polling import eventually
 from tests.server_harness import bearer
 
 if TYPE_CHECKING:
@@ -106,6 +107,14 @@ class Client:
         request = episode_service_pb2.GetEpisodeRequest(episode_id=episode_id)
         return (await self.episodes.GetEpisode(request, metadata=self.auth)).episode
 
+    async def close_digested(self, episode_id: str, **fields: Any) -> episode_pb2.Episode:
+        """Closes the episode (`fields`: the rest of CloseEpisodeRequest) and returns it once
+        its digest has settled (READY or FAILED), waiting on the state: see settled_digest."""
+        request = episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, **fields)
+        closed = (await self.episodes.CloseEpisode(request, metadata=self.auth)).episode
+        closed.digest.CopyFrom(await settled_digest(lambda: self.get_episode(episode_id)))
+        return closed
+
     async def log_of(self, episode_id: str) -> list[episode_pb2.Message]:
         """The whole log, oldest first, checked against the episode's message_count."""
         request = episode_service_pb2.ListMessagesRequest(episode_id=episode_id, page_size=1000)
@@ -114,6 +123,28 @@ class Client:
         assert [m.seq for m in log] == list(range(1, len(log) + 1)), "sequence numbers have gaps"
         assert (await self.get_episode(episode_id)).message_count == len(log)
         return log
+
+
+# --- waiting for a digest -------------------------------------------------------------
+
+SETTLED_DIGESTS = frozenset({episode_pb2.DIGEST_STATE_READY, episode_pb2.DIGEST_STATE_FAILED})
+# A guard against a hang, never a measurement: a loaded machine digests late, and a test
+# waits on the digest's state, not on a call's deadline (CloseEpisode's wait_for_digest).
+DIGEST_SETTLE_SECONDS = 180.0
+
+
+async def settled_digest(read: Callable[[], Awaitable[episode_pb2.Episode]]) -> episode_pb2.EpisodeDigest:
+    """The digest of the episode `read` returns, once it is READY or FAILED (polled)."""
+    latest = await read()
+
+    async def settled() -> bool:
+        nonlocal latest
+        latest = await read()
+        return latest.digest.state in SETTLED_DIGESTS
+
+    if latest.digest.state not in SETTLED_DIGESTS:
+        await eventually(settled, DIGEST_SETTLE_SECONDS)
+    return latest.digest
 
 
 def user_message(text: str, client_id: str = "") -> episode_pb2.MessageInput:

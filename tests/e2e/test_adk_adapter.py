@@ -53,6 +53,13 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "clients/python/examples/integra
 
 
 @pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
+@pytest.fixture
 async def client(server: RunningServer) -> AsyncIterator[AsyncEpisodicClient]:
     async with AsyncEpisodicClient(server.address, api_key=KEY_A, timeout=30) as client:
         yield client

@@ -47,6 +47,13 @@ class World:
     beta_call: str
 
 
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
 async def _episode_with_a_call(client: Client, agent_id: str) -> tuple[str, str]:
     episode_id = await client.open_episode(agent_id)
     await client.add(episode_id, user_message("hello"))

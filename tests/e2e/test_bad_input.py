@@ -46,6 +46,14 @@ INT32_MAX = 2**31 - 1
 ALREADY = grpc.StatusCode.ALREADY_EXISTS
 
 
+@pytest.fixture
+def database_url(postgres_url: str) -> str:
+    """One backend, PostgreSQL: bad input must be refused before any store sees it, and
+    PostgreSQL is the stricter one (a NUL byte or a lone surrogate in text is an error
+    there, not in SQLite); the stores' behaviour on both is tests/contracts'."""
+    return postgres_url
+
+
 @pytest.fixture(autouse=True)
 async def _server_still_answers_afterwards(server: RunningServer) -> AsyncIterator[None]:
     yield

@@ -101,8 +101,7 @@ async def test_past_conversations_come_between_the_system_prompt_and_history(cli
     agent_id = await create_agent(client, recall_mode=agent_pb2.RECALL_MODE_RECENCY)
     before = await client.open_episode(agent_id, user_id="mary")
     await chat(client, before, 4)
-    close = episode_service_pb2.CloseEpisodeRequest(episode_id=before, wait_for_digest=True)
-    await client.episodes.CloseEpisode(close, metadata=client.auth, timeout=30)
+    await client.close_digested(before)
     episode_id = await client.open_episode(agent_id, user_id="mary")
     built = await build(client, episode_id, user_message="Where were we?")
     sections = [m.section for m in built.messages]

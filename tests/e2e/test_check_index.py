@@ -13,7 +13,7 @@ from sqlalchemy import delete, insert, select
 from episodic.keys import config_line
 from episodic.store import schema
 from episodic.store.database import Database, open_database
-from episodic.v1 import diagnostics_service_pb2, episode_pb2, episode_service_pb2, knowledge_service_pb2
+from episodic.v1 import diagnostics_service_pb2, episode_pb2, knowledge_service_pb2
 from tests.conftest import unique
 from tests.e2e.helpers import Client, expect_code, expect_invalid, user_message
 from tests.server_harness import KEY_A, KEY_B, TENANT_A, RunningServer, running_server, settings_for
@@ -53,9 +53,8 @@ async def digested_episode(client: Client, agent_id: str, *lines: str) -> str:
     """An episode of `agent_id` with `lines`, closed and digested (READY)."""
     episode_id = await client.open_episode(agent_id)
     await client.add(episode_id, *[user_message(line) for line in lines])
-    request = episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
-    closed = await client.episodes.CloseEpisode(request, metadata=client.auth, timeout=20)
-    assert closed.episode.digest.state == episode_pb2.DIGEST_STATE_READY, closed.episode.digest
+    closed = await client.close_digested(episode_id)
+    assert closed.digest.state == episode_pb2.DIGEST_STATE_READY, closed.digest
     return episode_id
 
 

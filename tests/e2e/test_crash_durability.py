@@ -235,12 +235,9 @@ async def check_every_log(client: Client, load: Load, episode_ids: list[str]) ->
 
 
 async def settle_every_digest(client: Client, episode_ids: list[str]) -> list[episode_pb2.Episode]:
-    """Closes every episode (a no-op for the closed ones) and waits for each digest."""
-    requests = [
-        episode_service_pb2.CloseEpisodeRequest(episode_id=e, wait_for_digest=True) for e in episode_ids
-    ]
-    closes = [client.episodes.CloseEpisode(r, timeout=CALL_TIMEOUT_SECONDS) for r in requests]
-    return [reply.episode for reply in await asyncio.gather(*closes)]
+    """Closes every episode (a no-op for the closed ones) and waits for each digest to
+    settle (its state polled: see settled_digest)."""
+    return list(await asyncio.gather(*(client.close_digested(e) for e in episode_ids)))
 
 
 async def check_index(client: Client, agent_id: str = "") -> diagnostics_service_pb2.CheckIndexResponse:

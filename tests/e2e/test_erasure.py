@@ -62,8 +62,7 @@ async def remember_everywhere(client: Client, agent_id: str, user: str, marker: 
     """A closed, digested episode and an open one compacted into a summary, with model calls."""
     closed = await client.open_episode(agent_id, user_id=user)
     await client.add(closed, *[said(marker, i) for i in range(6)], *tool_exchange(marker, "c1"))
-    close = es.CloseEpisodeRequest(episode_id=closed, wait_for_digest=True)
-    digest = (await client.episodes.CloseEpisode(close, metadata=client.auth, timeout=30)).episode.digest
+    digest = (await client.close_digested(closed)).digest
     assert digest.state == episode_pb2.DIGEST_STATE_READY
     live = await client.open_episode(agent_id, user_id=user)
     await client.add(live, *[said(marker, i) for i in range(120)], *tool_exchange(marker, "c2"))

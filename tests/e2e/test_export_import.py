@@ -22,6 +22,7 @@ from episodic_client.v1 import episode_service_pb2 as client_pb
 from tests.conftest import unique
 from tests.e2e.context_helpers import Built, build, create_agent
 from tests.e2e.helpers import (
+    DIGEST_SETTLE_SECONDS,
     Client,
     error_reason,
     expect_code,
@@ -29,6 +30,7 @@ from tests.e2e.helpers import (
     tool_result_message,
     user_message,
 )
+from tests.polling import eventually
 from tests.server_harness import KEY_A, KEY_B, RunningServer
 
 pb = episode_service_pb2
@@ -62,8 +64,7 @@ async def history(client: Client, agent_id: str, user: str) -> tuple[str, str]:
         memory_service_pb2.UpdateSessionDataRequest(episode_id=past, data=data), metadata=client.auth
     )
     await build(client, past, user_message="Thanks!", append_user_message=True)
-    close = pb.CloseEpisodeRequest(episode_id=past, wait_for_digest=True)
-    await client.episodes.CloseEpisode(close, metadata=client.auth, timeout=30)
+    await client.close_digested(past)
     memory = memory_service_pb2.MemoryInput(
         memory_id=unique("pet"), text="Mary has a cat called Zanzibar.", kind=memory_pb2.MEMORY_KIND_FACT
     )
@@ -101,11 +102,10 @@ def rendered(built: Built) -> list[tuple[int, int, str]]:
 
 
 async def digests_ready(client: Client, episode_id: str) -> None:
-    for _ in range(300):
-        if (await client.get_episode(episode_id)).digest.state == episode_pb2.DIGEST_STATE_READY:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the digest of {episode_id} was not made again")
+    async def ready() -> bool:
+        return (await client.get_episode(episode_id)).digest.state == episode_pb2.DIGEST_STATE_READY
+
+    assert await eventually(ready, DIGEST_SETTLE_SECONDS), f"the digest of {episode_id} was not made again"
 
 
 async def test_export_erase_import_renders_the_same_context(client: Client, tmp_path: Path) -> None:

@@ -20,6 +20,13 @@ GRPCURL_EXIT_BASE = 64  # grpcurl exits with 64 + the gRPC status code of a fail
 INVALID_ARGUMENT, UNAUTHENTICATED = 3, 16
 
 
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
 @pytest.fixture(scope="module")
 def grpcurl() -> str:
     # The venv's bin directory is searched too, so an unactivated `.venv/bin/python -m pytest` finds it.

@@ -26,6 +26,13 @@ from tests.server_harness import KEY_A, RunningServer
 T = TypeVar("T")
 
 
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
 async def in_thread(server: RunningServer, work: Callable[[EpisodicClient, str], T]) -> T:
     """Runs `work` with a sync client and a new agent off the loop (the server runs on it)."""
 

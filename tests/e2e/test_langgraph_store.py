@@ -45,6 +45,13 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "clients/python/examples/integrations/langgraph.py"
 
 
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
 async def in_thread(server: RunningServer, work: Callable[[EpisodicStore], T], **options: Any) -> T:
     """Runs `work` with a store of a new agent off the loop (the server runs on it)."""
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from episodic.v1 import context_pb2, episode_pb2, episode_service_pb2, memory_pb2, memory_service_pb2
+from episodic.v1 import context_pb2, episode_pb2, memory_pb2, memory_service_pb2
 from tests.e2e.context_helpers import Built, build, create_agent
 from tests.e2e.helpers import Client, assert_serving
 from tests.polling import eventually
@@ -70,8 +70,7 @@ async def test_a_fact_compacted_away_is_a_pending_memory_the_next_turns_know(cli
     recalled = {m.memory_id: m for m in built.report.recalled_memories}
     assert recalled[cat.memory_id].state == PENDING and recalled[cat.memory_id].rendered
 
-    request = episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
-    closed = await client.episodes.CloseEpisode(request, metadata=client.auth, timeout=60)
-    assert closed.episode.digest.state == episode_pb2.DIGEST_STATE_READY
+    closed = await client.close_digested(episode_id)
+    assert closed.digest.state == episode_pb2.DIGEST_STATE_READY
     kept = [m for m in await memories(client, agent_id) if "Zanzibar" in m.text]
     assert [(m.memory_id, m.state) for m in kept] == [(cat.memory_id, PROMOTED)]  # once, promoted

@@ -73,9 +73,8 @@ async def get(client: Client, memory_id: str) -> memory_pb2.Memory:
 
 
 async def close(client: Client, episode_id: str) -> None:
-    request = episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
-    closed = await client.episodes.CloseEpisode(request, metadata=client.auth, timeout=60)
-    assert closed.episode.digest.state == episode_pb2.DIGEST_STATE_READY
+    closed = await client.close_digested(episode_id)
+    assert closed.digest.state == episode_pb2.DIGEST_STATE_READY
 
 
 def ts(value: datetime) -> timestamp_pb2.Timestamp:

@@ -35,6 +35,13 @@ EXAMPLE = REPO / "clients" / "python" / "examples" / "integrations" / "openai_ag
 NO_TRACES = RunConfig(tracing_disabled=True)  # nothing leaves the machine
 
 
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
 @asynccontextmanager
 async def connected(server: RunningServer) -> AsyncIterator[tuple[AsyncEpisodicClient, str]]:
     """A client of tenant A and a new agent."""

@@ -68,8 +68,7 @@ async def test_digests_and_rendered_contexts_never_see_the_raw_values(
     agent_id = await create_agent(alice, recall_mode=agent_pb2.RECALL_MODE_RECENCY)
     earlier = await alice.open_episode(agent_id, user_id="mary")
     await alice.add(earlier, said(), said("Please send the invoice to my email address."))
-    close = episode_service_pb2.CloseEpisodeRequest(episode_id=earlier, wait_for_digest=True)
-    digest = (await alice.episodes.CloseEpisode(close, metadata=alice.auth, timeout=30)).episode.digest
+    digest = (await alice.close_digested(earlier)).digest
     assert digest.state == episode_pb2.DIGEST_STATE_READY and not leaks(str(digest))
     now = await alice.open_episode(agent_id, user_id="mary")
     built = await build(alice, now, user_message=f"Use {EMAIL} please", append_user_message=True)

@@ -31,6 +31,13 @@ from tests.server_harness import KEY_A, RunningServer
 CLOSED = episode_pb2.Episode.STATE_CLOSED
 
 
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
 def async_client(server: RunningServer, api_key: str = KEY_A) -> AsyncEpisodicClient:
     return AsyncEpisodicClient(server.address, api_key=api_key, timeout=5.0)
 

@@ -33,6 +33,13 @@ BIG_WINDOW = MemoryConfig(max_working_memory_tokens=100_000, context_window_toke
 BIG_MESSAGE = "naïve café 東京 " * 12_000  # ~200 KB of multi-byte text: several 64 KiB frames
 
 
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
 def async_client(server: RunningServer, api_key: str = KEY_A) -> AsyncEpisodicClient:
     return AsyncEpisodicClient(server.address, api_key=api_key, timeout=10.0)
 

@@ -47,6 +47,13 @@ PARKING = "Parking permits come from the facilities desk on the ground floor."
 POLICY = "Contractors follow their agency's leave rules, not the handbook."
 
 
+@pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
 def async_client(server: RunningServer, api_key: str = KEY_A) -> AsyncEpisodicClient:
     return AsyncEpisodicClient(server.address, api_key=api_key, timeout=10.0)
 

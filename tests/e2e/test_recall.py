@@ -14,6 +14,7 @@ from episodic.v1 import agent_pb2, agent_service_pb2, episode_pb2, episode_servi
 from episodic.v1.agent_service_pb2_grpc import AgentServiceStub
 from episodic.v1.episode_service_pb2_grpc import EpisodeServiceStub
 from tests.conftest import unique
+from tests.e2e.helpers import settled_digest
 from tests.server_harness import KEY_A, KEY_B, RunningServer, bearer
 
 if TYPE_CHECKING:
@@ -60,14 +61,14 @@ async def converse(
     roles = [episode_pb2.ROLE_USER, episode_pb2.ROLE_ASSISTANT]
     messages = [episode_pb2.MessageInput(role=roles[i % 2], content=text) for i, text in enumerate(lines)]
     await stub.AddMessages(pb.AddMessagesRequest(episode_id=episode_id, messages=messages), metadata=AUTH)
-    closed = await stub.CloseEpisode(
-        pb.CloseEpisodeRequest(
-            episode_id=episode_id, end_time=ts(day + timedelta(hours=1)), wait_for_digest=True
-        ),
-        metadata=AUTH,
-        timeout=30,
-    )
-    assert closed.episode.digest.state == episode_pb2.DIGEST_STATE_READY, closed.episode.digest
+    close = pb.CloseEpisodeRequest(episode_id=episode_id, end_time=ts(day + timedelta(hours=1)))
+    await stub.CloseEpisode(close, metadata=AUTH)
+
+    async def read() -> episode_pb2.Episode:
+        return (await stub.GetEpisode(pb.GetEpisodeRequest(episode_id=episode_id), metadata=AUTH)).episode
+
+    digest = await settled_digest(read)
+    assert digest.state == episode_pb2.DIGEST_STATE_READY, digest
     return str(episode_id)
 
 

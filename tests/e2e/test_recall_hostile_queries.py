@@ -13,6 +13,8 @@ import pytest
 from episodic_client import AsyncEpisodicClient, message_input
 from episodic_client.v1 import agent_pb2, context_pb2, episode_pb2
 from tests.conftest import unique
+from tests.e2e.helpers import DIGEST_SETTLE_SECONDS
+from tests.polling import eventually
 from tests.server_harness import KEY_A, RunningServer
 
 PAST = context_pb2.CONTEXT_SECTION_PAST_CONVERSATIONS
@@ -46,13 +48,25 @@ def tool_result(call_id: str) -> episode_pb2.MessageInput:
     return message_input("tool", tool_result=result)
 
 
+async def digested(client: AsyncEpisodicClient, episode_id: str) -> None:
+    """Waits on the digest's state (not on CloseEpisode's deadline) and checks it is READY."""
+    settled = (episode_pb2.DIGEST_STATE_READY, episode_pb2.DIGEST_STATE_FAILED)
+
+    async def done() -> bool:
+        return (await client.get_episode(episode_id)).episode.digest.state in settled
+
+    await eventually(done, DIGEST_SETTLE_SECONDS)
+    digest = (await client.get_episode(episode_id)).episode.digest
+    assert digest.state == episode_pb2.DIGEST_STATE_READY, digest
+
+
 async def past(client: AsyncEpisodicClient, agent_id: str, user: str, lines: list[str], day: datetime) -> str:
     opened = await client.open_episode(agent_id, user, start_time=day)
     episode_id = opened.episode.episode_id
     roles = ["user", "assistant"]
     await client.add_messages(episode_id, [message_input(roles[i % 2], t) for i, t in enumerate(lines)])
-    closed = await client.close_episode(episode_id, end_time=day + timedelta(hours=1), wait_for_digest=True)
-    assert closed.episode.digest.state == episode_pb2.DIGEST_STATE_READY, closed.episode.digest
+    await client.close_episode(episode_id, end_time=day + timedelta(hours=1))
+    await digested(client, episode_id)
     return episode_id
 
 
@@ -95,7 +109,8 @@ async def test_episodes_of_tool_messages_or_one_repeated_token_are_recalled_with
         tools = await client.open_episode(agent_id, user, start_time=DAY0 + timedelta(days=5))
         tools_id = tools.episode.episode_id
         await client.add_messages(tools_id, [tool_call("c1"), tool_result("c1")])
-        await client.close_episode(tools_id, end_time=DAY0 + timedelta(days=5, hours=1), wait_for_digest=True)
+        await client.close_episode(tools_id, end_time=DAY0 + timedelta(days=5, hours=1))
+        await digested(client, tools_id)
         spam_id = await past(client, agent_id, user, [repeated, repeated], DAY0 + timedelta(days=6))
         found = await client.search_episodes(agent_id, user, "spam", mode="hybrid", top_k=10)
         assert found.snippets[0].episode_id == spam_id

@@ -107,9 +107,8 @@ async def converse(client: Client, agent_id: str, user: str, lines: list[str]) -
     """An episode written and closed through `client`, its digest READY."""
     episode_id = await client.open_episode(agent_id, user_id=user)
     await client.add(episode_id, *(user_message(line) for line in lines))
-    request = es.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
-    closed = await client.episodes.CloseEpisode(request, timeout=CALL_TIMEOUT_SECONDS)
-    assert closed.episode.digest.state == episode_pb2.DIGEST_STATE_READY, closed.episode.digest
+    closed = await client.close_digested(episode_id)
+    assert closed.digest.state == episode_pb2.DIGEST_STATE_READY, closed.digest
     return episode_id
 
 
@@ -422,8 +421,7 @@ async def close_and_wait(client: Client, episode_ids: list[str]) -> dict[str, in
     the digest states that are not READY."""
     unsettled: dict[str, int] = {}
     for episode_id in episode_ids:
-        request = es.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
-        episode = (await client.episodes.CloseEpisode(request, timeout=CALL_TIMEOUT_SECONDS)).episode
+        episode = await client.close_digested(episode_id)
         if episode.digest.state != episode_pb2.DIGEST_STATE_READY:
             unsettled[episode_id] = episode.digest.state
     return unsettled

@@ -73,9 +73,7 @@ async def test_the_digest_and_extracted_memories_ignore_a_retracted_message(clie
         user_message("I work as a pilot at Lufthansa."),
     )
     await retract(client, episode_id, 1)
-    close = episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
-    closed = (await client.episodes.CloseEpisode(close, metadata=client.auth, timeout=30)).episode
-    digest = closed.digest
+    digest = (await client.close_digested(episode_id)).digest
     assert digest.state == episode_pb2.DIGEST_STATE_READY
     told = " ".join([digest.summary, *digest.key_facts])
     assert "pilot" in told or "Lufthansa" in told, told

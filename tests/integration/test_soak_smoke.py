@@ -1,6 +1,8 @@
 """`episodic-lab soak` end to end on SQLite with tiny settings: a real server subprocess, real
 BuildContext streams and appends at once, RSS sampled, every acknowledged append found
-stored, and a report (printed and JSON) with every summary line. Never asserts a timing."""
+stored, and a report (printed and JSON) with every summary line. Never asserts a timing,
+nor bounds RSS: the soak's own RSS verdict is a measurement of a long run (its default
+limit, 25% after the warm-up), here set out of reach so only the figures' shape is checked."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def test_soak_reports_calls_errors_rss_and_stored_appends(
 ) -> None:
     figures = tmp_path / "soak.json"
     argv = ["soak", "--seconds", "3", "--streams", "4", "--appenders", "2", "--conversations", "4"]
+    argv += ["--max-rss-growth-pct", "1000000"]  # see the module docstring
 
     assert main([*argv, "--json", str(figures)]) == 0
 
