@@ -348,3 +348,22 @@ def test_an_import_refused_for_its_rate_counts_nothing_held() -> None:
     assert shares.import_held("a") == 10 and meter.held == 10
     meter.written()
     assert shares.import_held("a") == 0
+
+
+def test_one_import_sending_its_requests_in_turn_is_slowed_to_the_rate_never_refused() -> None:
+    """Each request waits for its own bytes (at most a second when a request is at most the
+    rate's second of bytes), so only imports run at once can be refused for the rate."""
+    clock = Clock()
+    shares = shares_with(clock, import_bytes_per_second=100, import_bytes_burst=1000, import_held_bytes=10**9)
+    meter = state_shares.ImportMeter(shares, "a")
+    assert shares.import_received(meter, 1000) == 0  # the burst
+    waited = 0.0
+    for _ in range(50):
+        wait = shares.import_received(meter, 100)
+        assert wait <= 1.0
+        clock.now += wait  # the request waits, then the next one comes
+        waited += wait
+    assert waited == pytest.approx(50.0)  # 5,000 bytes past the burst at 100 a second
+    other = state_shares.ImportMeter(shares, "a")  # a second import at once: the wait doubles
+    shares.import_received(meter, 100)
+    refused(Share.IMPORT_BYTES, lambda: shares.import_received(other, 100))
