@@ -659,7 +659,7 @@ def build_services(
     knowledge = KnowledgeService(
         store=a.knowledge, agents=a.agents, embedder=a.embedder, index=state.knowledge_index,
         words=state.knowledge_words, changes=state.visibility, limits=limits, clock=clock,
-        embed_pool=memories.embed_pool, queries=queries,
+        embed_pool=memories.embed_pool, embeddings=memories.embeddings, queries=queries,
         timed=metered.knowledge_searched if metered else None, monotonic=a.monotonic, chunks=state.chunks,
         quota=state.shares,
     )  # fmt: skip

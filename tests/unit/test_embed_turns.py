@@ -1,6 +1,7 @@
 """Tenants take the server's embedding threads in turn: a quiet tenant's job runs next, not
 after a busy tenant's line; bulk never sits in front of a query; a big batch holds the
-bulk thread one chunk at a time. Order is shown with an executor the test runs by hand."""
+bulk thread one chunk at a time; memories, digests and documents all take those turns.
+Order is shown with an executor the test runs by hand."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from episodic.domain.chunking import DocumentFormat
+from episodic.domain.knowledge import DocumentDraft
 from episodic.domain.memories import MemoryKind
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.ports import TenantEmbeddings
@@ -180,3 +183,18 @@ async def test_memories_and_digests_are_embedded_on_their_tenants_bulk_turns() -
     await uc.close(episode)
     assert await uc.digester.run_once() == 1
     assert set(recorded.jobs) == {("bulk", TENANT)} and len(recorded.jobs) >= 2
+
+
+async def test_documents_chunks_are_embedded_on_their_tenants_bulk_turns() -> None:
+    uc = use_cases()
+    await uc.new_agent()
+    assert uc.knowledge.embeddings is uc.memories.embeddings  # the one scheduler, not the pool directly
+    assert uc.knowledge.embeddings is not None
+    recorded = Recorded(uc.knowledge.embeddings)
+    uc.knowledge.embeddings = recorded
+    draft = DocumentDraft("parking", "Parking permits come from the facilities desk.", DocumentFormat.TEXT)
+    await uc.knowledge.create(CALLER, "helper", [draft])
+    assert recorded.jobs == [("bulk", TENANT)]
+    changed = DocumentDraft("parking", "Permits: ask at the desk.")
+    await uc.knowledge.update(CALLER, "helper", changed, ["text"])
+    assert recorded.jobs == [("bulk", TENANT)] * 2

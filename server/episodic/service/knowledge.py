@@ -44,6 +44,7 @@ from episodic.domain.ports import (
     KnowledgeStore,
     KnowledgeWords,
     ScopeIndex,
+    TenantEmbeddings,
     WriteQuota,
 )
 from episodic.domain.recall import Hit, SearchMode, Signal, Vector, reciprocal_rank_fusion
@@ -86,6 +87,7 @@ class KnowledgeService:
     limits: Limits
     clock: Clock
     embed_pool: Executor | None = None  # the server's one thread for bulk embeddings
+    embeddings: TenantEmbeddings | None = None  # over embed_pool, tenants in turn; None: embed_pool directly
     queries: QueryVectorSource | None = None  # shared with recall: a turn embeds its query once
     known_agents: set[tuple[str, str]] = field(default_factory=set)
     timed: Callable[[str, float], None] | None = None  # told each search's mode and seconds (metrics)
@@ -190,11 +192,15 @@ class KnowledgeService:
             DocumentChunk(document.document_id, i, c.text, c.start, c.end, c.heading_path)
             for i, c in enumerate(pieces)
         ]
-        vectors = await self._embed([embedded_text(document, c) for c in chunks])
+        vectors = await self._embed(document.tenant_id, [embedded_text(document, c) for c in chunks])
         whole = dataclasses.replace(document, chunk_count=len(chunks))
         return DocumentWrite(whole, chunks, vectors, self.embedder.model_id)
 
-    async def _embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def _embed(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
+        """On the tenant's bulk turns (a chunk at a time, each taking its turn): a knowledge base
+        loaded in bulk holds the bulk thread one chunk at most before another tenant's job goes."""
+        if self.embeddings is not None:
+            return await self.embeddings.bulk(tenant_id, texts)
         loop = asyncio.get_running_loop()
         vectors: list[Vector] = []
         for start in range(0, len(texts), EMBED_BATCH):

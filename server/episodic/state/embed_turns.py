@@ -3,7 +3,7 @@
 Each tenant's jobs wait in a line of their own; when a thread frees, the next job comes from
 the tenant served least recently, so a quiet tenant's job runs next, not after a busy
 tenant's line. Queries (a turn's text, waited for by a call) and bulk (memories, digests,
-earlier messages) have lanes of their own, so bulk never sits in front of a query; a bulk
+earlier messages, documents' chunks) have lanes of their own, so bulk never sits in front of a query; a bulk
 job is embedded a chunk at a time, each chunk taking its turn, so one tenant's batch of
 hundreds holds the bulk thread for one chunk at most before another tenant's goes. On the
 event loop's thread, like every state object."""
