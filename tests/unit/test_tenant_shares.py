@@ -269,6 +269,24 @@ async def test_a_quiet_tenants_call_runs_at_once_and_a_busy_tenants_line_waits_f
     assert calls.started == ["a0", "a1", "b0", "a2", "a3"]
 
 
+async def test_by_default_a_flooding_tenant_runs_two_calls_and_one_beside_another_tenants() -> None:
+    """The default turns (issue 43, finding 9): every turn shares the one event loop, so what a
+    flood runs beside a quiet tenant's call is what that call waits behind; 4 let it run 3."""
+    calls = Calls(TenantShares(ShareLimits()))
+    for name in ("a0", "a1", "a2", "a3"):
+        await calls.call("a", name)
+    assert calls.started == ["a0", "a1"]
+    await calls.call("b", "b0")
+    assert calls.started == ["a0", "a1", "b0"]  # at once
+    await calls.end("a0")
+    assert calls.started == ["a0", "a1", "b0"]  # a is held to one beside b's call
+    await calls.end("b0")
+    assert calls.started == ["a0", "a1", "b0", "a2"]
+    for name in ("a1", "a2", "a3"):
+        await calls.end(name)
+    await asyncio.gather(*calls.tasks)
+
+
 async def test_a_freed_turn_goes_to_the_tenant_running_fewest_not_to_the_first_in_line() -> None:
     calls = Calls(shares_with(active=2))
     for name in ("a0", "a1", "a2"):

@@ -40,7 +40,11 @@ class ShareLimits:
     rate_per_second: float = 200.0
     rate_burst: int = 400
     rpcs: int = 64  # in flight: running, waiting for a turn, or streaming
-    active: int = 4  # running at once; the tenant's others wait in line (no CPU held)
+    # Running at once; the tenant's others wait in line (no CPU held). Two: one call on the
+    # event loop while the other waits for SQL or the model. Every turn shares the one loop,
+    # so a quiet tenant's call is slowed by what the others run beside it: 4 let a flood run
+    # 3-4 beside it (bench-fairness, issue 43 finding 9); 2 hold it to 1 while they contend.
+    active: int = 2
     streams: int = 32  # server streams open (BuildContext, WatchEpisode)
     unsent_bytes: int = 32 * 1024 * 1024
     watchers: int = 64
