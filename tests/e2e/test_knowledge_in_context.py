@@ -19,6 +19,13 @@ SICK = "Sick leave needs a doctor's note after three consecutive days."
 
 
 @pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
+@pytest.fixture
 async def client(server: RunningServer) -> AsyncIterator[Client]:
     async with server.channel() as channel:
         yield Client.of(channel, KEY_A)

@@ -20,6 +20,13 @@ SAID = f"Reach me at {EMAIL} or {PHONE}; my card is {CARD}."
 
 
 @pytest.fixture
+def database_url(sqlite_url: str) -> str:
+    """One backend: what these tests check is the same over either store (the stores are
+    held to one behaviour on both by tests/contracts and tests/integration)."""
+    return sqlite_url
+
+
+@pytest.fixture
 async def redacting(database_url: str) -> AsyncIterator[tuple[Client, Client]]:
     """Tenant A redacts (server default); tenant B is set to off."""
     settings = settings_for(database_url, pii_policy=PiiPolicy.REDACT, pii_tenant_policies=f"{TENANT_B}=off")

@@ -33,12 +33,14 @@ TENANT = "acme"
 
 @pytest.fixture(autouse=True)
 def restored_logging() -> Iterator[None]:
-    """main() sets up the process's logging (a handler on the captured stderr): undone after."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
+    """main() sets up the process's logging (a handler on the captured stderr, our loggers'
+    level): undone after, or later tests in the process would capture our INFO lines."""
+    root, ours = logging.getLogger(), logging.getLogger("episodic")
+    handlers, level, our_level = root.handlers[:], root.level, ours.level
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    ours.setLevel(our_level)
 
 
 # --- --version ----------------------------------------------------------------------------
