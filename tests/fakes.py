@@ -66,15 +66,10 @@ from episodic.domain.model import (
     Role,
     ToolCallRecord,
 )
-from episodic.domain.ports import (
-    ContextSources,
-    DigestWaiter,
-    DocumentWrite,
-    EpisodeCursor,
-    EpisodeFilter,
-    MemoryFilter,
-    MemoryWrite,
-)
+from episodic.domain.ports.digests import DigestWaiter
+from episodic.domain.ports.episodes import ContextSources, EpisodeCursor, EpisodeFilter
+from episodic.domain.ports.knowledge import DocumentWrite
+from episodic.domain.ports.memories import MemoryFilter, MemoryWrite
 from episodic.domain.recall import (
     Digest,
     DigestState,

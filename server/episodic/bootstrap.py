@@ -28,36 +28,23 @@ from episodic.bounded import within
 from episodic.config import ConfigError, EmbedderKind, ExtractorKind, Settings, SummarizerKind, TlsMaterial
 from episodic.domain.digests import indexed_with
 from episodic.domain.erasure_ledger import Replayed
-from episodic.domain.ports import (
+from episodic.domain.ports.changes import ChangeFeed, ChangeLog, Leadership, Signals
+from episodic.domain.ports.clock import Clock, IdFactory
+from episodic.domain.ports.digests import DigestStore
+from episodic.domain.ports.episodes import (
     AgentStore,
-    ChangeFeed,
-    ChangeLog,
-    Clock,
     ContextStore,
-    DigestStore,
     DraftStore,
-    Embedder,
     EpisodeStore,
-    Eraser,
-    ErasureLedger,
-    ErasureRecords,
-    IdFactory,
-    KnowledgeStore,
-    Leadership,
-    MemoryExtractor,
-    MemoryStore,
     ReadsTogether,
     RetentionStore,
-    ScopeVectorSource,
-    SessionDataStore,
-    Signals,
-    StoredVectorKeys,
-    Summarizer,
-    TokenCounter,
     UserDirectory,
-    UserTransfer,
-    VectorIndex,
 )
+from episodic.domain.ports.indexes import ScopeVectorSource, StoredVectorKeys, VectorIndex
+from episodic.domain.ports.knowledge import KnowledgeStore
+from episodic.domain.ports.memories import MemoryStore, SessionDataStore
+from episodic.domain.ports.models import Embedder, MemoryExtractor, Summarizer, TokenCounter
+from episodic.domain.ports.users import Eraser, ErasureLedger, ErasureRecords, UserTransfer
 from episodic.embed import EmbeddingError, make_embedder
 from episodic.embed.model_cache import default_cache_dir
 from episodic.errors import EpisodicError

@@ -46,22 +46,12 @@ from episodic.domain.model import (
     ToolCall,
     ToolResult,
 )
-from episodic.domain.ports import (
-    AgentStore,
-    ContextStore,
-    DigestStore,
-    DocumentWrite,
-    DraftStore,
-    EpisodeStore,
-    Eraser,
-    KnowledgeStore,
-    MemoryStore,
-    MemoryWrite,
-    RetentionStore,
-    ScopeVectorSource,
-    SessionDataStore,
-    StoredVectorKeys,
-)
+from episodic.domain.ports.digests import DigestStore
+from episodic.domain.ports.episodes import AgentStore, ContextStore, DraftStore, EpisodeStore, RetentionStore
+from episodic.domain.ports.indexes import ScopeVectorSource, StoredVectorKeys
+from episodic.domain.ports.knowledge import DocumentWrite, KnowledgeStore
+from episodic.domain.ports.memories import MemoryStore, MemoryWrite, SessionDataStore
+from episodic.domain.ports.users import Eraser
 from episodic.domain.recall import Digest, DigestState, Scope, Vector
 from episodic.store import schema
 from episodic.store.agents import SqlAgentStore

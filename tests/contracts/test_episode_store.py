@@ -19,7 +19,8 @@ from episodic.domain.episodes import OpenRequest
 from episodic.domain.log import PreparedMessage
 from episodic.domain.memories import MemoryState
 from episodic.domain.model import CloseReason, Episode, EpisodeState, NewMessage, Role
-from episodic.domain.ports import EpisodeCursor, EpisodeFilter, MemoryWrite, UserDirectory
+from episodic.domain.ports.episodes import EpisodeCursor, EpisodeFilter, UserDirectory
+from episodic.domain.ports.memories import MemoryWrite
 from episodic.domain.recall import Scope
 from episodic.errors import AlreadyExists, FailedPrecondition, NotFound
 from tests.conftest import unique

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from episodic.domain.erasure_ledger import LedgerEntry
-from episodic.domain.ports import ErasureLedger
+from episodic.domain.ports.users import ErasureLedger
 from episodic.errors import Unavailable
 from episodic.store.ledger import FileErasureLedger
 from tests.fakes import FakeErasureLedger

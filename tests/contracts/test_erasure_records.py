@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import cast
 
 from episodic.domain.erasure import Audit, user_hash
-from episodic.domain.ports import ErasureRecords
+from episodic.domain.ports.users import ErasureRecords
 from episodic.domain.recall import Scope
 from episodic.store.erasure import SqlEraser
 from tests.conftest import unique

@@ -35,7 +35,8 @@ from episodic.domain.knowledge import (
     metadata_of,
     passes,
 )
-from episodic.domain.ports import DocumentWrite, ScopeVectorPages
+from episodic.domain.ports.indexes import ScopeVectorPages
+from episodic.domain.ports.knowledge import DocumentWrite
 from episodic.domain.recall import Hit, Scope, Vector
 from episodic.errors import AlreadyExists, NotFound
 from episodic.index.words import Bm25WordIndex

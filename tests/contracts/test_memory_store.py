@@ -22,7 +22,7 @@ from episodic.domain.changes import NO_CHANGES
 from episodic.domain.memories import Memory, MemoryKind, MemoryOrigin, MemoryState, Source, text_key
 from episodic.domain.memory_filter import passes
 from episodic.domain.memory_merge import frame_key
-from episodic.domain.ports import MemoryFilter, MemoryWrite
+from episodic.domain.ports.memories import MemoryFilter, MemoryWrite
 from episodic.domain.recall import Scope, Vector
 from episodic.errors import NotFound
 from tests.conftest import unique

@@ -19,7 +19,7 @@ from episodic.domain.changes import NO_CHANGES, Change, Declared, EpisodesRemove
 from episodic.domain.drafts import DraftLimits, Push
 from episodic.domain.episodes import OpenRequest
 from episodic.domain.model import Agent, Episode
-from episodic.domain.ports import EpisodeFilter
+from episodic.domain.ports.episodes import EpisodeFilter
 from episodic.domain.recall import DigestState, Scope, vector_key
 from episodic.domain.retention import SoftDeleted
 from episodic.errors import FailedPrecondition, NotFound

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from episodic.domain.ports import VectorIndex
+from episodic.domain.ports.indexes import VectorIndex
 from episodic.domain.recall import Scope
 from episodic.index.faiss_index import FaissVectorIndex
 from tests.fakes import FakeVectorIndex

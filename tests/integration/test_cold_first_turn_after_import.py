@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from episodic.domain.agents import MemoryDraft
 from episodic.domain.context import Compaction, ModelCall, Section
 from episodic.domain.model import Message, NewMessage, Role
-from episodic.domain.ports import Summarizer
+from episodic.domain.ports.models import Summarizer
 from episodic.domain.recall import DigestText
 from episodic.service.context import ContextRequest, ContextService
 from tests.integration.conftest import Stack

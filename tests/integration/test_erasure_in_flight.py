@@ -21,7 +21,7 @@ from episodic.domain.erasure import Audit, user_hash
 from episodic.domain.memories import Memory, MemoryKind, MemoryOrigin, MemoryState, Source
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft, SessionUpdate, merged_session
 from episodic.domain.model import Message, NewMessage, Role
-from episodic.domain.ports import MemoryWrite
+from episodic.domain.ports.memories import MemoryWrite
 from episodic.domain.recall import Digest, Vector
 from episodic.errors import Aborted, NotFound
 from episodic.service.memories import MemoryService

@@ -23,7 +23,7 @@ from episodic.domain.memories import (
 )
 from episodic.domain.memory_merge import frame_key
 from episodic.domain.model import Agent, Episode, EpisodeState, JsonObject, MemoryConfig
-from episodic.domain.ports import MemoryFilter, MemoryWrite
+from episodic.domain.ports.memories import MemoryFilter, MemoryWrite
 from episodic.domain.recall import Scope, Vector
 from episodic.errors import NotFound
 from episodic.store import memories as memory_module

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import NewMessage, Role
-from episodic.domain.ports import EpisodeFilter
+from episodic.domain.ports.episodes import EpisodeFilter
 from episodic.domain.recall import Scope, SearchMode
 from episodic.errors import NotFound
 from episodic.service.recall import SearchRequest

@@ -14,7 +14,7 @@ from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.context import Compaction, ModelCall, Section
 from episodic.domain.earlier import MAX_MESSAGES as EARLIER_MESSAGES
 from episodic.domain.model import Message, NewMessage, Role
-from episodic.domain.ports import ContextSources, ContextStore
+from episodic.domain.ports.episodes import ContextSources, ContextStore
 from episodic.domain.recall import DigestText
 from episodic.service.compaction import SummaryMaker
 from episodic.service.context import ContextRequest, ContextService

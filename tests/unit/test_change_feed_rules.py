@@ -21,7 +21,7 @@ from episodic.domain.changes import (
     UserErased,
 )
 from episodic.domain.erasure import user_hash
-from episodic.domain.ports import FeedEntry, FeedPage
+from episodic.domain.ports.changes import FeedEntry, FeedPage
 from episodic.domain.recall import Scope, Vector
 from episodic.state.index_cache import ResidentScopes
 from episodic.store.feed import FEED_VERSION, FeedRow, _entry, decode, encode

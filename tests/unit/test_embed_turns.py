@@ -16,7 +16,7 @@ from episodic.domain.chunking import DocumentFormat
 from episodic.domain.knowledge import DocumentDraft
 from episodic.domain.memories import MemoryKind
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft
-from episodic.domain.ports import TenantEmbeddings
+from episodic.domain.ports.models import TenantEmbeddings
 from episodic.domain.recall import Vector
 from episodic.state.embed_turns import FairEmbeddings, FairSlots
 from tests.unit.use_cases import CALLER, TENANT, use_cases

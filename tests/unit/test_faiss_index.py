@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from episodic.domain.ports import VectorIndex
+from episodic.domain.ports.indexes import VectorIndex
 from episodic.domain.recall import Hit, Scope
 from episodic.index import FaissVectorIndex
 from episodic.index import shard as shard_module

@@ -19,7 +19,7 @@ from episodic.domain.context import Compaction, ModelCall, Section
 from episodic.domain.memories import ExtractedMemory, Memory, MemoryKind, MemoryOrigin, MemoryState
 from episodic.domain.memory_rules import MAX_PENDING_PER_EPISODE
 from episodic.domain.model import Message, NewMessage, RecallMode, Role
-from episodic.domain.ports import MemoryFilter
+from episodic.domain.ports.memories import MemoryFilter
 from episodic.domain.recall import Scope
 from episodic.service.compaction import SummaryMaker
 from episodic.service.context import ContextRequest

@@ -13,7 +13,7 @@ from episodic.domain.agents import MemoryDraft as AgentMemory
 from episodic.domain.memories import MemoryKind, MemoryState, Outcome, Placement
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.model import PiiPolicy
-from episodic.domain.ports import MemoryFilter
+from episodic.domain.ports.memories import MemoryFilter
 from episodic.domain.recall import Scope, SearchMode
 from episodic.errors import NotFound
 from episodic.service.context import ContextRequest

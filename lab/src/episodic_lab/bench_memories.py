@@ -28,7 +28,7 @@ from episodic.domain.agents import AgentDraft
 from episodic.domain.changes import NO_CHANGES
 from episodic.domain.memories import Memory, MemoryKind, MemoryOrigin, MemoryState, Source
 from episodic.domain.model import Caller
-from episodic.domain.ports import MemoryWrite
+from episodic.domain.ports.memories import MemoryWrite
 from episodic.v1 import diagnostics_service_pb2, episode_service_pb2, memory_service_pb2
 from episodic.v1.diagnostics_service_pb2_grpc import DiagnosticsServiceStub
 from episodic.v1.memory_service_pb2_grpc import MemoryServiceStub

@@ -12,7 +12,7 @@ from episodic.api import transfer, watch
 from episodic.api.fitting import fitted_page, require_fits
 from episodic.api.interceptors import current_caller
 from episodic.domain.model import CloseReason, Episode, Message, Page
-from episodic.domain.ports import EpisodeFilter
+from episodic.domain.ports.episodes import EpisodeFilter
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.recall import RecallService

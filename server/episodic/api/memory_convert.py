@@ -23,7 +23,7 @@ from episodic.domain.memories import (
     SessionData,
 )
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft, SessionUpdate
-from episodic.domain.ports import MemoryFilter
+from episodic.domain.ports.memories import MemoryFilter
 from episodic.service.memories import Created
 from episodic.service.memory_search import MemoryQuery
 from episodic.v1 import memory_pb2 as m_pb

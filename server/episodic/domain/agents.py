@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from episodic.domain.model import Agent, MemoryConfig, PiiPolicy, RecallMode
-from episodic.domain.ports import TokenCounter
+from episodic.domain.ports.models import TokenCounter
 from episodic.domain.validation import Limits, Violations, check_id, check_text, text_problem
 from episodic.errors import CONFIGURATION
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from episodic.domain.memories import Memory, MemoryKind
-from episodic.domain.ports import MemoryFilter
+from episodic.domain.ports.memories import MemoryFilter
 from episodic.domain.recall import Scope
 
 

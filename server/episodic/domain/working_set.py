@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from episodic.domain.context import RenderedMessage, Summary
 from episodic.domain.earlier import CompactedLog
 from episodic.domain.model import Agent, Episode, Message
-from episodic.domain.ports import ContextSources
+from episodic.domain.ports.episodes import ContextSources
 from episodic.domain.reducers import from_log
 
 _MESSAGE_FIXED_BYTES = 320  # Message + RenderedMessage objects and small fields (tracemalloc)

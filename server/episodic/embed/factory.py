@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from episodic.domain.ports import Embedder
+from episodic.domain.ports.models import Embedder
 from episodic.embed.hashing import HashingEmbedder
 from episodic.embed.minilm import MiniLmEmbedder
 from episodic.embed.openai_compat import OpenAIEmbedder

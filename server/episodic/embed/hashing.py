@@ -44,7 +44,7 @@ class HashingEmbedder:
     """
 
     # ~0.4 us a character: a query this long costs ~0.1 ms, less than a hop to a thread
-    # (domain/ports.py embeds_inline).
+    # (domain/ports/models.py embeds_inline).
     inline_chars = 256
 
     def __init__(self, dimension: int = DEFAULT_DIMENSION) -> None:

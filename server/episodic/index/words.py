@@ -100,7 +100,7 @@ def query_terms(query: str) -> list[str]:
 
 
 class Bm25WordIndex:
-    """Implements the `WordIndex` port (domain/ports.py): one agent's chunks, by key
+    """Implements the `WordIndex` port (domain/ports/indexes.py): one agent's chunks, by key
     ("<document>#<n>"), each with its analysed words.
 
     Removed rows keep counting in the word statistics (how many chunks hold a word, the mean

@@ -20,7 +20,7 @@ from episodic.domain.knowledge import DocumentDraft, KnowledgeFilter, metadata_o
 from episodic.domain.memories import MemoryKind, Placement
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.model import Caller, CloseReason, NewMessage, Role
-from episodic.domain.ports import MemoryFilter
+from episodic.domain.ports.memories import MemoryFilter
 from episodic.domain.recall import SearchMode
 from episodic.mcp import arguments as args
 from episodic.mcp import present

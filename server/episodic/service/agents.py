@@ -10,7 +10,10 @@ from episodic.domain.agents import AgentDraft, build_agent, update_agent
 from episodic.domain.changes import AgentChanged
 from episodic.domain.model import Agent, Caller, Page
 from episodic.domain.paging import decode_token, encode_token, read_id
-from episodic.domain.ports import AgentStore, ChangeOwner, Clock, TokenCounter
+from episodic.domain.ports.changes import ChangeOwner
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import AgentStore
+from episodic.domain.ports.models import TokenCounter
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
 
 

@@ -15,7 +15,8 @@ from functools import partial
 from episodic.domain.assembly import summary_content
 from episodic.domain.context import Summary
 from episodic.domain.model import Message, Role
-from episodic.domain.ports import Clock, Summarizer, TokenCounter
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.models import Summarizer, TokenCounter
 from episodic.domain.working_set import WorkingSet
 from episodic.state.working_set import Key
 

@@ -32,15 +32,10 @@ from episodic.domain.model import (
     NewMessage,
     Role,
 )
-from episodic.domain.ports import (
-    BackgroundCompactions,
-    Clock,
-    CompactionListener,
-    ContextStore,
-    IdFactory,
-    Summarizer,
-    TokenCounter,
-)
+from episodic.domain.ports.clock import Clock, IdFactory
+from episodic.domain.ports.compaction import BackgroundCompactions, CompactionListener
+from episodic.domain.ports.episodes import ContextStore
+from episodic.domain.ports.models import Summarizer, TokenCounter
 from episodic.domain.recall import Snippet
 from episodic.domain.reducers import REPLY_PRIMING, least_tokens
 from episodic.domain.validation import Limits, Violations, check_id, check_text

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from episodic.domain.earlier import CompactedLog
 from episodic.domain.earlier_block import EarlierFound
-from episodic.domain.ports import Embedder, TenantEmbeddings
+from episodic.domain.ports.models import Embedder, TenantEmbeddings
 from episodic.domain.recall import Vector
 from episodic.domain.working_set import WorkingSet
 from episodic.service.recall import QueryVectorSource

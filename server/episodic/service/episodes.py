@@ -25,17 +25,11 @@ from episodic.domain.model import (
     Page,
 )
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_seq, read_time
-from episodic.domain.ports import (
-    AgentStore,
-    ChangeOwner,
-    Clock,
-    DigestWaiter,
-    EpisodeCursor,
-    EpisodeFilter,
-    EpisodeStore,
-    IdFactory,
-    TokenCounter,
-)
+from episodic.domain.ports.changes import ChangeOwner
+from episodic.domain.ports.clock import Clock, IdFactory
+from episodic.domain.ports.digests import DigestWaiter
+from episodic.domain.ports.episodes import AgentStore, EpisodeCursor, EpisodeFilter, EpisodeStore
+from episodic.domain.ports.models import TokenCounter
 from episodic.domain.recall import Scope
 from episodic.domain.validation import (
     Limits,

@@ -22,7 +22,9 @@ from episodic.domain.changes import EpisodesRemoved, MemoriesRemoved, UserErased
 from episodic.domain.erasure import Audit, Erased, Receipt, user_hash
 from episodic.domain.erasure_ledger import LedgerEntry
 from episodic.domain.model import Caller
-from episodic.domain.ports import ChangeOwner, Clock, Eraser, ErasureLedger, IdFactory
+from episodic.domain.ports.changes import ChangeOwner
+from episodic.domain.ports.clock import Clock, IdFactory
+from episodic.domain.ports.users import Eraser, ErasureLedger
 from episodic.domain.recall import Scope
 from episodic.domain.validation import Violations, check_id
 

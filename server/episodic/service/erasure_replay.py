@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from episodic.domain.erasure_ledger import LedgerEntry, Replayed, matching, pending_by_tenant
-from episodic.domain.ports import ErasureLedger, ErasureRecords
+from episodic.domain.ports.users import ErasureLedger, ErasureRecords
 from episodic.service.erasure import EraseService
 
 BATCH = 1000  # ledger entries, audit rows or user ids per read

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from episodic.domain.access import require_agent, require_every_agent
 from episodic.domain.model import Caller
-from episodic.domain.ports import ScopeIndex, StoredVectorKeys
+from episodic.domain.ports.indexes import ScopeIndex, StoredVectorKeys
 from episodic.domain.recall import Scope
 from episodic.domain.validation import Violations, check_id
 

@@ -35,7 +35,7 @@ from episodic.domain.inspection import (
 from episodic.domain.knowledge import Document, DocumentChunk
 from episodic.domain.model import Agent, Caller, Episode, Message, Page
 from episodic.domain.paging import decode_token, page_of, read_id
-from episodic.domain.ports import ContextStore, EpisodeFilter, EpisodeStore, UserDirectory
+from episodic.domain.ports.episodes import ContextStore, EpisodeFilter, EpisodeStore, UserDirectory
 from episodic.domain.shares import OverShare, Share, TokenBucket
 from episodic.domain.validation import Violations, check_id
 from episodic.domain.why_recalled import Candidacy, RecallExplanation, candidacy, explain_recall

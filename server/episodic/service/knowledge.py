@@ -35,18 +35,13 @@ from episodic.domain.knowledge import (
 )
 from episodic.domain.model import Caller, Page
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id
-from episodic.domain.ports import (
-    AgentStore,
-    ChangeOwner,
-    Clock,
-    DocumentWrite,
-    Embedder,
-    KnowledgeStore,
-    KnowledgeWords,
-    ScopeIndex,
-    TenantEmbeddings,
-    WriteQuota,
-)
+from episodic.domain.ports.changes import ChangeOwner
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import AgentStore
+from episodic.domain.ports.indexes import KnowledgeWords, ScopeIndex
+from episodic.domain.ports.knowledge import DocumentWrite, KnowledgeStore
+from episodic.domain.ports.models import Embedder, TenantEmbeddings
+from episodic.domain.ports.shares import WriteQuota
 from episodic.domain.recall import Hit, SearchMode, Signal, Vector, reciprocal_rank_fusion
 from episodic.domain.shares import Unmetered
 from episodic.domain.validation import (

@@ -3,7 +3,7 @@ deleted, so a positive answer is remembered (a bounded set, cleared when full)."
 
 from __future__ import annotations
 
-from episodic.domain.ports import AgentStore
+from episodic.domain.ports.episodes import AgentStore
 
 MAX_REMEMBERED = 100_000
 

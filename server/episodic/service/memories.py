@@ -43,21 +43,13 @@ from episodic.domain.memory_rules import (
 from episodic.domain.memory_search import cosine_hits
 from episodic.domain.model import Caller, Episode, EpisodeState, Message, Page
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
-from episodic.domain.ports import (
-    AgentStore,
-    ChangeOwner,
-    Clock,
-    Embedder,
-    EpisodeStore,
-    IdFactory,
-    MemoryExtractor,
-    MemoryFilter,
-    MemoryStore,
-    MemoryWrite,
-    ScopeIndex,
-    TenantEmbeddings,
-    WriteQuota,
-)
+from episodic.domain.ports.changes import ChangeOwner
+from episodic.domain.ports.clock import Clock, IdFactory
+from episodic.domain.ports.episodes import AgentStore, EpisodeStore
+from episodic.domain.ports.indexes import ScopeIndex
+from episodic.domain.ports.memories import MemoryFilter, MemoryStore, MemoryWrite
+from episodic.domain.ports.models import Embedder, MemoryExtractor, TenantEmbeddings
+from episodic.domain.ports.shares import WriteQuota
 from episodic.domain.recall import Digest, Hit, Scope, Vector
 from episodic.domain.shares import Unmetered
 from episodic.domain.transfer import ErasureWatch

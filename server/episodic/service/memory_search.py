@@ -17,7 +17,11 @@ from episodic.domain.access import require_agent
 from episodic.domain.memories import RECALL_MARK_EVERY, Memory, MemoryHit, MemoryState
 from episodic.domain.memory_search import cosine_hits, merged_hits, word_matches
 from episodic.domain.model import Caller
-from episodic.domain.ports import AgentStore, Clock, Embedder, MemoryFilter, MemoryStore, ScopeIndex
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import AgentStore
+from episodic.domain.ports.indexes import ScopeIndex
+from episodic.domain.ports.memories import MemoryFilter, MemoryStore
+from episodic.domain.ports.models import Embedder
 from episodic.domain.recall import Hit, Scope, SearchMode, Signal, Vector, reciprocal_rank_fusion
 from episodic.domain.validation import Limits, Violations, check_id, check_search, check_text
 from episodic.service.known_agents import require_existing_agent

@@ -13,7 +13,8 @@ from episodic.domain.json_text import nested_deeper_than
 from episodic.domain.memories import MemoryKind, Placement
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.model import Caller, JsonObject, JsonValue
-from episodic.domain.ports import EpisodeStore, MemoryFilter
+from episodic.domain.ports.episodes import EpisodeStore
+from episodic.domain.ports.memories import MemoryFilter
 from episodic.domain.recall import SearchMode
 from episodic.domain.validation import Limits, Violations, check_json, check_time
 from episodic.errors import InvalidArgument

@@ -12,7 +12,8 @@ from episodic.domain.access import require_visible
 from episodic.domain.context import ModelCall, ModelReply
 from episodic.domain.model import Caller, Page
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
-from episodic.domain.ports import Clock, ContextStore
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import ContextStore
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
 from episodic.service.episodes import EpisodeService
 

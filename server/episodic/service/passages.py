@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from episodic.domain.excerpts import Transcript, spoken
-from episodic.domain.ports import SpokenMessages
+from episodic.domain.ports.episodes import SpokenMessages
 from episodic.state.spoken_cache import SpokenCache
 
 SOURCE_MESSAGES = 400  # per episode: bounds the read and the scoring, whatever its length

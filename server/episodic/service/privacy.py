@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from episodic.domain.changes import AgentChanged, Change, stale_keys
 from episodic.domain.model import JsonValue, NewMessage, PiiPolicy, ToolCall, ToolResult
 from episodic.domain.pii import redact, redact_json
-from episodic.domain.ports import AgentStore
+from episodic.domain.ports.episodes import AgentStore
 
 POLICY_TTL_SECONDS = 5.0
 

@@ -13,7 +13,11 @@ from typing import Protocol
 from episodic.domain.access import require_agent
 from episodic.domain.excerpts import passage_scores, terms
 from episodic.domain.model import Caller
-from episodic.domain.ports import AgentStore, Clock, DigestReads, Embedder, ScopeIndex, embeds_inline
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.digests import DigestReads
+from episodic.domain.ports.episodes import AgentStore
+from episodic.domain.ports.indexes import ScopeIndex
+from episodic.domain.ports.models import Embedder, embeds_inline
 from episodic.domain.recall import (
     Digest,
     Hit,

@@ -9,7 +9,9 @@ from episodic.domain.access import require_visible
 from episodic.domain.memories import SessionData
 from episodic.domain.memory_rules import SessionUpdate, check_session_update, merged_session
 from episodic.domain.model import Caller, EpisodeState
-from episodic.domain.ports import Clock, EpisodeStore, SessionDataStore
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import EpisodeStore
+from episodic.domain.ports.memories import SessionDataStore
 from episodic.domain.validation import Limits, Violations, check_id
 from episodic.errors import FailedPrecondition
 from episodic.service.privacy import PiiGuard, redact_object

@@ -24,15 +24,12 @@ from episodic.domain.access import require_agent
 from episodic.domain.changes import ScopeChanged
 from episodic.domain.erasure import user_hash
 from episodic.domain.model import Caller
-from episodic.domain.ports import (
-    ChangeOwner,
-    Clock,
-    DigestWaiter,
-    ImportMeter,
-    ImportQuota,
-    TokenCounter,
-    UserTransfer,
-)
+from episodic.domain.ports.changes import ChangeOwner
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.digests import DigestWaiter
+from episodic.domain.ports.models import TokenCounter
+from episodic.domain.ports.shares import ImportMeter, ImportQuota
+from episodic.domain.ports.users import UserTransfer
 from episodic.domain.recall import Scope
 from episodic.domain.shares import Unmetered
 from episodic.domain.transfer import (

@@ -20,7 +20,8 @@ from episodic.domain.knowledge import KnowledgeHit, KnowledgeItem, stored_item
 from episodic.domain.known_facts import KnownFact, pending_for_turn, selected, subject_words
 from episodic.domain.memories import Memory, MemoryHit, MemoryOrigin
 from episodic.domain.model import Caller, JsonValue, MemoryConfig, RecallMode
-from episodic.domain.ports import MemoryStore, ReadsTogether, SessionDataStore
+from episodic.domain.ports.episodes import ReadsTogether
+from episodic.domain.ports.memories import MemoryStore, SessionDataStore
 from episodic.domain.recall import Scope, SearchMode, Snippet
 from episodic.domain.working_set import WorkingSet
 from episodic.service.memory_search import MemoryQuery

@@ -17,7 +17,8 @@ from episodic.domain.drafts import (
     episode_closed_error,
 )
 from episodic.domain.model import Caller, EpisodeState, JsonObject, Message, NewMessage, Role, ToolCall
-from episodic.domain.ports import Clock, DraftStore
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import DraftStore
 from episodic.domain.validation import Limits, Violations, check_id, check_text
 from episodic.domain.watch import EpisodeClosed, MessageAppended, WatchEvent, WatchLimits, check_after_seq
 from episodic.errors import AlreadyExists, EpisodicError, FailedPrecondition, NotFound

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from episodic.domain.ports import DigestReads
+from episodic.domain.ports.digests import DigestReads
 from episodic.domain.recall import Digest, Hit, Scope
 from episodic.state.recall_memo import ScopeVersions
 

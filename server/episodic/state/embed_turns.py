@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Executor
 
-from episodic.domain.ports import Embedder
+from episodic.domain.ports.models import Embedder
 from episodic.domain.recall import Vector
 
 # Query embeddings at once: a model call runs on one core, so more than the cores would only

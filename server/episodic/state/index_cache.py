@@ -40,7 +40,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from episodic.domain.ports import ScopeVectorPages, ScopeVectorSource, VectorIndex
+from episodic.domain.ports.indexes import ScopeVectorPages, ScopeVectorSource, VectorIndex
 from episodic.domain.recall import Hit, Scope, Vector
 
 LOAD_TRIES = 3
@@ -76,7 +76,7 @@ class CachedIndex(Protocol):
 
 
 class ResidentScopes:
-    """Implements the `ScopeIndex` port (domain/ports.py) over a `VectorIndex`."""
+    """Implements the `ScopeIndex` port (domain/ports/indexes.py) over a `VectorIndex`."""
 
     def __init__(
         self,

@@ -30,7 +30,7 @@ from typing import Protocol
 
 from episodic.domain.changes import CachesStale, Change, DocumentsRemoved, KnowledgeVectors
 from episodic.domain.knowledge import split_chunk_key
-from episodic.domain.ports import WordIndex
+from episodic.domain.ports.indexes import WordIndex
 from episodic.domain.recall import Hit
 
 Agent = tuple[str, str]  # (tenant, agent)
@@ -55,7 +55,7 @@ class ChunkTexts(Protocol):
 
 
 class ResidentWords:
-    """Implements the `KnowledgeWords` port (domain/ports.py)."""
+    """Implements the `KnowledgeWords` port (domain/ports/indexes.py)."""
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 
-from episodic.domain.ports import Embedder, TenantEmbeddings, embeds_inline
+from episodic.domain.ports.models import Embedder, TenantEmbeddings, embeds_inline
 from episodic.domain.recall import Vector
 
 ENTRIES = 1024

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from episodic.domain.ports import TokenCounter
+from episodic.domain.ports.models import TokenCounter
 
 MAX_CACHED_CHARS = 16_384  # a past-conversations block of 10 episodes is ~4-8 KB
 CAPACITY = 2048  # bounds the cache's memory: at most 2048 x 16 K characters, ~32 MiB

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from episodic.domain.ports import VectorIndex
+from episodic.domain.ports.indexes import VectorIndex
 from episodic.domain.recall import Scope, episode_of
 
 

@@ -39,7 +39,7 @@ from episodic.domain.changes import (
     UserErased,
 )
 from episodic.domain.erasure import user_hash
-from episodic.domain.ports import ChangeFeed
+from episodic.domain.ports.changes import ChangeFeed
 from episodic.domain.recall import Scope
 from episodic.state.index_cache import CachedIndex
 from episodic.state.unindex import unindex_episodes, unindex_memories
@@ -63,7 +63,7 @@ class NoFeed:
 
 
 class Visibility:
-    """Implements the `ChangeOwner` port (domain/ports.py)."""
+    """Implements the `ChangeOwner` port (domain/ports/changes.py)."""
 
     def __init__(
         self,

@@ -15,7 +15,8 @@ from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 
 from episodic.domain.changes import Change, stale_keys
-from episodic.domain.ports import DraftStore, Signals
+from episodic.domain.ports.changes import Signals
+from episodic.domain.ports.episodes import DraftStore
 from episodic.domain.shares import OverShare, Share
 from episodic.domain.watch import (
     Heartbeat,

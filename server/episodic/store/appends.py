@@ -21,7 +21,7 @@ from sqlalchemy import Connection, RowMapping, bindparam, select, tuple_, update
 from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
 from episodic.domain.memories import Memory, MemoryState
 from episodic.domain.model import Episode, Message, ToolCallRecord
-from episodic.domain.ports import Clock
+from episodic.domain.ports.clock import Clock
 from episodic.errors import EpisodicError, NotFound
 from episodic.store import schema as s
 from episodic.store.memories import memory_from_row

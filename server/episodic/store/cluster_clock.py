@@ -9,7 +9,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, func, select
 
-from episodic.domain.ports import Clock
+from episodic.domain.ports.clock import Clock
 from episodic.store.database import Database
 from episodic.store.schema import UtcDateTime
 

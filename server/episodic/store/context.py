@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.earlier import MAX_MESSAGES as EARLIER_MESSAGES
 from episodic.domain.model import Message, Role
-from episodic.domain.ports import ContextSources
+from episodic.domain.ports.episodes import ContextSources
 from episodic.domain.reducers import TailReach
 from episodic.errors import AlreadyExists, InvalidArgument, NotFound
 from episodic.store import schema as s

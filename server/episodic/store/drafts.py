@@ -90,7 +90,7 @@ def _scope(tenant_id: str, episode_id: str, draft_id: str | None = None) -> dict
 
 
 class SqlDraftStore:
-    """Implements the `DraftStore` port (domain/ports.py)."""
+    """Implements the `DraftStore` port (domain/ports/episodes.py)."""
 
     def __init__(self, db: Database, writer: GroupCommitWriter) -> None:
         self._db = db

@@ -19,7 +19,8 @@ from episodic.domain.inspection import UserSummary
 from episodic.domain.log import PreparedMessage
 from episodic.domain.memories import Memory
 from episodic.domain.model import CloseReason, Episode, Message
-from episodic.domain.ports import Clock, EpisodeCursor, EpisodeFilter
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import EpisodeCursor, EpisodeFilter
 from episodic.errors import NotFound
 from episodic.store import schema as s
 from episodic.store.appends import AppendBulk, AppendItem

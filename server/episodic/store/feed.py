@@ -41,7 +41,7 @@ from episodic.domain.changes import (
     UserErased,
 )
 from episodic.domain.erasure import user_hash
-from episodic.domain.ports import FeedEntry, FeedPage, Signals
+from episodic.domain.ports.changes import FeedEntry, FeedPage, Signals
 from episodic.domain.recall import Scope
 from episodic.store import schema as s
 from episodic.store.database import Database

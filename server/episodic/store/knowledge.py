@@ -48,7 +48,7 @@ from episodic.domain.knowledge import (
     metadata_of,
     split_chunk_key,
 )
-from episodic.domain.ports import DocumentWrite
+from episodic.domain.ports.knowledge import DocumentWrite
 from episodic.domain.recall import Scope, Vector
 from episodic.errors import AlreadyExists, NotFound
 from episodic.store import schema as s

@@ -27,7 +27,8 @@ from episodic.domain.memories import (
 )
 from episodic.domain.memory_filter import passes, tagged
 from episodic.domain.memory_merge import frame_key
-from episodic.domain.ports import Clock, MemoryFilter, MemoryWrite
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.memories import MemoryFilter, MemoryWrite
 from episodic.domain.recall import Scope, Vector
 from episodic.domain.transfer import ErasureWatch
 from episodic.store import schema as s

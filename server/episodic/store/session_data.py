@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, select, update
 
 from episodic.domain.memories import SessionData
-from episodic.domain.ports import Clock
+from episodic.domain.ports.clock import Clock
 from episodic.errors import NotFound
 from episodic.store import schema as s
 from episodic.store.database import Database

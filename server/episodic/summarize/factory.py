@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from episodic.domain.ports import Summarizer
+from episodic.domain.ports.models import Summarizer
 from episodic.summarize.extractive import ExtractiveSummarizer
 from episodic.summarize.openai_chat import OpenAIChatConfig, OpenAIChatSummarizer
 

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from episodic.domain.json_text import json_text
 from episodic.domain.model import Message, Role, ToolResult
-from episodic.domain.ports import Summarizer
+from episodic.domain.ports.models import Summarizer
 from episodic.domain.recall import DigestText
 from episodic.summarize.extractive import ExtractiveSummarizer
 from episodic.summarize.facts import tool_names_by_call

@@ -13,7 +13,7 @@ from typing import Any
 
 from episodic.domain.memories import ExtractedMemory, MemoryKind, normalized
 from episodic.domain.model import Message, Role
-from episodic.domain.ports import MemoryExtractor
+from episodic.domain.ports.models import MemoryExtractor
 from episodic.summarize.memories import (
     MAX_ENTITIES,
     MAX_MEMORIES,

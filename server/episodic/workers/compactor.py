@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from episodic.domain.model import Message
-from episodic.domain.ports import CompactionListener, ContextStore, Summarizer
+from episodic.domain.ports.compaction import CompactionListener
+from episodic.domain.ports.episodes import ContextStore
+from episodic.domain.ports.models import Summarizer
 from episodic.domain.working_set import WorkingSet
 from episodic.service.compaction import SummaryMaker, snapshot
 from episodic.state.working_set import Key, WorkingSetCache

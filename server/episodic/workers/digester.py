@@ -21,7 +21,10 @@ from datetime import timedelta
 from episodic.domain import digests as rules
 from episodic.domain.changes import EpisodeVectors, ScopeChanged
 from episodic.domain.model import Message
-from episodic.domain.ports import ChangeOwner, Clock, DigestStore, Embedder, Summarizer, TenantEmbeddings
+from episodic.domain.ports.changes import ChangeOwner
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.digests import DigestStore
+from episodic.domain.ports.models import Embedder, Summarizer, TenantEmbeddings
 from episodic.domain.recall import Digest, DigestState, DigestText, Vector, vector_key
 from episodic.errors import EpisodicError
 from episodic.workers.loops import cancel_and_wait, stop_if_cancelled

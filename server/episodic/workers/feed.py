@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from episodic.domain.changes import Change
-from episodic.domain.ports import ChangeLog, ChangeOwner, FeedEntry, Leadership, Signals
+from episodic.domain.ports.changes import ChangeLog, ChangeOwner, FeedEntry, Leadership, Signals
 from episodic.errors import EpisodicError
 from episodic.workers.loops import SoleReplica, cancel_and_wait, every, stop_if_cancelled, when_leading
 

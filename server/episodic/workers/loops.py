@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from episodic.domain.ports import Leadership
+from episodic.domain.ports.changes import Leadership
 from episodic.errors import EpisodicError
 
 T = TypeVar("T")

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from episodic.domain.model import CloseReason
-from episodic.domain.ports import Clock, EpisodeStore, Leadership
+from episodic.domain.ports.changes import Leadership
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import EpisodeStore
 from episodic.service.episodes import EpisodeService
 from episodic.workers.loops import SoleReplica, cancel_and_wait, every, when_leading
 

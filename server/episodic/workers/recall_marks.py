@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from episodic.domain.memories import RECALL_MARK_EVERY
-from episodic.domain.ports import MemoryStore
+from episodic.domain.ports.memories import MemoryStore
 from episodic.workers.loops import cancel_and_wait, every
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from episodic.domain.changes import EpisodesRemoved
-from episodic.domain.ports import ChangeOwner, Clock, Leadership, RetentionStore
+from episodic.domain.ports.changes import ChangeOwner, Leadership
+from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import RetentionStore
 from episodic.domain.recall import Scope
 from episodic.domain.retention import SoftDeleted
 from episodic.workers.loops import SoleReplica, cancel_and_wait, every, when_leading

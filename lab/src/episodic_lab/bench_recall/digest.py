@@ -19,7 +19,7 @@ from episodic.bootstrap import App
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, Message, NewMessage, Role
-from episodic.domain.ports import Embedder, Summarizer
+from episodic.domain.ports.models import Embedder, Summarizer
 from episodic.domain.recall import DigestText, Scope
 from episodic.summarize import make_summarizer
 from episodic.workers.digester import Digester

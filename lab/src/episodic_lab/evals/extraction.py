@@ -21,7 +21,7 @@ from typing import Any
 
 from episodic.domain.memories import ExtractedMemory, MemoryKind
 from episodic.domain.model import Message, Role
-from episodic.domain.ports import MemoryExtractor
+from episodic.domain.ports.models import MemoryExtractor
 from episodic.summarize.memories import ExtractiveMemoryExtractor
 from episodic_lab.evals.locomo_data import Session
 from episodic_lab.evals.locomo_data import load as load_locomo
