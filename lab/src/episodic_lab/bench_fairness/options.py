@@ -59,7 +59,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         type=_server_flag,
         default=[],
         metavar="KEY=VALUE",
-        help="pass --KEY VALUE to `episodic serve` (repeatable), e.g. tenant-max-active=2",
+        help="pass --KEY VALUE to `episodic serve` (repeatable), e.g. tenant-max-active=4",
     )
     add(
         "--abuser-honours-retry",
