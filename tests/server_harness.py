@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from episodic.bootstrap import open_app, serve_app
+from episodic.bootstrap.core import open_app, serve_app
 from episodic.config import EmbedderKind, Settings
-from episodic.keys import config_line
+from episodic.edges.keys import config_line
 from episodic.telemetry.tracing import Tracing
 
 KEY_A = "epk_test_tenant_a_0123456789abcdef"

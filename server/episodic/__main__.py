@@ -2,6 +2,6 @@
 
 import sys
 
-from episodic.cli import main
+from episodic.cli.main import main
 
 sys.exit(main())

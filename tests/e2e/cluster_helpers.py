@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 
-from episodic import system
-from episodic.bootstrap import App, Replacements, open_app
+from episodic.bootstrap import system
+from episodic.bootstrap.core import App, Replacements, open_app
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, NewMessage, Role

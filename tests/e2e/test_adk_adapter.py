@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import Field
 
-from episodic.keys import config_line
+from episodic.edges.keys import config_line
 from episodic_client import AsyncEpisodicClient, PermissionDeniedError
 from episodic_client.integrations.adk import (
     APP_STATE_USER,

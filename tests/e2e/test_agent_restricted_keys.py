@@ -12,7 +12,7 @@ import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 
-from episodic.keys import config_line
+from episodic.edges.keys import config_line
 from episodic.v1 import (
     agent_pb2,
     agent_service_pb2,

@@ -20,9 +20,9 @@ from alembic.config import Config
 from grpc import StatusCode
 from sqlalchemy import create_engine
 
-from episodic.backup import backup
+from episodic.cli.backup import backup
+from episodic.cli.restore import restore
 from episodic.domain.erasure import user_hash
-from episodic.restore import restore
 from episodic.store import migrate
 from episodic.store.migrate import head_revision
 from episodic.store.sqlite_files import remove_side_files

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import json_format
 from sqlalchemy import delete, insert, select
 
-from episodic.keys import config_line
+from episodic.edges.keys import config_line
 from episodic.store import schema
 from episodic.store.database import Database, open_database
 from episodic.v1 import diagnostics_service_pb2, episode_pb2, knowledge_service_pb2

@@ -12,12 +12,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
+from episodic.bootstrap.system import utc_now
 from episodic.domain import digests as rules
 from episodic.domain.changes import NO_CHANGES
 from episodic.domain.model import EpisodeState
 from episodic.domain.recall import Digest, DigestState
 from episodic.store import schema
-from episodic.system import utc_now
 from tests.e2e.cluster_helpers import (
     CALLER,
     JOBS,

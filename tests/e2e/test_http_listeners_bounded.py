@@ -18,9 +18,9 @@ from urllib.parse import quote
 import grpc
 import pytest
 
-from episodic.bootstrap import open_app, serve_app
-from episodic.inspector.serving import serving_inspector
-from episodic.mcp import serve as mcp_serve
+from episodic.bootstrap.core import open_app, serve_app
+from episodic.edges.inspector.serving import serving_inspector
+from episodic.edges.mcp import serve as mcp_serve
 from tests.e2e.helpers import assert_serving
 from tests.server_harness import KEY_A, bearer, settings_for
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from episodic.inspector.app import CSP, STATIC
+from episodic.edges.inspector.app import CSP, STATIC
 from episodic.v1 import episode_pb2, episode_service_pb2, knowledge_service_pb2
 from tests.e2e.context_helpers import TRIP, build, create_agent
 from tests.e2e.helpers import Client, user_message

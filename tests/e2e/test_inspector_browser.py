@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from episodic.keys import config_line
+from episodic.edges.keys import config_line
 from episodic_client import EpisodicClient, MemoryConfig, message_input, tool_call, tool_result
 from episodic_client.v1 import context_pb2, episode_pb2
 from tests.e2e.helpers import clean_environment

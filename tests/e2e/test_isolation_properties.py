@@ -32,7 +32,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from episodic.config import Settings
-from episodic.keys import config_line
+from episodic.edges.keys import config_line
 from episodic.v1 import (
     agent_pb2,
     agent_service_pb2,

@@ -32,7 +32,7 @@ from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, PutOp, 
 from langgraph.store.memory import InMemoryStore
 from typing_extensions import TypedDict
 
-from episodic.keys import config_line
+from episodic.edges.keys import config_line
 from episodic_client import EpisodicClient
 from episodic_client.integrations.langgraph import EpisodicStore
 from episodic_client.v1 import memory_pb2

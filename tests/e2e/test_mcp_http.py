@@ -18,11 +18,11 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from episodic.bootstrap import open_app
+from episodic.bootstrap.core import open_app
 from episodic.config import Settings
-from episodic.keys import config_line
-from episodic.mcp.auth import UNAUTHENTICATED
-from episodic.mcp.serve import MCP_PATH, bound, serve_http
+from episodic.edges.keys import config_line
+from episodic.edges.mcp.auth import UNAUTHENTICATED
+from episodic.edges.mcp.serve import MCP_PATH, bound, serve_http
 from tests.server_harness import KEY_A, KEY_B, TENANT_A, TENANT_B, settings_for
 
 KEY_ONLY_TRAVEL = "epk_test_tenant_a_travel_only_0123456789"

@@ -21,8 +21,8 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
 
 from episodic.config import ConfigError, Settings
-from episodic.keys import config_line
-from episodic.mcp.serve import serve_mcp
+from episodic.edges.keys import config_line
+from episodic.edges.mcp.serve import serve_mcp
 from tests.e2e.helpers import clean_environment, run_process
 from tests.polling import eventually
 from tests.server_harness import KEY_A, KEY_B, TENANT_A

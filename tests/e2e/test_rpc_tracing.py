@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from episodic.api.interceptors import ErrorInterceptor
+from episodic.edges.grpc.interceptors import ErrorInterceptor
 from episodic.errors import InvalidArgument, NotFound
 from episodic.telemetry.instrumentation import server_interceptor
 from episodic.telemetry.tracing import Tracing

@@ -19,7 +19,7 @@ import grpc
 import pytest
 from sqlalchemy import func, select
 
-from episodic.bootstrap import App, open_app, serve_app
+from episodic.bootstrap.core import App, open_app, serve_app
 from episodic.store import schema
 from episodic.v1 import episode_pb2, episode_service_pb2
 from episodic_client import AsyncEpisodicClient, EpisodicClient, FailedPreconditionError

@@ -49,7 +49,7 @@ from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import episodic.v1
-from episodic.keys import config_line
+from episodic.edges.keys import config_line
 from episodic.v1 import (
     agent_pb2,
     agent_service_pb2,

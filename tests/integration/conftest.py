@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from episodic.api.server import Services
-from episodic.bootstrap import App, Replacements, open_app
+from episodic.bootstrap.core import App, Replacements, open_app
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller
+from episodic.edges.grpc.server import Services
 from episodic.store.database import Database
 from episodic.store.writer import GroupCommitWriter
 from tests.conftest import unique

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
-from episodic.api.interceptors import ErrorInterceptor
+from episodic.edges.grpc.interceptors import ErrorInterceptor
 
 SERVICE = "test.Slow"
 BIG = b"x" * (1 << 20)  # a client that does not read stops the server's writes at once

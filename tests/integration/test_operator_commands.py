@@ -18,8 +18,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]  # not in the stubs
 
-from episodic.bootstrap import open_app
-from episodic.cli import main
+from episodic.bootstrap.core import open_app
+from episodic.cli.main import main
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, NewMessage, Role, ToolCall, ToolResult

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from episodic.api.access_log import JsonLinesAccessLog
+from episodic.edges.grpc.access_log import JsonLinesAccessLog
 
 
 def test_each_rpc_becomes_one_json_line_with_its_status() -> None:

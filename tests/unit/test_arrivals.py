@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from episodic.api.arrivals import Arrivals
+from episodic.edges.grpc.arrivals import Arrivals
 
 
 class FakeTime:

@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 import pytest
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from episodic.api.convert import duration_in, time_in
 from episodic.domain.json_text import nested_deeper_than
 from episodic.domain.memories import MemoryKind, Placement
 from episodic.domain.memory_rules import CreateRequest, MemoryDraft, SessionUpdate, check_session_update
@@ -27,6 +26,7 @@ from episodic.domain.validation import (
     check_text,
     text_problem,
 )
+from episodic.edges.grpc.convert import duration_in, time_in
 from episodic.errors import InvalidArgument
 from episodic.service.memory_tools import MemoryTools
 from tests.unit.use_cases import CALLER, TENANT, UseCases, use_cases

@@ -6,8 +6,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from episodic.api.status import rich_status
 from episodic.domain.agents import AgentDraft, MemoryDraft
+from episodic.edges.grpc.status import rich_status
 from episodic.errors import InvalidArgument
 from episodic.service.context import ContextRequest
 from episodic.store.database import normalize_url

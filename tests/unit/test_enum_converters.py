@@ -13,8 +13,8 @@ import pytest
 from google.protobuf.descriptor import Descriptor, EnumDescriptor
 
 import episodic.v1
-from episodic.api import context_convert, convert, diagnostics, knowledge_convert, memory_convert
 from episodic.domain.model import PiiPolicy
+from episodic.edges.grpc import context_convert, convert, diagnostics, knowledge_convert, memory_convert
 
 # proto enum full name -> its table, keyed by proto number (tables kept domain -> proto are inverted)
 TABLES: dict[str, Mapping[Any, enum.Enum]] = {

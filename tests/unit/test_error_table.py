@@ -6,7 +6,7 @@ import grpc
 from google.rpc import error_details_pb2
 
 from episodic import errors
-from episodic.api.status import STATUS_BY_ERROR, rich_status, status_code_for
+from episodic.edges.grpc.status import STATUS_BY_ERROR, rich_status, status_code_for
 
 
 def test_every_error_class_has_a_status_code() -> None:

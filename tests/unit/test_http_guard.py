@@ -12,8 +12,14 @@ from http import HTTPStatus
 
 import pytest
 
-from episodic.fd_limit import ACCEPT_FAILED, AcceptFailureFilter, raise_open_files_limit
-from episodic.http_guard import MAX_HEADER_BYTES, MAX_REQUEST_LINE_BYTES, Tally, head_problem, plain_answer
+from episodic.bootstrap.fd_limit import ACCEPT_FAILED, AcceptFailureFilter, raise_open_files_limit
+from episodic.edges.http.guard import (
+    MAX_HEADER_BYTES,
+    MAX_REQUEST_LINE_BYTES,
+    Tally,
+    head_problem,
+    plain_answer,
+)
 
 
 @pytest.mark.parametrize(

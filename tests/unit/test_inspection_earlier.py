@@ -31,7 +31,7 @@ from episodic.domain.inspection import (
 )
 from episodic.domain.model import NewMessage, RecallMode, Role
 from episodic.domain.recall import Signal
-from episodic.inspector import views
+from episodic.edges.inspector import views
 from episodic.service.context import ContextRequest
 from episodic.service.inspection import InspectedCall, Traced
 from tests.unit.test_inspection_rules import CAT, call, history, logged

@@ -8,7 +8,7 @@ import dataclasses
 from episodic.domain.inspection import fates
 from episodic.domain.recall import Signal
 from episodic.domain.why_recalled import candidacy, explain_recall
-from episodic.inspector import views
+from episodic.edges.inspector import views
 from episodic.service.inspection import InspectedCall
 from tests.unit.test_inspection_why_recalled import LYON, QUERY, ROSES, call_with
 

@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 
 from google.protobuf import struct_pb2
 
-from episodic.api.convert import struct_in, value_in
 from episodic.domain.json_text import integral, json_text
 from episodic.domain.known_facts import facts_block
 from episodic.domain.log import countable_text
 from episodic.domain.model import JsonObject, Message, NewMessage, Role, ToolCall, ToolResult
 from episodic.domain.reducers import from_log
+from episodic.edges.grpc.convert import struct_in, value_in
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

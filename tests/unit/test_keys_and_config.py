@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from episodic import config
-from episodic.bootstrap import build_extractor
-from episodic.cli import main
+from episodic.bootstrap.core import build_extractor
+from episodic.cli.main import main
 from episodic.domain.model import Caller, PiiPolicy
+from episodic.edges.keys import KeyConfigError, KeyRing, config_line, hash_key, new_key
 from episodic.embed.factory import KINDS
-from episodic.keys import KeyConfigError, KeyRing, config_line, hash_key, new_key
 from episodic.summarize.openai_memories import OpenAiMemoryExtractor
 
 

@@ -10,13 +10,13 @@ import pytest
 from pydantic import ValidationError
 
 from episodic import errors
-from episodic.api.status import STATUS_BY_ERROR
 from episodic.domain.model import Caller
 from episodic.domain.shares import ShareLimits
-from episodic.mcp.arguments import Arguments, RememberArguments, SearchEpisodesArguments
-from episodic.mcp.errors import invalid_arguments, tool_error
-from episodic.mcp.server import run_tool
-from episodic.mcp.tools import READS, TOOLS, Reply, ToolSpec
+from episodic.edges.grpc.status import STATUS_BY_ERROR
+from episodic.edges.mcp.arguments import Arguments, RememberArguments, SearchEpisodesArguments
+from episodic.edges.mcp.errors import invalid_arguments, tool_error
+from episodic.edges.mcp.server import run_tool
+from episodic.edges.mcp.tools import READS, TOOLS, Reply, ToolSpec
 from episodic.state.shares import TenantShares
 
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from episodic.cli.serve import BANNER_WIDTH, dev_banner
 from episodic.logs import HumanFormatter, JsonFormatter, configure_logging
-from episodic.serve import BANNER_WIDTH, dev_banner
 
 
 class Terminal(io.StringIO):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 
-from episodic.serve import freeze_start_up
+from episodic.cli.serve import freeze_start_up
 
 
 def test_what_start_up_made_is_out_of_the_collectors_walks_and_what_comes_after_is_not() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from episodic.api.shares import RATE_COST
 from episodic.domain.shares import OverShare, Share, ShareLimits, TokenBucket
+from episodic.edges.grpc.shares import RATE_COST
 from episodic.state import shares as state_shares
 from episodic.state.shares import TenantShares
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from google.protobuf import timestamp_pb2
 
-from episodic.api.convert import time_out
+from episodic.edges.grpc.convert import time_out
 
 
 def from_datetime(value: datetime) -> timestamp_pb2.Timestamp:

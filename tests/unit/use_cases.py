@@ -13,12 +13,12 @@ from datetime import timedelta
 from typing import TypeVar
 
 from episodic import config
-from episodic.api.server import Services
-from episodic.bootstrap import Adapters, State, Workers, build_core
+from episodic.bootstrap.core import Adapters, State, Workers, build_core
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, Episode, NewMessage, PiiPolicy, Role
 from episodic.domain.ports.changes import FeedPage, Signals
 from episodic.domain.ports.compaction import BackgroundCompactions
+from episodic.edges.grpc.server import Services
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService

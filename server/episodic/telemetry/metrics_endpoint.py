@@ -19,7 +19,14 @@ from contextlib import asynccontextmanager
 from http import HTTPStatus
 
 from episodic.config import ConfigError, split_address
-from episodic.http_guard import HEAD_END, LINGER_SECONDS, HttpLimits, Tallies, head_problem, plain_answer
+from episodic.edges.http.guard import (
+    HEAD_END,
+    LINGER_SECONDS,
+    HttpLimits,
+    Tallies,
+    head_problem,
+    plain_answer,
+)
 from episodic.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)

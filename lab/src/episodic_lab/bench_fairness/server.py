@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from episodic.keys import config_line, new_key
+from episodic.edges.keys import config_line, new_key
 from episodic_lab.bench import BenchError
 from episodic_lab.bench.databases import throwaway_database
 from episodic_lab.bench.server_process import Server, log_tail, running_server

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from episodic.api.server import Services
-from episodic.bootstrap import App, Replacements, open_app, serve_app
+from episodic.bootstrap.core import App, Replacements, open_app, serve_app
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.model import Caller
+from episodic.edges.grpc.server import Services
 from episodic.index import FaissVectorIndex
 from episodic.store.database import Database
 

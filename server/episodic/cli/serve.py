@@ -1,0 +1,82 @@
+"""Running the server until SIGTERM/SIGINT, then draining gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import signal
+import sys
+
+from episodic.bootstrap.core import open_app, serve_app
+from episodic.bootstrap.fd_limit import quiet_accept_failures, raise_open_files_limit
+from episodic.config import Settings, TlsMaterial
+from episodic.edges.grpc.server import AddressInUse, address_problem
+from episodic.store.database import normalize_url
+
+log = logging.getLogger("episodic.server")
+
+BANNER_WIDTH = 72
+
+
+def dev_banner(tenant: str) -> str:
+    """The insecure-dev warning, boxed in asterisks: every line as wide as the widest
+    (at least BANNER_WIDTH), so the right border stays straight for any tenant name."""
+    lines = [
+        "EPISODIC IS RUNNING IN INSECURE DEV MODE",
+        f"Requests that carry no API key are served as tenant {tenant!r}",
+        "Never expose this server or use this mode in production.",
+    ]
+    inner = max(BANNER_WIDTH - 6, *(len(line) for line in lines))
+    rule = "*" * (inner + 6)
+    return "\n".join([rule, *(f"*  {line:<{inner}}  *" for line in lines), rule])
+
+
+async def serve(settings: Settings) -> None:
+    raise_open_files_limit()
+    quiet_accept_failures()
+    if settings.insecure_dev:
+        print(dev_banner(settings.dev_tenant), file=sys.stderr, flush=True)
+    stop = stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
+    problem = address_problem(settings.address)  # before the database is opened: fail fast
+    if problem is not None:
+        raise AddressInUse(f"address: cannot listen on {settings.address}: {problem}")
+    async with open_app(settings) as app, serve_app(app) as grpc_server:
+        freeze_start_up()  # before "serving" is told: nobody calls yet
+        log.info(
+            "serving",
+            extra={
+                "address": settings.address,
+                "port": grpc_server.port,
+                "database": normalize_url(settings.database_url).render_as_string(hide_password=True),
+                "insecure_dev": settings.insecure_dev,
+                "transport": transport_of(app.tls),
+            },
+        )
+        await stop.wait()
+        log.info("shutting down", extra={"grace_seconds": settings.shutdown_grace_seconds})
+    log.info("stopped")
+
+
+def transport_of(tls: TlsMaterial | None) -> str:
+    if tls is None:
+        return "plaintext"
+    return "tls" if tls.client_ca is None else "mtls"
+
+
+def freeze_start_up() -> None:
+    """Start-up's objects (modules, classes, functions, the app's wiring: ~150k the collector
+    tracks) live as long as the process: frozen, a full collection walks only what calls and
+    caches made since. Unfrozen, one took 110-150 ms with an agent of 100k chunks resident
+    (bench-knowledge), stalling every call, and reading an agent's words or chunks in set off
+    several; frozen, 27-39 ms."""
+    gc.collect()
+    gc.freeze()
+
+
+def stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
