@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from episodic.bootstrap.core import App, open_app, serve_app
+from episodic.bootstrap.containers import App
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.config import Settings
 from episodic_client import AsyncEpisodicClient
 from episodic_client.requests import message_input

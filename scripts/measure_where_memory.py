@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from episodic.bootstrap.core import open_app  # noqa: E402
+from episodic.bootstrap.lifecycle import open_app  # noqa: E402
 from episodic.domain.agents import AgentDraft  # noqa: E402
 from episodic.domain.model import Caller, NewMessage, Role  # noqa: E402
 from episodic.service.context import ContextRequest  # noqa: E402

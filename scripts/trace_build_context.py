@@ -47,7 +47,8 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 import episodic
-from episodic.bootstrap.core import App, open_app, serve_app
+from episodic.bootstrap.containers import App
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.config import Settings
 from episodic.domain.model import Caller
 from episodic.service.context import ContextRequest

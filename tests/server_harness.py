@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from episodic.bootstrap.core import open_app, serve_app
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.config import EmbedderKind, Settings
 from episodic.edges.keys import config_line
 from episodic.telemetry.tracing import Tracing

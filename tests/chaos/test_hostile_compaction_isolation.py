@@ -21,7 +21,8 @@ from typing import Any, ParamSpec, TypeVar
 import grpc
 import pytest
 
-from episodic.bootstrap.core import SUMMARY_THREADS, open_app, serve_app
+from episodic.bootstrap.lifecycle import open_app, serve_app
+from episodic.bootstrap.wiring import SUMMARY_THREADS
 from episodic.service.compaction import SharedCompactions
 from tests.chaos.attacker import Attacker, attacker, attacking, b_turn, tiny_episode
 from tests.chaos.hostile_tenant import EPISODES_PER_WORKER, WORKERS

@@ -8,7 +8,8 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 
 from episodic.bootstrap import system
-from episodic.bootstrap.core import App, Replacements, open_app
+from episodic.bootstrap.containers import App, Replacements
+from episodic.bootstrap.lifecycle import open_app
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, NewMessage, Role

@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from episodic.bootstrap.core import open_app, serve_app
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.edges.inspector.serving import serving_inspector
 from tests.e2e.helpers import Client
 from tests.server_harness import KEY_A, settings_for

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import grpc
 import pytest
 
-from episodic.bootstrap.core import open_app, serve_app
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.edges.inspector.serving import serving_inspector
 from episodic.edges.mcp import serve as mcp_serve
 from tests.e2e.helpers import assert_serving

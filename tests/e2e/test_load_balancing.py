@@ -13,7 +13,8 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from episodic.bootstrap.core import Replacements, open_app, serve_app
+from episodic.bootstrap.containers import Replacements
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic_client import AsyncEpisodicClient, EpisodicClient
 from tests.conftest import unique
 from tests.server_harness import KEY_A, settings_for

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from episodic.bootstrap.core import open_app
+from episodic.bootstrap.lifecycle import open_app
 from episodic.config import Settings
 from episodic.edges.keys import config_line
 from episodic.edges.mcp.auth import UNAUTHENTICATED

@@ -18,7 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from episodic.bootstrap.core import Replacements, open_app, serve_app
+from episodic.bootstrap.containers import Replacements
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.v1 import episode_service_pb2, knowledge_service_pb2
 from tests.e2e.context_helpers import build
 from tests.e2e.helpers import Client, expect_code, user_message

@@ -19,7 +19,8 @@ import grpc
 import pytest
 from sqlalchemy import func, select
 
-from episodic.bootstrap.core import App, open_app, serve_app
+from episodic.bootstrap.containers import App
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.store import schema
 from episodic.v1 import episode_pb2, episode_service_pb2
 from episodic_client import AsyncEpisodicClient, EpisodicClient, FailedPreconditionError

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from episodic.bootstrap.core import App, Replacements, open_app
+from episodic.bootstrap.containers import App, Replacements
+from episodic.bootstrap.lifecycle import open_app
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller

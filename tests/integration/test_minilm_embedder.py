@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from episodic.bootstrap import core as bootstrap
+from episodic.bootstrap import adapters as bootstrap
 from episodic.config import ConfigError, Settings
 from episodic.embed import EmbeddingError, MiniLmEmbedder, make_embedder
 from episodic.embed.bert_tokenizer import VOCAB_PATH, bert_uncased_tokenizer, load_vocab

@@ -18,7 +18,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]  # not in the stubs
 
-from episodic.bootstrap.core import open_app
+from episodic.bootstrap.lifecycle import open_app
 from episodic.cli.main import main
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from episodic.bootstrap.core import App, open_app
+from episodic.bootstrap.containers import App
+from episodic.bootstrap.lifecycle import open_app
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.knowledge import DocumentDraft
 from episodic.domain.memories import MemoryKind

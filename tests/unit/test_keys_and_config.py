@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from episodic import config
-from episodic.bootstrap.core import build_extractor
+from episodic.bootstrap.adapters import build_extractor
 from episodic.cli.main import main
 from episodic.domain.model import Caller, PiiPolicy
 from episodic.edges.keys import KeyConfigError, KeyRing, config_line, hash_key, new_key

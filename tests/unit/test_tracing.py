@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 
 from episodic import config
-from episodic.bootstrap.core import load_tracing
+from episodic.bootstrap.adapters import load_tracing
 from episodic.telemetry.setup import exporter_names, span_exporters, tracing_from_env
 from episodic.telemetry.tracing import Tracing, current_trace_id, no_tracing
 

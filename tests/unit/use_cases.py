@@ -13,7 +13,8 @@ from datetime import timedelta
 from typing import TypeVar
 
 from episodic import config
-from episodic.bootstrap.core import Adapters, State, Workers, build_core
+from episodic.bootstrap.containers import Adapters, State, Workers
+from episodic.bootstrap.wiring import build_core
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, Episode, NewMessage, PiiPolicy, Role
 from episodic.domain.ports.changes import FeedPage, Signals

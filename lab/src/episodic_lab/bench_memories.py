@@ -22,7 +22,8 @@ from pathlib import Path
 
 import grpc
 
-from episodic.bootstrap.core import Replacements, open_app, serve_app
+from episodic.bootstrap.containers import Replacements
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.changes import NO_CHANGES

@@ -160,7 +160,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from episodic.bootstrap.core import explained_startup_failures, hold_database
+    from episodic.bootstrap.schema import explained_startup_failures, hold_database
     from episodic.store.database import open_database
     from episodic.store.migrate import current_revision, upgrade_to_head
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from google.protobuf.json_format import MessageToJson
 
-from episodic.bootstrap.core import DatabaseNotReady, explained_startup_failures
+from episodic.bootstrap.schema import DatabaseNotReady, explained_startup_failures
 from episodic.config import Settings
 from episodic.domain.context import ContextReport, ModelCall, RenderedMessage, Section
 from episodic.domain.json_text import json_text

@@ -9,14 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import func, select
 
-from episodic.bootstrap.core import (
-    build_adapters,
-    build_digester,
-    build_memory_service,
-    build_state,
-    ensure_schema,
-    hold_database,
-)
+from episodic.bootstrap.adapters import build_adapters
+from episodic.bootstrap.schema import ensure_schema, hold_database
+from episodic.bootstrap.wiring import build_digester, build_memory_service, build_state
 from episodic.cli.progress import Progress
 from episodic.config import Settings
 from episodic.domain.digests import indexed_with

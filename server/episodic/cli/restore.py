@@ -176,9 +176,7 @@ def _copy(source: Path, temporary: Path, target: Path) -> None:
 
 
 async def _migrate_and_replay(on_copy: Settings) -> tuple[str, str, Replayed]:
-    from episodic.bootstrap.core import (
-        replay_offline,  # the engine's wiring: only once FILE passed its checks
-    )
+    from episodic.bootstrap.erasure_replay import replay_offline
 
     database = open_database(on_copy.database_url, pool_size=1)
     try:

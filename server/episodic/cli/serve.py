@@ -8,8 +8,8 @@ import logging
 import signal
 import sys
 
-from episodic.bootstrap.core import open_app, serve_app
 from episodic.bootstrap.fd_limit import quiet_accept_failures, raise_open_files_limit
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.config import Settings, TlsMaterial
 from episodic.edges.grpc.server import AddressInUse, address_problem
 from episodic.store.database import normalize_url

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from episodic.bootstrap.core import App
+from episodic.bootstrap.containers import App
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, Message, NewMessage, Role

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from episodic.bootstrap.core import App, Replacements, open_app, serve_app
+from episodic.bootstrap.containers import App, Replacements
+from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.model import Caller
 from episodic.edges.grpc.server import Services

@@ -15,8 +15,10 @@ from typing import Any, cast
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
-from episodic.bootstrap.core import App, load_keys, open_app
+from episodic.bootstrap.adapters import load_keys
+from episodic.bootstrap.containers import App
 from episodic.bootstrap.fd_limit import quiet_accept_failures, raise_open_files_limit
+from episodic.bootstrap.lifecycle import open_app
 from episodic.cli.serve import dev_banner, stop_on_signals
 from episodic.config import Settings, split_address
 from episodic.domain.model import Caller
