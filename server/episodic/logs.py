@@ -16,7 +16,7 @@ import traceback
 from datetime import UTC, datetime
 from typing import TextIO
 
-from episodic.cli import progress
+from episodic import progress
 
 OUR_LOGGERS = "episodic"
 THIRD_PARTY_FLOOR = logging.WARNING

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from episodic.cli import progress
-from episodic.cli.progress import Progress, say
+from episodic import progress
 from episodic.logs import JsonFormatter, JsonLineHandler
+from episodic.progress import Progress, say
 
 CONTROL = re.compile(r"\x1b\[2K")
 

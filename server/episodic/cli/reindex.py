@@ -12,10 +12,10 @@ from sqlalchemy import func, select
 from episodic.bootstrap.adapters import build_adapters
 from episodic.bootstrap.schema import ensure_schema, hold_database
 from episodic.bootstrap.wiring import build_digester, build_memory_service, build_state
-from episodic.cli.progress import Progress
 from episodic.config import Settings
 from episodic.domain.digests import indexed_with
 from episodic.domain.recall import DigestState
+from episodic.progress import Progress
 from episodic.store import schema
 from episodic.store.database import Database, open_database
 from episodic.store.writer import GroupCommitWriter

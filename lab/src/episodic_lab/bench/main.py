@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from episodic.cli.progress import say
+from episodic.progress import say
 from episodic_lab.bench import BenchError
 from episodic_lab.bench.databases import describe_database, throwaway_database
 from episodic_lab.bench.durability import check_durability

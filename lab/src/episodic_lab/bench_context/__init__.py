@@ -2,7 +2,7 @@
 latency as the log grows, and the server's memory per conversation.
 Kept import-light: the CLI imports `options` to build its parser on every start-up."""
 
-from episodic.cli.progress import say
+from episodic.progress import say
 
 
 def progress(line: str) -> None:

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from episodic.cli.progress import say
+from episodic.progress import say
 from episodic_client import AsyncEpisodicClient, EpisodicClientError
 from episodic_lab.bench import BenchError
 from episodic_lab.bench.machine import machine_facts

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from episodic.cli.progress import Progress
+from episodic.progress import Progress
 from episodic_client.v1 import agent_pb2, knowledge_service_pb2
 from episodic_lab.bench.machine import machine_facts
 from episodic_lab.bench.server_process import UNPACED, Server, cpu_seconds, running_server

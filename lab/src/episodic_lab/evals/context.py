@@ -23,7 +23,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from episodic.cli.progress import Progress
+from episodic.progress import Progress
 from episodic_client import AsyncEpisodicClient
 from episodic_client.v1 import agent_pb2, context_pb2
 from episodic_lab.evals.bm25 import Bm25

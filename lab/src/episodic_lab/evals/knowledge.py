@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from episodic.cli.progress import Progress
+from episodic.progress import Progress
 from episodic_client.v1 import agent_pb2, context_pb2, knowledge_pb2
 from episodic_lab.bench.server_process import running_server
 from episodic_lab.evals.bm25 import Bm25

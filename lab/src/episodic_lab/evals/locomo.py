@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from episodic.cli.progress import Progress
+from episodic.progress import Progress
 from episodic_client import AsyncEpisodicClient, message_input
 from episodic_client.v1 import episode_pb2
 from episodic_lab.bench.server_process import running_server

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from episodic.cli.progress import Progress
+from episodic.progress import Progress
 from episodic_client import message_input
 from episodic_client.context import BuiltContext
 from episodic_client.v1 import agent_pb2, context_pb2, episode_pb2, knowledge_pb2
