@@ -1,4 +1,4 @@
-"""A started server freezes what start-up made (serve.py `freeze_start_up`): full collections
+"""A started server freezes what start-up made (cli/serve.py `freeze_start_up`): full collections
 then walk only what calls and caches make, not the ~150k objects of modules and wiring that
 live as long as the process."""
 

@@ -1,4 +1,4 @@
-"""Errors as the inspector's JSON: the gRPC status a domain error maps to (api/status.py's
+"""Errors as the inspector's JSON: the gRPC status a domain error maps to (edges/grpc/status.py's
 one table), turned into its HTTP status by the table below, with the same reason and field
 violations the gRPC API sends."""
 
