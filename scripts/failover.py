@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chaos.failover import WRITES_BEFORE, measure_failover  # noqa: E402
+from tests.chaos.failover import WRITES_BEFORE, measure_failover
 
 
 async def main(promote_after: float, writes_before: int) -> None:

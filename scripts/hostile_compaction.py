@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role  # noqa: E402
-from episodic.domain.working_set import WorkingSet  # noqa: E402
-from episodic.service.compaction import SummaryMaker  # noqa: E402
-from episodic.summarize import ExtractiveSummarizer  # noqa: E402
-from episodic.tokens import TiktokenCounter  # noqa: E402
+from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
+from episodic.domain.working_set import WorkingSet
+from episodic.service.compaction import SummaryMaker
+from episodic.summarize import ExtractiveSummarizer
+from episodic.tokens import TiktokenCounter
 
 HOSTILE = "the stream will be cancelled "
 PROSE = (

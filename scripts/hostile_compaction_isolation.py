@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import grpc  # noqa: E402
+import grpc
 
-from tests.chaos.attacker import attacker, attacking, b_turn, tiny_episode  # noqa: E402
-from tests.e2e.helpers import Client  # noqa: E402
-from tests.server_harness import KEY_B, running_server, settings_for  # noqa: E402
+from tests.chaos.attacker import attacker, attacking, b_turn, tiny_episode
+from tests.e2e.helpers import Client
+from tests.server_harness import KEY_B, running_server, settings_for
 
 WARM_UP_CALLS = 30
 

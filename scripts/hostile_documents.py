@@ -31,12 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import grpc  # noqa: E402
+import grpc
 
-from episodic.cli.serve import freeze_start_up  # noqa: E402
-from episodic.v1 import diagnostics_service_pb2, knowledge_service_pb2  # noqa: E402
-from tests.e2e.helpers import Client  # noqa: E402
-from tests.server_harness import KEY_A, KEY_B, running_server, settings_for  # noqa: E402
+from episodic.cli.serve import freeze_start_up
+from episodic.v1 import diagnostics_service_pb2, knowledge_service_pb2
+from tests.e2e.helpers import Client
+from tests.server_harness import KEY_A, KEY_B, running_server, settings_for
 
 HOSTILE = "a\n=\n" * 524_287
 WARM_UP_CALLS = 200

@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import grpc  # noqa: E402
+import grpc
 
-from episodic.v1 import episode_service_pb2 as pb  # noqa: E402
-from tests.e2e.helpers import Client  # noqa: E402
-from tests.server_harness import KEY_A, running_server, settings_for  # noqa: E402
+from episodic.v1 import episode_service_pb2 as pb
+from tests.e2e.helpers import Client
+from tests.server_harness import KEY_A, running_server, settings_for
 
 
 def rss_mib() -> float:

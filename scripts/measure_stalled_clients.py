@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chaos.test_stalled_clients import BUILD_CONTEXT, MIB, Stage, settled, stage  # noqa: E402
+from tests.chaos.test_stalled_clients import BUILD_CONTEXT, MIB, Stage, settled, stage
 
 HELD_PER_RESPONSE_BYTE = 6  # the docs say about 4x; 6x allowed
 SLACK = 24 * MIB  # what a busy process allocates meanwhile

@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from episodic.bootstrap.lifecycle import open_app  # noqa: E402
-from episodic.domain.agents import AgentDraft  # noqa: E402
-from episodic.domain.model import Caller, NewMessage, Role  # noqa: E402
-from episodic.service.context import ContextRequest  # noqa: E402
-from tests.server_harness import TENANT_A, settings_for  # noqa: E402
+from episodic.bootstrap.lifecycle import open_app
+from episodic.domain.agents import AgentDraft
+from episodic.domain.model import Caller, NewMessage, Role
+from episodic.service.context import ContextRequest
+from tests.server_harness import TENANT_A, settings_for
 
 CALLER = Caller(TENANT_A)
 BATCH = 20

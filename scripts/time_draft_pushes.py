@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from episodic.config import Settings  # noqa: E402
-from episodic.v1 import episode_service_pb2  # noqa: E402
-from tests.e2e.helpers import Client  # noqa: E402
-from tests.server_harness import KEY_A, running_server, settings_for  # noqa: E402
+from episodic.config import Settings
+from episodic.v1 import episode_service_pb2
+from tests.e2e.helpers import Client
+from tests.server_harness import KEY_A, running_server, settings_for
 
 DELTAS = 10_000
 WINDOW = 1_000

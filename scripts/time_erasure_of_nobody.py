@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from episodic.v1 import episode_service_pb2  # noqa: E402
-from tests.e2e.helpers import Client, user_message  # noqa: E402
-from tests.server_harness import KEY_A, KEY_B, running_server, settings_for  # noqa: E402
-from tests.throwaway_postgres import throwaway_postgres  # noqa: E402
+from episodic.v1 import episode_service_pb2
+from tests.e2e.helpers import Client, user_message
+from tests.server_harness import KEY_A, KEY_B, running_server, settings_for
+from tests.throwaway_postgres import throwaway_postgres
 
 SEED_BATCHES = 200
 SEED_BATCH = 100

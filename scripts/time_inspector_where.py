@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from episodic.v1 import diagnostics_service_pb2, episode_pb2  # noqa: E402
-from tests.e2e.context_helpers import build, create_agent  # noqa: E402
-from tests.e2e.helpers import Client, user_message  # noqa: E402
-from tests.e2e.inspector_helpers import Inspector, inspector  # noqa: E402
+from episodic.v1 import diagnostics_service_pb2, episode_pb2
+from tests.e2e.context_helpers import build, create_agent
+from tests.e2e.helpers import Client, user_message
+from tests.e2e.inspector_helpers import Inspector, inspector
 
 BATCHES = 25
 BATCH = 400

@@ -70,7 +70,7 @@ def one_start(cache_home: Path) -> Start:
         )
         command = [str(EPISODIC), "serve", "--insecure-dev", "--migrate-on-start", "--address", "127.0.0.1:0"]
         started = time.perf_counter()
-        process = subprocess.Popen(  # noqa: S603  # our own entry point, fixed arguments
+        process = subprocess.Popen(  # our own entry point, fixed arguments
             command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         lines: queue.Queue[str | None] = queue.Queue()

@@ -239,7 +239,7 @@ async def test_session_data_merges_with_optimistic_concurrency_and_renders_chose
 
 
 def memory_pb2_keys(keys: list[str]) -> Any:
-    from episodic.v1 import agent_pb2  # noqa: PLC0415
+    from episodic.v1 import agent_pb2
 
     return agent_pb2.SessionDataKeys(keys=keys)
 

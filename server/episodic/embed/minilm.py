@@ -100,7 +100,7 @@ def _int8_of(model: bytes, sha256: str, cache_dir: Path | None) -> bytes:
     return load_or_derive(Derivation(name, model, sha256, recipe(), dynamic_int8), cache_dir)
 
 
-def _cache_directory(cache_dir: Path | None | Literal["user cache"]) -> Path | None:
+def _cache_directory(cache_dir: Path | Literal["user cache"] | None) -> Path | None:
     if cache_dir != USER_CACHE:
         return cache_dir
     directory = default_cache_dir()
@@ -149,7 +149,7 @@ class MiniLmEmbedder:
         threads: int = DEFAULT_THREADS,
         batch_size: int = DEFAULT_BATCH_SIZE,
         arithmetic: Arithmetic = "int8",
-        cache_dir: Path | None | Literal["user cache"] = USER_CACHE,
+        cache_dir: Path | Literal["user cache"] | None = USER_CACHE,
     ) -> None:
         if threads < 1 or batch_size < 1:
             raise ValueError(f"threads and batch_size must be positive, got {threads}, {batch_size}")

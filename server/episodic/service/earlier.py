@@ -70,7 +70,7 @@ class EarlierRecall:
             self._busy = id(compacted)
             try:
                 vectors = await self._embed(tenant_id, texts)
-            except Exception as exc:  # noqa: BLE001 - words still find them; the next turn asks again
+            except Exception as exc:
                 log.warning("embedding earlier messages failed", extra={"error": type(exc).__name__})
                 continue
             finally:

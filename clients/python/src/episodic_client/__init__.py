@@ -32,12 +32,12 @@ from episodic_client.v1.knowledge_service_pb2 import DocumentInput, KnowledgeHit
 __version__ = "0.1.0"
 
 __all__ = [
-    "ChatPrompt",
-    "to_chat_messages",
+    "UNCHANGED",
     "Agent",
     "AlreadyExistsError",
     "AsyncEpisodicClient",
     "BuiltContext",
+    "ChatPrompt",
     "ContextMessage",
     "ContextReport",
     "Document",
@@ -57,16 +57,16 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "RenderedKnowledge",
+    "ResourceExhaustedError",
     "ToolCall",
     "ToolResult",
     "UnauthenticatedError",
-    "ResourceExhaustedError",
     "UnavailableError",
-    "UNCHANGED",
     "document_input",
     "knowledge_item",
     "memory_input",
     "message_input",
+    "to_chat_messages",
     "tool_call",
     "tool_result",
 ]

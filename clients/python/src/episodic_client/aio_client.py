@@ -590,7 +590,7 @@ class AsyncEpisodicClient:
         title: str | None = None,
         uri: str | None = None,
         metadata: Mapping[str, str] | None = None,
-        expire_time: datetime | None | kq.Unchanged = kq.UNCHANGED,
+        expire_time: datetime | kq.Unchanged | None = kq.UNCHANGED,
     ) -> knowledge_service_pb2.UpdateDocumentResponse:
         """Sets the fields given, leaving the others (None: unchanged; expire_time=None: never
         expires). A new text or format is cut into chunks and embedded again."""

@@ -113,7 +113,7 @@ def update_document(
     title: str | None = None,
     uri: str | None = None,
     metadata: Mapping[str, str] | None = None,
-    expire_time: datetime | None | Unchanged = UNCHANGED,
+    expire_time: datetime | Unchanged | None = UNCHANGED,
 ) -> knowledge_service_pb2.UpdateDocumentRequest:
     """Sets the fields given (and names them in the update mask); None leaves a field as it
     is, except expire_time, where None removes the expiry. metadata replaces the whole map."""
