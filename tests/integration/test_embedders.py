@@ -180,7 +180,7 @@ def test_openai_timeout_is_an_embedding_error(api: FakeEmbeddingsApi, base_url: 
 
 def test_openai_http_500_is_an_embedding_error(api: FakeEmbeddingsApi, base_url: str) -> None:
     api.mode = "error500"
-    with pytest.raises(EmbeddingError, match="HTTP 500.*model crashed"):
+    with pytest.raises(EmbeddingError, match=r"HTTP 500.*model crashed"):
         OpenAIEmbedder(base_url, "m").embed(["x"])
 
 

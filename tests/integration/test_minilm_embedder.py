@@ -174,7 +174,7 @@ def test_a_missing_model_file_is_refused(tmp_path: Path) -> None:
 def test_an_altered_vocabulary_is_refused(tmp_path: Path) -> None:
     vocab = tmp_path / "vocab.txt"
     vocab.write_bytes(VOCAB_PATH.read_bytes().replace(b"\nthe\n", b"\nteh\n", 1))
-    with pytest.raises(EmbeddingError, match="tokenizer vocabulary .* has sha256"):
+    with pytest.raises(EmbeddingError, match=r"tokenizer vocabulary .* has sha256"):
         MiniLmEmbedder(vocab_path=vocab)
 
 

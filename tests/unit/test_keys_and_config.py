@@ -86,7 +86,7 @@ def test_an_agent_list_tolerates_spaces_around_its_separators() -> None:
 
 @pytest.mark.parametrize("agents", ["", "x||y", "bad agent", "x|-leading-dash", "x;agents=y"])
 def test_malformed_agent_lists_are_refused_and_named(agents: str) -> None:
-    with pytest.raises(KeyConfigError, match="agent|API key entry"):
+    with pytest.raises(KeyConfigError, match=r"agent|API key entry"):
         KeyRing.parse(f"acme=sha256:{hash_key('k')};agents={agents}")
 
 
@@ -154,7 +154,7 @@ def test_a_certificate_and_key_given_the_wrong_way_round_are_refused(tmp_path: P
     swapped = parse_flags(
         "--tls-cert-file", str(tmp_path / "key.pem"), "--tls-key-file", str(tmp_path / "cert.pem")
     )
-    with pytest.raises(config.ConfigError, match="tls_cert_file: .* holds no PEM"):
+    with pytest.raises(config.ConfigError, match=r"tls_cert_file: .* holds no PEM"):
         config.load({}, swapped).tls_material()
 
 

@@ -138,7 +138,7 @@ def test_ranking_report_averages_per_conversation_and_overall() -> None:
 
 
 def test_missing_data_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(MissingData, match="observations.jsonl"):
+    with pytest.raises(MissingData, match=r"observations\.jsonl"):
         load_knowledge(tmp_path)
     assert lab_main(["eval-knowledge", "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err

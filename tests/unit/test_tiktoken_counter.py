@@ -180,7 +180,7 @@ def test_corrupted_asset_is_detected(tmp_path: Path) -> None:
 def test_unreadable_or_missing_asset_is_detected(tmp_path: Path) -> None:
     assets = _copy_assets(tmp_path)
     (assets / "cl100k_base.tiktoken.gz").write_bytes(b"not gzip at all")
-    with pytest.raises(RuntimeError, match="cl100k_base.tiktoken.gz is missing or unreadable"):
+    with pytest.raises(RuntimeError, match=r"cl100k_base\.tiktoken\.gz is missing or unreadable"):
         verify_assets(assets)
     (assets / "cl100k_base.tiktoken.gz").unlink()
     with pytest.raises(RuntimeError, match="missing or unreadable"):

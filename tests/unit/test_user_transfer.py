@@ -153,17 +153,17 @@ async def test_an_import_refuses_a_part_out_of_order_or_unlike_its_manifest() ->
     assert manifest is not None
     body = exported[:-1]
     transfer = ScriptedTransfer()
-    with pytest.raises(InvalidArgument, match="where the manifest has episodes/000001.jsonl"):
+    with pytest.raises(InvalidArgument, match=r"where the manifest has episodes/000001\.jsonl"):
         await service(transfer).import_user(Caller("t1"), manifest, "", feed(body[1:]))
     tampered = [Chunk(body[0].part, [r.replace("e1", "e9") for r in body[0].records]), *body[1:]]
-    with pytest.raises(InvalidArgument, match="part episodes/000001.jsonl does not match the manifest"):
+    with pytest.raises(InvalidArgument, match=r"part episodes/000001\.jsonl does not match the manifest"):
         await service(transfer).import_user(Caller("t1"), manifest, "", feed(tampered))
     assert transfer.written == []
     newer = Manifest("mary", "", NOW, manifest.parts, version=2)
     with pytest.raises(Exception, match="format version 2"):
         await service(transfer).import_user(Caller("t1"), newer, "", feed(body))
     truncated = Manifest("mary", "", NOW, (*manifest.parts[:-1], Part("memories.jsonl", 5, "0" * 64)))
-    with pytest.raises(InvalidArgument, match="memories.jsonl"):
+    with pytest.raises(InvalidArgument, match=r"memories\.jsonl"):
         await service(transfer).import_user(Caller("t1"), truncated, "", feed(body))
 
 
@@ -182,7 +182,7 @@ async def test_an_import_holds_a_bounded_part_whatever_the_manifest_claims() -> 
     manifest = Manifest(
         "mary", "", NOW, (Part("episodes/000001.jsonl", 1200, "0" * 64), Part("memories.jsonl", 0, "0" * 64))
     )
-    with pytest.raises(InvalidArgument, match="episodes/000001.jsonl is over .* bytes"):
+    with pytest.raises(InvalidArgument, match=r"episodes/000001\.jsonl is over .* bytes"):
         await service(ScriptedTransfer()).import_user(Caller("t1"), manifest, "", requests())
     assert taken * len(record) <= MAX_PART_BYTES + len(record)
 
