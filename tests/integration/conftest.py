@@ -13,7 +13,7 @@ from episodic.bootstrap.lifecycle import open_app
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller
-from episodic.edges.grpc.server import Services
+from episodic.service.services import Services
 from episodic.store.database import Database
 from episodic.store.writer import GroupCommitWriter
 from tests.conftest import unique

@@ -19,7 +19,6 @@ from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, Episode, NewMessage, PiiPolicy, Role
 from episodic.domain.ports.changes import FeedPage, Signals
 from episodic.domain.ports.compaction import BackgroundCompactions
-from episodic.edges.grpc.server import Services
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
@@ -32,6 +31,7 @@ from episodic.service.memory_search import MemorySearch
 from episodic.service.model_calls import ModelCallService
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
+from episodic.service.services import Services
 from episodic.service.session_data import SessionDataService
 from episodic.service.watch import WatchService
 from episodic.state.fixed_facts import FixedFactsCache

@@ -125,7 +125,10 @@ def build_adapters(
     database: Database,
     writer: GroupCommitWriter,
     index: VectorIndex | None,
+    *,
+    ledger: ErasureLedger | None = None,
 ) -> SqlAdapters:
+    """`ledger`: in place of the settings' (a tool that erases nothing needs none)."""
     embedder, summarizer = build_embedder(settings), build_summarizer(settings)  # ConfigError names them
     signals = LocalSignals() if database.is_sqlite else PgSignals(database.url)
     leadership = SoleReplica() if database.is_sqlite else PgLeadership(database.url)
@@ -168,7 +171,7 @@ def build_adapters(
         extractor=build_extractor(settings),
         eraser=eraser,
         erasure_records=eraser,
-        erasure_ledger=build_ledger(settings),
+        erasure_ledger=build_ledger(settings) if ledger is None else ledger,
         transfer=SqlTransfer(database, writer),
         retention=SqlRetention(database, writer, settings.retention_caps()),
         leadership=leadership,

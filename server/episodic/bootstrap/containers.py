@@ -27,10 +27,10 @@ from episodic.domain.ports.memories import MemoryStore, SessionDataStore
 from episodic.domain.ports.models import Embedder, MemoryExtractor, Summarizer, TokenCounter
 from episodic.domain.ports.users import Eraser, ErasureLedger, ErasureRecords, UserTransfer
 from episodic.edges.grpc.access_log import AccessLog
-from episodic.edges.grpc.server import Services
 from episodic.edges.keys import KeyRing
 from episodic.service.live_memories import LiveMemories
 from episodic.service.privacy import PiiGuard
+from episodic.service.services import Services
 from episodic.service.turn_searches import EarlierMessages
 from episodic.state.chunk_cache import ChunkCache
 from episodic.state.fixed_facts import FixedFactsCache
@@ -203,6 +203,17 @@ class Core:
     state: State
     services: Services
     workers: Workers
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCore:
+    """The core over SQL as `open_core` yields it: the database open, the concrete adapters
+    built, the state, use cases and workers wired; no loop started, nothing served."""
+
+    settings: Settings
+    database: Database
+    adapters: SqlAdapters
+    core: Core
 
 
 @dataclass(frozen=True, slots=True)

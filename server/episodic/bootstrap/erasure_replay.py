@@ -3,20 +3,14 @@ starting server) or offline (restore)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
-from episodic.bootstrap.adapters import build_adapters
 from episodic.bootstrap.containers import SqlAdapters
-from episodic.bootstrap.schema import explained_startup_failures
-from episodic.bootstrap.wiring import build_core
-from episodic.config import EmbedderKind, ExtractorKind, Settings, SummarizerKind
+from episodic.bootstrap.core import open_core
+from episodic.config import Settings
 from episodic.domain.erasure_ledger import Replayed
 from episodic.service.erasure import EraseService
 from episodic.service.erasure_replay import ErasureReplay
-from episodic.store.database import open_database
-from episodic.store.writer import GroupCommitWriter
 
 log = logging.getLogger("episodic.server")
 
@@ -44,20 +38,7 @@ async def replay_ledger(adapters: SqlAdapters, erasure: EraseService) -> Replaye
 
 async def replay_offline(settings: Settings) -> Replayed:
     """The ledger's replay without serving (`episodic restore`, on the restored copy before
-    it is put in place): the server's own wiring over SQL, nothing started. No model is
-    loaded: erasing embeds and summarizes nothing."""
-    quiet = dataclasses.replace(
-        settings, embedder=EmbedderKind.HASHING, summarizer=SummarizerKind.EXTRACTIVE,
-        extractor=ExtractorKind.EXTRACTIVE,
-    )  # fmt: skip
-    database = open_database(quiet.database_url)
-    writer = GroupCommitWriter(database)
-    writer.start()
-    try:
-        with explained_startup_failures(database), ThreadPoolExecutor(1) as pool:
-            adapters = build_adapters(quiet, database, writer, None)
-            core = build_core(quiet, adapters, pool=pool)
-            return await replay_ledger(adapters, core.services.erasure)
-    finally:
-        await writer.stop()
-        await database.dispose()
+    it is put in place, which restore holds alone): the server's own core over SQL
+    (`open_core`), nothing started. No model is loaded: erasing embeds and summarizes nothing."""
+    async with open_core(settings, models=False, held=False) as opened:
+        return await replay_ledger(opened.adapters, opened.core.services.erasure)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from episodic.config import ConfigError
 from episodic.errors import EpisodicError
-from episodic.store.database import Database
+from episodic.store.database import Database, normalize_url
 from episodic.store.faults import sqlite_path_problem, startup_failure
 from episodic.store.lease import DatabaseInUse, SqliteLease
 from episodic.store.migrate import current_revision, head_revision, is_new_sqlite, upgrade_to_head
@@ -76,3 +77,28 @@ def hold_database(database: Database) -> SqliteLease | None:
         return SqliteLease(file, exclusive=False)
     except DatabaseInUse as exc:
         raise DatabaseNotReady(f"database_url: {exc.message}") from exc
+
+
+def require_existing(database_url: str) -> None:
+    """For a tool that only reads: opening a SQLite file that is not there would create an
+    empty one."""
+    url = normalize_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
+        raise DatabaseNotReady(f"database_url: no database at {url.database}")
+
+
+async def require_current_schema(database: Database) -> None:
+    """For a tool that only reads: the schema is this release's, or it says to migrate (and
+    nothing is migrated)."""
+    alembic = logging.getLogger("alembic")
+    level = alembic.level
+    alembic.setLevel(logging.WARNING)  # its INFO lines say nothing to someone reading the tool's output
+    try:
+        found, wanted = await current_revision(database.engine), head_revision()
+    finally:
+        alembic.setLevel(level)
+    if found != wanted:
+        raise DatabaseNotReady(
+            f"database_url: the database schema is at revision {found}, this version reads {wanted}: "
+            "run `episodic migrate`"
+        )

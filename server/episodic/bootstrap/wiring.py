@@ -13,7 +13,6 @@ from episodic.bootstrap.adapters import KNOWLEDGE_WORDS_SHARE, build_indexes
 from episodic.bootstrap.containers import Adapters, Core, State, Workers
 from episodic.config import ExtractorKind, Settings, SummarizerKind
 from episodic.domain.digests import indexed_with
-from episodic.edges.grpc.server import Services
 from episodic.index.words import Bm25WordIndex
 from episodic.service.agents import AgentService
 from episodic.service.compaction import SummaryMaker
@@ -32,6 +31,7 @@ from episodic.service.model_calls import ModelCallService
 from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
+from episodic.service.services import Services
 from episodic.service.session_data import SessionDataService
 from episodic.service.transfer import TransferService
 from episodic.service.turn_searches import TurnSearches

@@ -7,23 +7,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 from google.protobuf.json_format import MessageToJson
 
-from episodic.bootstrap.schema import DatabaseNotReady, explained_startup_failures
+from episodic.bootstrap.core import open_core
+from episodic.bootstrap.schema import explained_startup_failures
 from episodic.config import Settings
 from episodic.domain.context import ContextReport, ModelCall, RenderedMessage, Section
 from episodic.domain.json_text import json_text
 from episodic.edges.grpc.context_convert import model_call_out
 from episodic.errors import NotFound
-from episodic.store.context import SqlContextStore
-from episodic.store.database import Database, normalize_url, open_database
-from episodic.store.migrate import current_revision, head_revision
-from episodic.store.writer import GroupCommitWriter
 
 INDENT = "    "
 
@@ -40,38 +35,11 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def read_model_call(settings: Settings, tenant_id: str, model_call_id: str) -> ModelCall:
-    _require_sqlite_file(settings.database_url)
-    database = open_database(settings.database_url, pool_size=1)
-    try:
-        with explained_startup_failures(database):
-            await _require_current_schema(database)
-            # Reads only: the store's writer is never started.
-            store = SqlContextStore(database, GroupCommitWriter(database))
-            return await store.get_call(tenant_id, model_call_id)
-    finally:
-        await database.dispose()
-
-
-def _require_sqlite_file(database_url: str) -> None:
-    """Opening a SQLite file that is not there would create an empty one."""
-    url = normalize_url(database_url)
-    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
-        raise DatabaseNotReady(f"database_url: no database at {url.database}")
-
-
-async def _require_current_schema(database: Database) -> None:
-    alembic = logging.getLogger("alembic")
-    level = alembic.level
-    alembic.setLevel(logging.WARNING)  # its INFO lines say nothing to someone reading a call
-    try:
-        found, wanted = await current_revision(database.engine), head_revision()
-    finally:
-        alembic.setLevel(level)
-    if found != wanted:
-        raise DatabaseNotReady(
-            f"database_url: the database schema is at revision {found}, this version reads {wanted}: "
-            "run `episodic migrate`"
-        )
+    """Through the core's one door, reading only (`open_core`): the database must exist at this
+    release's schema; nothing is created, migrated or written, and no model is loaded."""
+    async with open_core(settings, reads_only=True, models=False) as opened:
+        with explained_startup_failures(opened.database):
+            return await opened.adapters.context.get_call(tenant_id, model_call_id)
 
 
 def as_json(call: ModelCall) -> str:

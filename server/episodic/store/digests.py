@@ -67,6 +67,11 @@ class SqlDigestStore:
         stmt = select(func.count()).where(D.c.state == DigestState.READY.value, D.c.embedding_model != model)
         return await self._db.read(lambda conn: _count(conn, stmt))
 
+    async def count_outstanding(self, model: str) -> int:
+        stale = (D.c.state == DigestState.READY.value) & (D.c.embedding_model != model)
+        stmt = select(func.count()).where((D.c.state != DigestState.READY.value) | stale)
+        return await self._db.read(lambda conn: _count(conn, stmt))
+
     async def transcript(self, digest: Digest) -> list[Message]:
         """The episode's messages less the retracted ones: what the digest and extraction read."""
         stmt = select(M).where(

@@ -20,7 +20,7 @@ from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Caller, Message, NewMessage, Role
 from episodic.domain.ports.models import Embedder, Summarizer
 from episodic.domain.recall import DigestText, Scope
-from episodic.edges.grpc.server import Services
+from episodic.service.services import Services
 from episodic.summarize import make_summarizer
 from episodic.workers.digester import Digester
 from episodic_lab.bench_recall import BenchRecallError

@@ -14,8 +14,8 @@ from episodic.bootstrap.containers import App, Replacements
 from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.config import EmbedderKind, Settings
 from episodic.domain.model import Caller
-from episodic.edges.grpc.server import Services
 from episodic.index import FaissVectorIndex
+from episodic.service.services import Services
 from episodic.store.database import Database
 
 

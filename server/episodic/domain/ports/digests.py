@@ -52,6 +52,14 @@ class DigestStore(DigestReads, Protocol):
     async def get(self, tenant_id: str, episode_id: str) -> Digest | None: ...
 
 
+class DigestBacklog(Protocol):
+    """What `episodic reindex` has ahead of it, over every tenant."""
+
+    async def count_outstanding(self, model: str) -> int:
+        """Digests not READY, and READY ones whose vectors `model` did not make."""
+        ...
+
+
 class DigestWaiter(Protocol):
     """The digester as the episode service sees it: nudged after a close, awaited on
     request."""

@@ -26,21 +26,7 @@ from episodic.edges.grpc.knowledge import KnowledgeServicer
 from episodic.edges.grpc.memories import MemoryServicer
 from episodic.edges.grpc.shares import Refused, ShareInterceptor
 from episodic.edges.keys import KeyRing
-from episodic.service.agents import AgentService
-from episodic.service.context import ContextService
-from episodic.service.episodes import EpisodeService
-from episodic.service.erasure import EraseService
-from episodic.service.index_check import IndexChecker
-from episodic.service.inspection import InspectionService
-from episodic.service.knowledge import KnowledgeService
-from episodic.service.memories import MemoryService
-from episodic.service.memory_search import MemorySearch
-from episodic.service.memory_tools import MemoryTools
-from episodic.service.model_calls import ModelCallService
-from episodic.service.recall import RecallService
-from episodic.service.session_data import SessionDataService
-from episodic.service.transfer import TransferService
-from episodic.service.watch import WatchService
+from episodic.service.services import Services
 from episodic.state.shares import TenantShares
 from episodic.v1 import (
     agent_service_pb2,
@@ -65,26 +51,6 @@ SERVICE_NAMES = (
     memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     knowledge_service_pb2.DESCRIPTOR.services_by_name["KnowledgeService"].full_name,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Services:
-    episodes: EpisodeService
-    agents: AgentService
-    recall: RecallService
-    context: ContextService
-    model_calls: ModelCallService
-    knowledge: KnowledgeService
-    erasure: EraseService
-    index_checker: IndexChecker
-    knowledge_checker: IndexChecker  # the agents' knowledge index against SQL
-    memories: MemoryService
-    memory_search: MemorySearch
-    sessions: SessionDataService
-    memory_tools: MemoryTools
-    watch: WatchService
-    inspection: InspectionService
-    transfer: TransferService | None = None  # over SQL only
 
 
 class HealthSource(Protocol):

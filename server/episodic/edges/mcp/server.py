@@ -24,10 +24,10 @@ from pydantic import ValidationError
 
 from episodic import __version__
 from episodic.domain.model import Caller
-from episodic.edges.grpc.server import Services
 from episodic.edges.mcp.errors import as_text, invalid_arguments, tool_error
 from episodic.edges.mcp.tools import TOOLS, TOOLS_BY_NAME, ToolSpec
 from episodic.errors import Unauthenticated
+from episodic.service.services import Services
 from episodic.state.shares import TenantShares
 
 log = logging.getLogger("episodic.mcp")

@@ -21,13 +21,13 @@ from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.model import Caller, CloseReason, NewMessage, Role
 from episodic.domain.ports.memories import MemoryFilter
 from episodic.domain.recall import SearchMode
-from episodic.edges.grpc.server import Services
 from episodic.edges.mcp import arguments as args
 from episodic.edges.mcp import present
 from episodic.service.context import ContextRequest
 from episodic.service.knowledge import KnowledgeQuery
 from episodic.service.memory_search import MemoryQuery
 from episodic.service.recall import SearchRequest
+from episodic.service.services import Services
 
 A = TypeVar("A", bound=args.Arguments)
 
