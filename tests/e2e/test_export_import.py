@@ -15,7 +15,7 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from episodic.cli.transfer import read_export, write_export
+from episodic.edges.grpc.transfer_client import read_export, write_export
 from episodic.v1 import episode_pb2, episode_service_pb2, memory_pb2, memory_service_pb2
 from episodic_client import EpisodicClient, message_input
 from episodic_client.v1 import episode_service_pb2 as client_pb

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 
-from episodic.cli.transfer import read_export, write_export
+from episodic.edges.grpc.transfer_client import read_export, write_export
 from episodic.v1 import episode_pb2
 from episodic.v1 import episode_service_pb2 as pb
 from tests.e2e.helpers import Client

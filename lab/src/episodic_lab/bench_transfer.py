@@ -23,7 +23,7 @@ from pathlib import Path
 
 import grpc
 
-from episodic.cli.transfer import read_export, write_export
+from episodic.edges.grpc.transfer_client import read_export, write_export
 from episodic.v1 import agent_pb2, agent_service_pb2, episode_pb2, memory_pb2, memory_service_pb2
 from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1.agent_service_pb2_grpc import AgentServiceStub
