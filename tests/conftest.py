@@ -67,13 +67,13 @@ def migrated_sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path, migrated_sqlite_file: Path) -> Iterator[str]:
+def sqlite_url(tmp_path: Path, migrated_sqlite_file: Path) -> str:
     """A migrated SQLite file of the test's own: a copy of the one migrated per run (the
     same schema and alembic version; migrating each test's file took ~0.1 s a test, and
     the migrations themselves are tests/integration/test_migrations.py's)."""
     path = tmp_path / "episodic.db"
     shutil.copyfile(migrated_sqlite_file, path)
-    yield f"sqlite:///{path}"
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture(params=BACKENDS)

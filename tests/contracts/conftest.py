@@ -92,19 +92,19 @@ OWN_DATABASE = own_database.name
 
 
 @pytest.fixture(scope="session")
-def contract_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def contract_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One migrated SQLite file for every contract test of the run."""
     url = f"sqlite:///{tmp_path_factory.mktemp('contracts') / 'episodic.db'}"
     asyncio.run(_create_migrated(url))
-    yield url
+    return url
 
 
 @pytest.fixture(scope="session")
-def own_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def own_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The SQLite file of the tests marked own_database, migrated once per run."""
     url = f"sqlite:///{tmp_path_factory.mktemp('own') / 'episodic.db'}"
     asyncio.run(_create_migrated(url))
-    yield url
+    return url
 
 
 @pytest.fixture(scope="session")

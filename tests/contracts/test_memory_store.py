@@ -135,7 +135,7 @@ async def test_an_episodes_pending_memories_oldest_first_with_their_vectors(worl
     await world.memories.write(change, NO_CHANGES)
     pending = await world.memories.pending(world.tenant, episode.episode_id)
     vectors = {m.memory_id: floats(v) for m, v in change.insert}
-    in_order = sorted(held, key=lambda m: m.memory_id) + [newest]  # two made at one instant: by id
+    in_order = [*sorted(held, key=lambda m: m.memory_id), newest]  # two made at one instant: by id
     assert [(m, floats(v)) for m, v in pending] == [(m, vectors[m.memory_id]) for m in in_order]
     assert await world.memories.pending(unique("tenant"), episode.episode_id) == []
 

@@ -450,8 +450,8 @@ async def test_what_episodic_cannot_store_is_refused_by_name_and_nothing_is_writ
         await sessions.append_event(session, huge)
     with pytest.raises(ValueError, match=r"state key 'handle' holds a object, which is not JSON"):
         await sessions.append_event(session, handle)
+    entry = MemoryEntry(content=types.Content(role="user", parts=[image]))
     with pytest.raises(ValueError, match=r"memory 0: a part with inline_data is not supported"):
-        entry = MemoryEntry(content=types.Content(role="user", parts=[image]))
         await memory.add_memory(app_name=app, user_id="mary", memories=[entry])
 
     assert session.events == [] and await log_of(client, session.id) == []

@@ -102,7 +102,7 @@ async def expect_code_only(call: Awaitable[object], code: grpc.StatusCode) -> gr
     try:
         await call
     except grpc.aio.AioRpcError as err:
-        assert err.code() == code, f"want {code.name}, got {err.code().name}: {err.details()}"
+        assert err.code() == code, f"want {code.name}, got {err.code().name}: {err.details()}"  # noqa: PT017 - a helper returning the error
         return err
     raise AssertionError(f"the call succeeded, want {code.name}")
 

@@ -90,13 +90,15 @@ async def episodic_server(database_url: str, log_path: Path) -> AsyncIterator[Se
 async def serving_port(proc: asyncio.subprocess.Process, log_path: Path) -> int:
     """The port from the server's JSON "serving" log line (it was started on port 0)."""
     while True:
-        for line in log_path.read_text(errors="replace").splitlines():
+        log = await asyncio.to_thread(log_path.read_text, errors="replace")
+        for line in log.splitlines():
             with suppress(ValueError):
                 entry = json.loads(line)
                 if isinstance(entry, dict) and entry.get("message") == "serving":
                     return int(entry["port"])
         if proc.returncode is not None:
-            raise AssertionError(f"server exited with {proc.returncode}:\n{log_path.read_text()}")
+            log = await asyncio.to_thread(log_path.read_text)
+            raise AssertionError(f"server exited with {proc.returncode}:\n{log}")
         await asyncio.sleep(0.05)
 
 

@@ -66,7 +66,7 @@ async def import_and_kill(server: ServerProcess, path: Path) -> None:
     async with server.channel() as channel:
         client = Client.of(channel, None)
         call = asyncio.ensure_future(client.episodes.ImportUser(requests(path), timeout=60))
-        while not await visible(client) and not call.done():
+        while not await visible(client) and not call.done():  # noqa: ASYNC110 - polls the server
             await asyncio.sleep(0.005)
         await server.kill()
         with suppress(grpc.aio.AioRpcError):  # the server died under it

@@ -43,7 +43,7 @@ async def test_caller_knowledge_is_rendered_and_stored_exactly_as_the_model_saw_
             uri="https://hr.example/leave",
             score=0.9,
             metadata={"team": "hr"},
-        ),  # fmt: skip
+        ),
     ]
     built = await build(
         client, episode_id, user_message="How many days of leave?", append_user_message=True, knowledge=items

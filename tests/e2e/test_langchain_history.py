@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables.history import RunnableWithMessageHistory
+from pydantic import Field
 
 from episodic_client import EpisodicClient
 from episodic_client.integrations.langchain import EpisodicChatMessageHistory
@@ -95,8 +96,8 @@ async def test_clear_closes_the_episode_and_what_cannot_be_stored_is_refused_by_
         history.add_messages([HumanMessage("I'm vegetarian.")])
         history.clear()
         closed = client.get_episode(first).episode.state
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
         with pytest.raises(ValueError, match="message 1: a content part of type 'image_url'") as refused:
-            image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
             history.add_messages([HumanMessage("look"), HumanMessage([image])])
         return first, closed, refused.value, history.messages, history.episode_id
 
@@ -111,7 +112,7 @@ async def test_clear_closes_the_episode_and_what_cannot_be_stored_is_refused_by_
 class RecordingModel(BaseChatModel):
     """A chat model that answers "noted" and keeps what it was sent."""
 
-    seen: list[list[BaseMessage]] = []
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:

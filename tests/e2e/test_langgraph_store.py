@@ -30,6 +30,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, PutOp, SearchItem
 from langgraph.store.memory import InMemoryStore
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from episodic.edges.keys import config_line
@@ -73,7 +74,7 @@ def shown(items: list[SearchItem] | list[Item]) -> list[tuple[tuple[str, ...], s
 class RecordingModel(BaseChatModel):
     """A scripted chat model: answers "noted" and keeps every prompt it was sent."""
 
-    seen: list[list[BaseMessage]] = []
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -415,7 +416,7 @@ async def test_what_cannot_be_stored_is_refused_by_name_and_a_refused_batch_writ
     def work(store: EpisodicStore) -> tuple[dict[str, str], list[SearchItem]]:
         messages: dict[str, str] = {}
         for name, call, _ in REFUSED:
-            with pytest.raises(ValueError) as refused:
+            with pytest.raises(ValueError) as refused:  # noqa: PT011 - matched against REFUSED's patterns below
                 call(store)
             messages[name] = str(refused.value)
         with pytest.raises(ValueError, match="a Opaque"):

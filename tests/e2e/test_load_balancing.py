@@ -56,7 +56,7 @@ class Cluster:
         """Calls of `method` per server once `calls` are logged (a call is logged when gRPC
         has finished it, which may be just after the client got its answer)."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while sum(self.served(method)) < calls and asyncio.get_running_loop().time() < deadline:
+        while sum(self.served(method)) < calls and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110 - the servers' logs
             await asyncio.sleep(0.02)
         return self.served(method)
 

@@ -290,5 +290,5 @@ async def test_sync_client_round_trips_documents_and_knowledge_items(server: Run
         )
         stored = (await client.get_model_call(built.report.model_call_id)).model_call
     assert listed == ["a", "b"]
-    assert [(k.source_id, k.origin) for k in built.report.knowledge][0] == ("x", K.KNOWLEDGE_ORIGIN_REQUEST)
+    assert next((k.source_id, k.origin) for k in built.report.knowledge) == ("x", K.KNOWLEDGE_ORIGIN_REQUEST)
     assert stored.report == built.report

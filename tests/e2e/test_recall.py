@@ -78,7 +78,7 @@ def search(agent_id: str, user: str, mode: int, query: str = "", **extra: object
 
 async def test_closing_makes_a_digest_with_summary_facts_and_embeddings(server: RunningServer) -> None:
     async with server.channel() as channel:
-        agent_id, ids = await remembered(channel, "mary")
+        _agent_id, ids = await remembered(channel, "mary")
         got = await EpisodeServiceStub(channel).GetEpisode(
             pb.GetEpisodeRequest(episode_id=ids[0]), metadata=AUTH
         )

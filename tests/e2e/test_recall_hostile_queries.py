@@ -105,7 +105,7 @@ async def test_episodes_of_tool_messages_or_one_repeated_token_are_recalled_with
 ) -> None:
     repeated = ("spam " * 60_000)[:250_000]  # one token, the most a message may hold
     async with AsyncEpisodicClient(server.address, api_key=KEY_A, timeout=60.0) as client:
-        agent_id, user, ids = await remembered(client)
+        agent_id, user, _ids = await remembered(client)
         tools = await client.open_episode(agent_id, user, start_time=DAY0 + timedelta(days=5))
         tools_id = tools.episode.episode_id
         await client.add_messages(tools_id, [tool_call("c1"), tool_result("c1")])

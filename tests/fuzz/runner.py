@@ -735,7 +735,8 @@ async def server_process(database_url: str, workdir: Path) -> AsyncIterator[Serv
 async def _serving_port(process: asyncio.subprocess.Process, log_path: Path) -> int:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline and process.returncode is None:
-        for line in log_path.read_text(errors="replace").splitlines():
+        log = await asyncio.to_thread(log_path.read_text, errors="replace")
+        for line in log.splitlines():
             if line.startswith("{") and '"serving"' in line:
                 return int(json.loads(line)["port"])
         await asyncio.sleep(0.1)

@@ -220,7 +220,7 @@ class EmptyValue:
 
 
 EMPTY = EmptyValue()
-JsonTree: TypeAlias = "None | bool | float | str | EmptyValue | list[JsonTree] | dict[str, JsonTree]"
+JsonTree: TypeAlias = "bool | float | str | EmptyValue | list[JsonTree] | dict[str, JsonTree] | None"
 
 
 @cached

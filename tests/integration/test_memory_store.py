@@ -141,7 +141,7 @@ async def test_a_write_is_all_or_nothing(db: Db, scope: Scope) -> None:
     store = db.memories()
     await insert(store, memory(scope, "m1", "Has a cat"))
     clash = MemoryWrite(insert=[(memory(scope, "m1", "Has a dog"), None)], delete=[(scope.tenant_id, "m1")])
-    with pytest.raises(Exception):  # noqa: B017 - the driver's IntegrityError, whatever its class
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the driver's IntegrityError, whatever its class
         await store.write(clash, NO_CHANGES)
     assert (await store.get(scope.tenant_id, "m1")) == memory(scope, "m1", "Has a cat")
 
@@ -356,7 +356,7 @@ async def test_session_data_versions_each_update_and_a_failing_change_writes_not
     def refuse(current: SessionData) -> SessionData:
         raise ValueError("precondition failed")
 
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="precondition failed"):
         await store.update(scope.tenant_id, "ep1", refuse)
     assert await store.get(scope.tenant_id, "ep1") == second
 

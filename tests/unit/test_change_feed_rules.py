@@ -235,7 +235,7 @@ async def test_a_change_landing_while_a_scope_loads_makes_the_load_read_again() 
     resident = cache(source)
     source.gate = asyncio.Event()
     loading = asyncio.create_task(resident.ensure(MARY))
-    while not source.reads:
+    while not source.reads:  # noqa: ASYNC110 - yields until the task has run to the fake's read
         await asyncio.sleep(0)
     source.rows[MARY]["e2#0"] = [0.0, 1.0]  # committed meanwhile; the owner says so:
     assert resident.touched(MARY) is False

@@ -84,9 +84,9 @@ def test_a_chunk_starting_a_line_keeps_its_indentation() -> None:
 
 
 def test_limits_that_cannot_hold_a_chunk_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_chars must be positive and min_chars not negative"):
         chunk_document("text", MD, max_chars=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_chars must be positive and min_chars not negative"):
         chunk_document("text", MD, min_chars=-1)
 
 

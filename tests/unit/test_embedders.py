@@ -88,11 +88,15 @@ def test_openai_rejects_non_http_base_urls(base_url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "options",
-    [{"model": ""}, {"model": "m", "max_batch_size": 0}, {"model": "m", "timeout": 0}],
+    ("options", "named"),
+    [
+        ({"model": ""}, "model"),
+        ({"model": "m", "max_batch_size": 0}, "max_batch_size"),
+        ({"model": "m", "timeout": 0}, "timeout"),
+    ],
 )
-def test_openai_rejects_bad_options(options: dict[str, Any]) -> None:
-    with pytest.raises(ValueError):
+def test_openai_rejects_bad_options(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValueError, match=f"{named} must be"):
         OpenAIEmbedder("http://localhost/v1", **options)
 
 

@@ -169,7 +169,7 @@ async def test_an_erasure_between_close_and_promotion_leaves_no_memory_behind(uc
 async def test_an_expired_memorys_client_id_is_free_before_the_sweep(uc: UseCases) -> None:
     soon = uc.clock() + timedelta(minutes=5)
     request = CreateRequest([fact("Mary is in Oslo", memory_id="where", expires_at=soon)], "helper", "mary")
-    (first,) = await uc.memories.create(CALLER, request)
+    (_first,) = await uc.memories.create(CALLER, request)
     uc.clock.advance(timedelta(minutes=10))  # expired; the retention sweep has not run
     with pytest.raises(NotFound):
         await uc.memories.get(CALLER, "where")

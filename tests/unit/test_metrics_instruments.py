@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import ClassVar
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -296,7 +297,7 @@ def test_a_failed_digest_attempt_is_reported_by_its_error_type() -> None:
 class TwoScopes:
     """SQL's vectors of two scopes, three and two of them."""
 
-    rows: dict[Scope, tuple[list[str], list[Vector]]] = {
+    rows: ClassVar[dict[Scope, tuple[list[str], list[Vector]]]] = {
         Scope("t", "a", "u1"): (["e1#0", "e1#1", "e2#0"], [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]),
         Scope("t", "a", "u2"): (["e3#0", "e3#1"], [[1.0, 0.0], [0.8, 0.6]]),
     }

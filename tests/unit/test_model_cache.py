@@ -164,7 +164,7 @@ def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="No space left on device"):
         write_atomically(target, b"new")
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]

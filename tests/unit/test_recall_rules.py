@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 from episodic.domain import digests as rules
 from episodic.domain.model import Episode, EpisodeState, Message, Role, ToolCall
@@ -25,7 +26,7 @@ def test_chunks_stay_under_the_size_and_carry_the_previous_turn() -> None:
     lines = [f"line {i} " + "x" * 100 for i in range(10)]
     packed = rules.chunks(lines, max_chars=250)
     assert all(len(c) <= 250 for c in packed)
-    for before, after in zip(packed, packed[1:], strict=False):
+    for before, after in pairwise(packed):
         assert after.splitlines()[0] == before.splitlines()[-1]
     assert {line for c in packed for line in c.splitlines()} == set(lines)
 

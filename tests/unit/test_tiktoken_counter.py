@@ -7,7 +7,6 @@ import hashlib
 import os
 import shutil
 import socket
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,7 @@ def official(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
 
 
 @pytest.fixture
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise OSError("network disabled in this test")
 
@@ -81,7 +80,6 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(tiktoken.load, "read_file", _no_download)
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
-    yield
 
 
 def test_cl100k_ids_match_reference(counter: TiktokenCounter) -> None:

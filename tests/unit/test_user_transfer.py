@@ -135,7 +135,7 @@ async def test_a_user_without_memories_still_gets_an_empty_memories_part() -> No
 
 async def test_an_erasure_during_the_export_ends_it_before_the_manifest() -> None:
     received: list[Chunk] = []
-    with pytest.raises(Aborted) as refused:
+    with pytest.raises(Aborted) as refused:  # noqa: PT012 - reading the stream until it ends is one act
         async for chunk in service(ScriptedTransfer(erased_after=1)).export_user(Caller("t1"), "mary"):
             received.append(chunk)
     assert refused.value.reason == "USER_ERASED"

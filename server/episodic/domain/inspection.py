@@ -23,6 +23,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 
 from episodic.domain.context import ModelCall, PassageFate, RenderedMessage, Section
 from episodic.domain.log import countable_text
@@ -198,7 +199,7 @@ def _gap(view: CallView, first: int, last: int) -> list[FateRun]:
     the summary's span's ends, so one seq of each piece stands for the piece."""
     span = view.call.report.summary_span
     cuts = sorted({first, last + 1, *(s for s in (span.from_seq, span.to_seq + 1) if first < s <= last)})
-    return [FateRun(a, b - 1, message_fate(view, a)) for a, b in zip(cuts, cuts[1:], strict=False)]
+    return [FateRun(a, b - 1, message_fate(view, a)) for a, b in pairwise(cuts)]
 
 
 def _extend(runs: list[FateRun], more: Iterable[FateRun]) -> None:
@@ -374,7 +375,7 @@ def _gone(rows: Sequence[CallFates], drops: Sequence[Drop]) -> tuple[Gone | None
     """The first call rendering the phrase nowhere after one that rendered it, and why: the
     drop of a matching message at that call, else the section the phrase was last seen in;
     and the first call after it rendering the phrase again."""
-    for at, (previous, row) in enumerate(zip(rows, rows[1:], strict=False), start=1):
+    for at, (previous, row) in enumerate(pairwise(rows), start=1):
         if not previous.present or row.present:
             continue
         call_id = row.call.model_call_id

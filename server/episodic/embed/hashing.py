@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 
 import numpy as np
 
@@ -22,7 +23,7 @@ def _features(text: str) -> list[str]:
     hypothetical unigram with the same spelling."""
     words = _WORD.findall(text.lower())
     unigrams = [f"u:{word}" for word in words]
-    bigrams = [f"b:{first} {second}" for first, second in zip(words, words[1:], strict=False)]
+    bigrams = [f"b:{first} {second}" for first, second in pairwise(words)]
     # n words give 2n-1 features, an odd count of +-1 terms, so no vector sums to zero.
     return unigrams + bigrams or [_NO_WORDS]
 

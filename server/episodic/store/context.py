@@ -108,7 +108,7 @@ class SqlContextStore:
                 M.c.content,
                 M.c.created_at,
                 func.row_number().over(partition_by=M.c.episode_id, order_by=M.c.seq).label("n"),
-            )  # fmt: skip
+            )
             .join(E, and_(E.c.tenant_id == M.c.tenant_id, E.c.episode_id == M.c.episode_id))
             .where(
                 M.c.tenant_id == tenant_id,

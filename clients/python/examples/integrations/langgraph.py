@@ -34,6 +34,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from episodic_client import AlreadyExistsError, EpisodicClient
@@ -48,7 +49,7 @@ SECOND_SESSION = "What is my cat called?"
 class ScriptedModel(BaseChatModel):
     """Stands in for a chat model: answers "noted" and keeps every prompt it was sent."""
 
-    prompts: list[list[BaseMessage]] = []
+    prompts: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:

@@ -13,7 +13,7 @@ from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from episodic_client.v1 import episode_pb2, episode_service_pb2, memory_pb2
 
-JsonValue: TypeAlias = "str | float | bool | None | Mapping[str, JsonValue] | Sequence[JsonValue]"
+JsonValue: TypeAlias = "str | float | bool | Mapping[str, JsonValue] | Sequence[JsonValue] | None"
 JsonObject: TypeAlias = "Mapping[str, JsonValue]"
 RoleLike: TypeAlias = "str | int"
 CloseReasonLike: TypeAlias = "str | int"

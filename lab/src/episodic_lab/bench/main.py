@@ -51,7 +51,7 @@ async def _run(options: Options) -> int:
         print(section(reports[-1]), end="\n\n", flush=True)
     print(reproduce(options))
     if options.json_path:
-        Path(options.json_path).write_text(to_json(machine, options, reports))
+        await asyncio.to_thread(Path(options.json_path).write_text, to_json(machine, options, reports))
     return 0 if all(r.durability.passed for r in reports if r.durability) else 1
 
 

@@ -68,7 +68,7 @@ async def running_server(
 async def _serving_port(process: asyncio.subprocess.Process, log_path: Path) -> int:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        port = _port_in(log_path.read_text(errors="replace"))
+        port = _port_in(await asyncio.to_thread(log_path.read_text, errors="replace"))
         if port is not None:
             return port
         if process.returncode is not None:

@@ -53,7 +53,8 @@ async def _run(options: Options) -> int:
     print(reproduce(options))
     print(write_plot(options.plot_path, reports))
     if options.json_path:
-        Path(options.json_path).write_text(to_json(machine, options, reports, embedding))
+        json_text = to_json(machine, options, reports, embedding)
+        await asyncio.to_thread(Path(options.json_path).write_text, json_text)
     return 0
 
 

@@ -85,8 +85,8 @@ def section(report: BackendReport) -> str:
     if report.skipped:
         return f"{title}\nskipped: {report.skipped}"
     lines = [title, "server: " + " ".join(report.server_command), ""]
-    lines += _throughput_lines(report.throughput) + [""] + _history_lines(report.history) + [""]
-    lines += _memory_lines(report.per_conversation, report.growth) + [""]
+    lines += [*_throughput_lines(report.throughput), "", *_history_lines(report.history), ""]
+    lines += [*_memory_lines(report.per_conversation, report.growth), ""]
     return "\n".join(lines + target_lines(report))
 
 

@@ -48,7 +48,7 @@ async def _run(options: Options) -> int:
     print(table(base, phases), end="\n\n")
     print(notes(phases, base), flush=True)
     if options.json_path:
-        Path(options.json_path).write_text(to_json(header, base, phases))
+        await asyncio.to_thread(Path(options.json_path).write_text, to_json(header, base, phases))
     return 0
 
 

@@ -68,7 +68,8 @@ async def _inspector_port(log_path: Path) -> int:
     """From the inspector's `serving the inspector` log line (logged before gRPC serves)."""
     deadline = time.monotonic() + INSPECTOR_WAIT_SECONDS
     while time.monotonic() < deadline:
-        for line in log_path.read_text(errors="replace").splitlines():
+        log = await asyncio.to_thread(log_path.read_text, errors="replace")
+        for line in log.splitlines():
             port = _inspector_port_in(line)
             if port is not None:
                 return port

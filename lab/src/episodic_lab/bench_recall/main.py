@@ -52,7 +52,8 @@ async def _run(options: Options) -> int:
     print(target_line(sizes))
     print(reproduce(options))
     if options.json_path:
-        Path(options.json_path).write_text(to_json(machine, options, sizes, embedding, digest))
+        json_text = to_json(machine, options, sizes, embedding, digest)
+        await asyncio.to_thread(Path(options.json_path).write_text, json_text)
     return 0
 
 

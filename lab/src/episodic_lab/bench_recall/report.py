@@ -84,7 +84,7 @@ def size_section(r: SizeReport) -> str:
             f"texts of all users a query matches ({words}; FTS5 filters by user after matching): "
             f"median {m.median:,.0f}, max {m.largest:,} of {r.episodes:,} ({m.queries} queries)"
         )
-    lines += ["", _table(CALL_HEADERS, [_call_cells("Echo", r.echo, r.echo)] + _search_rows(r))]
+    lines += ["", _table(CALL_HEADERS, [_call_cells("Echo", r.echo, r.echo), *_search_rows(r)])]
     if r.stages:
         lines += ["", _table(STEP_HEADERS, [_step_cells(s) for s in r.stages])]
     return "\n".join(lines)

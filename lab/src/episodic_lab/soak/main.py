@@ -41,7 +41,7 @@ async def _run(options: Options) -> int:
         print(summary(results[-1]), end="\n\n", flush=True)
     print(reproduce(options))
     if options.json_path:
-        Path(options.json_path).write_text(to_json(machine, options, results))
+        await asyncio.to_thread(Path(options.json_path).write_text, to_json(machine, options, results))
     return 0 if all(result.passed for result in results) else 1
 
 
