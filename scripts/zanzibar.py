@@ -1,0 +1,60 @@
+"""The live-episode case of issue 42, against a server you started: "My cat is called
+Zanzibar", thirty turns about a trip at a 250-token budget, then "Who will look after my cat
+while I'm away?" — prints what the model is shown and the report's sections.
+
+    episodic serve --insecure-dev --migrate-on-start --address 127.0.0.1:50071 &
+    python scripts/zanzibar.py --address 127.0.0.1:50071
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import uuid
+
+from episodic_client import AsyncEpisodicClient
+from episodic_client.v1 import agent_pb2, context_pb2, episode_pb2
+
+TRIP = [
+    ("We fly to Lisbon on Friday morning and stay for ten days.", "Lovely, Lisbon in spring is mild."),
+    ("I booked a small hotel in Alfama near the castle.", "Alfama is hilly; pack comfortable shoes."),
+    ("Should we take the tram up to the viewpoints?", "Tram 28 goes there, but it gets crowded."),
+    ("We also want a day trip to Sintra by train.", "Trains leave Rossio station every twenty minutes."),
+    ("What about food, any dishes we must try?", "Try bacalhau, grilled sardines and pasteis de nata."),
+]
+QUESTION = "Who will look after my cat while I'm away?"
+
+
+async def run(address: str, turns: int, budget: int) -> None:
+    async with AsyncEpisodicClient(address) as client:
+        agent_id = f"zanzibar-{uuid.uuid4().hex[:8]}"
+        config = agent_pb2.MemoryConfig(max_working_memory_tokens=budget)
+        await client.create_agent(agent_id, memory_config=config)
+        episode = (await client.open_episode(agent_id, user_id="u-1")).episode.episode_id
+        said = [("My cat is called Zanzibar.", "What a grand name for a cat!")]
+        said += [TRIP[i % len(TRIP)] for i in range(turns)]
+        for user, reply in said:
+            await client.build_context(episode, user_message=user, append_user_message=True)
+            await client.add_message(episode, episode_pb2.ROLE_ASSISTANT, reply)
+        built = await client.build_context(episode, user_message=QUESTION)
+        for message in built.messages:
+            section = context_pb2.ContextSection.Name(message.section).removeprefix("CONTEXT_SECTION_")
+            print(f"--- {section} ({message.token_count} tokens)\n{message.content}")
+        report = built.report
+        print(f"\nbudget {report.budget_tokens}, total {report.total_tokens}, summary to seq {report.summary_to_seq}")
+        for passage in report.earlier_passages:
+            fate = context_pb2.PassageFate.Name(passage.fate).removeprefix("PASSAGE_FATE_")
+            print(f"earlier passage seqs {list(passage.seqs)}: {fate}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--address", default="127.0.0.1:50051")
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--budget", type=int, default=250)
+    args = parser.parse_args()
+    asyncio.run(run(args.address, args.turns, args.budget))
+
+
+if __name__ == "__main__":
+    main()
