@@ -41,14 +41,16 @@ async def run(address: str, turns: int, budget: int) -> None:
             section = context_pb2.ContextSection.Name(message.section).removeprefix("CONTEXT_SECTION_")
             print(f"--- {section} ({message.token_count} tokens)\n{message.content}")
         report = built.report
-        print(f"\nbudget {report.budget_tokens}, total {report.total_tokens}, summary to seq {report.summary_to_seq}")
+        print(f"\nbudget {report.budget_tokens}, total {report.total_tokens}", end="")
+        print(f", summary to seq {report.summary_to_seq}")
         for passage in report.earlier_passages:
             fate = context_pb2.PassageFate.Name(passage.fate).removeprefix("PASSAGE_FATE_")
             print(f"earlier passage seqs {list(passage.seqs)}: {fate}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--address", default="127.0.0.1:50051")
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--budget", type=int, default=250)
