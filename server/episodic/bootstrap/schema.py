@@ -10,7 +10,7 @@ from pathlib import Path
 
 from episodic.config import ConfigError
 from episodic.errors import EpisodicError
-from episodic.store.database import Database, normalize_url
+from episodic.store.database import Database, normalize_url, open_database
 from episodic.store.faults import sqlite_path_problem, startup_failure
 from episodic.store.lease import DatabaseInUse, SqliteLease
 from episodic.store.migrate import current_revision, head_revision, is_new_sqlite, upgrade_to_head
@@ -62,6 +62,25 @@ async def _bring_schema_up(database: Database, migrate: bool) -> None:
             f"database_url: the database schema is at revision {found}, this server needs {wanted}: "
             "run `episodic migrate` or start with --migrate-on-start"
         )
+
+
+async def migrate_database(database_url: str, *, held: bool = True) -> tuple[str | None, str | None]:
+    """The schema brought to this release's head (`episodic migrate`; restore, on its private
+    copy: `held=False`); the revisions before and after. A SQLite file is held meanwhile, so no
+    restore swaps it mid-migration."""
+    database = open_database(database_url, pool_size=1)
+    lease: SqliteLease | None = None
+    try:
+        with explained_startup_failures(database):
+            if held:
+                lease = hold_database(database)
+            before = await current_revision(database.engine)
+            await upgrade_to_head(database.engine)
+            return before, await current_revision(database.engine)
+    finally:
+        await database.dispose()
+        if lease is not None:
+            lease.release()
 
 
 def hold_database(database: Database) -> SqliteLease | None:

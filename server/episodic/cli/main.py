@@ -160,24 +160,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from episodic.bootstrap.schema import explained_startup_failures, hold_database
-    from episodic.store.database import open_database
-    from episodic.store.migrate import current_revision, upgrade_to_head
+    from episodic.bootstrap.schema import migrate_database
 
-    async def run() -> str | None:
-        database = open_database(_settings(args).database_url)
-        lease = None
-        try:
-            with explained_startup_failures(database):
-                lease = hold_database(database)  # no restore swaps the file mid-migration
-                await upgrade_to_head(database.engine)
-                return await current_revision(database.engine)
-        finally:
-            await database.dispose()
-            if lease is not None:
-                lease.release()
-
-    print(f"database at revision {asyncio.run(run())}")
+    _, revision = asyncio.run(migrate_database(_settings(args).database_url))
+    print(f"database at revision {revision}")
     return 0
 
 

@@ -30,7 +30,6 @@ from episodic.cli.counts import count_lines
 from episodic.config import Settings
 from episodic.domain.erasure_ledger import Replayed
 from episodic.store import migrate
-from episodic.store.database import open_database
 from episodic.store.lease import DatabaseInUse, SqliteLease
 from episodic.store.ledger import ledger_path
 from episodic.store.sqlite_files import (
@@ -177,14 +176,9 @@ def _copy(source: Path, temporary: Path, target: Path) -> None:
 
 async def _migrate_and_replay(on_copy: Settings) -> tuple[str, str, Replayed]:
     from episodic.bootstrap.erasure_replay import replay_offline
+    from episodic.bootstrap.schema import migrate_database
 
-    database = open_database(on_copy.database_url, pool_size=1)
-    try:
-        before = await migrate.current_revision(database.engine)
-        await migrate.upgrade_to_head(database.engine)
-        after = await migrate.current_revision(database.engine)
-    finally:
-        await database.dispose()
+    before, after = await migrate_database(on_copy.database_url, held=False)  # restore holds it alone
     replayed = await replay_offline(on_copy)
     return str(before), str(after), replayed
 
