@@ -21,7 +21,6 @@ from episodic.domain.model import Caller, Message, NewMessage, Role
 from episodic.domain.ports.models import Embedder, Summarizer
 from episodic.domain.recall import DigestText, Scope
 from episodic.service.services import Services
-from episodic.summarize import make_summarizer
 from episodic.workers.digester import Digester
 from episodic_lab.bench_recall import BenchRecallError
 from episodic_lab.bench_recall.chat import turns
@@ -102,7 +101,7 @@ async def _run(settings: Settings, app: App, episodes: int, seed: int, load_seco
     began = time.perf_counter()
     await _closed_episodes(services, caller, episodes, np.random.default_rng(seed))
     fill_seconds = time.perf_counter() - began
-    digester, embedder, summarizer = _timed_digester(settings, app)
+    digester, embedder, summarizer = _timed_digester(app)
     began = time.perf_counter()
     while await digester.run_once():
         pass
@@ -114,12 +113,12 @@ async def _run(settings: Settings, app: App, episodes: int, seed: int, load_seco
     )  # fmt: skip
 
 
-def _timed_digester(settings: Settings, app: App) -> tuple[Digester, TimedEmbedder, TimedSummarizer]:
-    """The component under measure, over the app's own digest store, embedder and change
-    owner (the app runs no digester of its own: background=False), with the model calls
-    timed."""
+def _timed_digester(app: App) -> tuple[Digester, TimedEmbedder, TimedSummarizer]:
+    """The component under measure, over the app's own digest store, embedder, summarizer
+    and change owner (the app runs no digester of its own: background=False), with the model
+    calls timed."""
     embedder = TimedEmbedder(app.adapters.embedder)
-    summarizer = TimedSummarizer(make_summarizer(settings.summarizer))
+    summarizer = TimedSummarizer(app.adapters.summarizer)
     digester = Digester(
         store=app.adapters.digests, summarizer=summarizer, embedder=embedder,
         changes=app.state.visibility, clock=_utc_now,
