@@ -12,7 +12,6 @@ from pathlib import Path
 from episodic.config import Settings
 from episodic.domain.agents import AgentDraft
 from episodic.domain.model import Agent, Caller
-from episodic.embed import make_embedder
 from episodic_lab.bench_recall.inprocess import migrated_app
 from episodic_lab.bench_recall.layout import Layout
 from episodic_lab.bench_recall.rows import Plan, check_time_format, write_rows
@@ -43,15 +42,16 @@ async def build_corpus(path: Path, settings: Settings, size: int, lexicon: Lexic
     url = f"sqlite:///{path}"
     layout = Layout(size, settings.dev_tenant, AGENT_ID)
     began = time.perf_counter()
-    agent = await _migrate_and_create_agent(url, settings, layout)
+    agent, model = await _migrate_and_create_agent(url, settings, layout)
     seconds = {"migrate": time.perf_counter() - began}
-    model = make_embedder(settings.embedder).model_id
     seconds |= write_rows(path, Plan(layout, agent.token_encoding, model, lexicon, seed))
     return Corpus(url, path, layout, seconds)
 
 
-async def _migrate_and_create_agent(url: str, settings: Settings, layout: Layout) -> Agent:
+async def _migrate_and_create_agent(url: str, settings: Settings, layout: Layout) -> tuple[Agent, str]:
+    """The agent, and the model its digests' vectors are said to be made by (the app's embedder)."""
     async with migrated_app(dataclasses.replace(settings, database_url=url)) as app:
         services = app.services
         draft = AgentDraft(layout.agent_id, display_name="Recall bench", model=AGENT_MODEL)
-        return await services.agents.create_agent(Caller(layout.tenant_id), draft)
+        agent = await services.agents.create_agent(Caller(layout.tenant_id), draft)
+        return agent, app.adapters.embedder.model_id
