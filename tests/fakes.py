@@ -67,7 +67,7 @@ from episodic.domain.model import (
     ToolCallRecord,
 )
 from episodic.domain.ports.digests import DigestWaiter
-from episodic.domain.ports.episodes import ContextSources, EpisodeCursor, EpisodeFilter
+from episodic.domain.ports.episodes import ContextSources, EpisodeCursor, EpisodeFilter, ReadBatch
 from episodic.domain.ports.knowledge import DocumentWrite
 from episodic.domain.ports.memories import MemoryFilter, MemoryWrite
 from episodic.domain.recall import (
@@ -169,10 +169,11 @@ class CountingIds:
 
 
 class SeparateReads:
-    """The `ReadsTogether` port of stores without a database: each read is its own."""
+    """The `ReadsTogether` port of stores without a database: each read is its own (the
+    fakes take the batch and have no trip to share)."""
 
-    def together(self) -> AbstractContextManager[None]:
-        return contextlib.nullcontext()
+    def together(self) -> AbstractContextManager[ReadBatch]:
+        return contextlib.nullcontext(object())
 
 
 class InlineExecutor(Executor):
@@ -644,7 +645,12 @@ class FakeDigestStore:
         ]  # fmt: skip
 
     async def recent(
-        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        limit: int,
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> list[Digest]:
         ready = self._ready_in(scope, after, before)
         ready.sort(key=lambda d: d.episode_id)
@@ -652,15 +658,22 @@ class FakeDigestStore:
         return ready[:limit]
 
     async def ready_among(
-        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        episode_ids: Sequence[str],
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> dict[str, Digest]:
         wanted = set(episode_ids)
         return {d.episode_id: d for d in self._ready_in(scope, after, before) if d.episode_id in wanted}
 
-    async def pending_count(self, scope: Scope) -> int:
+    async def pending_count(self, scope: Scope, batch: ReadBatch | None = None) -> int:
         return sum(d.scope == scope and d.state in _WAITING for d in self._t.digests.values())
 
-    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
+    async def lexical(
+        self, scope: Scope, query: str, limit: int, batch: ReadBatch | None = None
+    ) -> list[Hit]:
         wanted = terms(query)
         hits = []
         for key, body in self._t.texts.items():
@@ -1101,14 +1114,25 @@ class FakeMemoryStore:
         return {s.memory.memory_id: s.vector for s in found if s is not None and s.vector is not None}
 
     async def page(
-        self, scope: Scope, where: MemoryFilter, now: datetime, after: tuple[datetime, str] | None, limit: int
+        self,
+        scope: Scope,
+        where: MemoryFilter,
+        now: datetime,
+        after: tuple[datetime, str] | None,
+        limit: int,
+        batch: ReadBatch | None = None,
     ) -> list[Memory]:
         passing = [m for m in self._in(scope) if passes(m, scope, where, now)]
         passing.sort(key=lambda m: (m.created_at, m.memory_id), reverse=True)
         return [m for m in passing if after is None or (m.created_at, m.memory_id) < after][:limit]
 
     async def among(
-        self, scope: Scope, memory_ids: Sequence[str], where: MemoryFilter, now: datetime
+        self,
+        scope: Scope,
+        memory_ids: Sequence[str],
+        where: MemoryFilter,
+        now: datetime,
+        batch: ReadBatch | None = None,
     ) -> dict[str, Memory]:
         wanted = set(memory_ids)
         found = (m for m in self._in(scope) if m.memory_id in wanted)

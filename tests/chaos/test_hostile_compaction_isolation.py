@@ -95,7 +95,7 @@ async def watched_server(database_url: str) -> AsyncIterator[tuple[str, SharedCo
     """An in-process server whose inline compactions go through a WatchedPool."""
     settings = settings_for(database_url, migrate_on_start=True)
     async with open_app(settings) as app, serve_app(app, grace_seconds=1) as grpc_server:
-        compactions = app.services.context.compactions
+        compactions = app.services.context.compaction.inline
         pool = WatchedPool(compactions.pool)
         compactions.pool = pool
         yield f"127.0.0.1:{grpc_server.port}", compactions, pool

@@ -45,8 +45,14 @@ class Counted:
 def counted(stack: Stack) -> Counted:
     """A fresh service (nothing cached, as right after the import) that counts its work."""
     service, store = restarted(stack)
-    summarizer = CountingSummarizer(service.summarizer)
-    return Counted(dataclasses.replace(service, summarizer=summarizer), store, summarizer)
+    compaction = service.compaction
+    summarizer = CountingSummarizer(compaction.inline.summarizer)
+    inline = dataclasses.replace(compaction.inline, summarizer=summarizer)
+    return Counted(
+        dataclasses.replace(service, compaction=dataclasses.replace(compaction, inline=inline)),
+        store,
+        summarizer,
+    )
 
 
 async def import_more(stack: Stack, episode_id: str, count: int) -> None:

@@ -24,7 +24,7 @@ from episodic.store.digests import SqlDigestStore
 from episodic.store.episodes import SqlEpisodeStore
 from episodic.store.vector_sources import SqlDigestVectors, SqlMemoryVectors
 from episodic.summarize import make_summarizer
-from episodic.workers.digester import Digester
+from episodic.workers.digester import Digester, DigestPace
 from episodic.workers.reaper import IdleReaper
 from tests.conftest import unique
 from tests.integration.conftest import Stack
@@ -253,6 +253,6 @@ async def test_digest_workers_embed_a_batchs_episodes_side_by_side(stack: Stack)
         await closed_episode(stack, unique("Lisbon"))
     embedder = RendezvousEmbedder(together=2)
     digester = digester_for(stack, embedder, datetime.now(UTC) + timedelta(seconds=1))
-    digester.workers = 2
+    digester.pace = DigestPace(workers=2)
     assert await digester.run_once() >= 2
     assert embedder.met >= 2  # two embeddings were in flight at once

@@ -42,18 +42,18 @@ class ErasingEmbeddings:
     embeds as the server does."""
 
     def __init__(self, memories: MemoryService, erase: Callable[[], Any]) -> None:
-        self._embedder = memories.embedder
+        self._served = memories.embeddings
         self._erase = erase
         self.erased = False
 
     async def query(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
-        return list(self._embedder.embed(list(texts)))
+        return await self._served.query(tenant_id, texts)
 
     async def bulk(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
         if not self.erased:
             self.erased = True
             await self._erase()
-        return list(self._embedder.embed(list(texts)))
+        return await self._served.bulk(tenant_id, texts)
 
 
 async def memories_of(stack: Stack, user: str) -> int:

@@ -1,6 +1,7 @@
 """One request's concurrent reads share one trip to the database (store/read_batch.py), on
-SQLite and PostgreSQL: reads submitted together run in one call, each in its own
-transaction; a failing read fails alone; outside `together`, reads are their own."""
+SQLite and PostgreSQL: reads handed the same batch run in one call, each in its own
+transaction; a failing read fails alone; a read not handed it is its own trip, inside the
+block or not (the batch is an argument, nothing implicit)."""
 
 from __future__ import annotations
 
@@ -50,9 +51,12 @@ async def test_reads_submitted_together_make_one_trip_and_fail_alone(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trips = Trips(monkeypatch)
-    with database.together():
+    with database.together() as batch:
         results = await asyncio.gather(
-            database.read(answer(1)), database.read(broken), database.read(answer(3)), return_exceptions=True
+            database.read(answer(1), batch),
+            database.read(broken, batch),
+            database.read(answer(3), batch),
+            return_exceptions=True,
         )
     assert trips.count == 1
     assert results[0] == 1 and results[2] == 3
@@ -67,10 +71,20 @@ async def test_outside_together_each_read_is_its_own(
     assert trips.count == 0  # the plain path: no batch at all
 
 
+async def test_inside_together_a_read_not_handed_the_batch_is_its_own(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trips = Trips(monkeypatch)
+    with database.together() as batch:
+        found = await asyncio.gather(database.read(answer(1), batch), database.read(answer(2)))
+    assert list(found) == [1, 2]
+    assert trips.count == 1  # the batch's one read; the other went its own way
+
+
 async def test_a_cancelled_caller_leaves_the_others_answered(database: Database) -> None:
-    with database.together():
-        first = asyncio.ensure_future(database.read(answer(1)))
-        second = asyncio.ensure_future(database.read(answer(2)))
+    with database.together() as batch:
+        first = asyncio.ensure_future(database.read(answer(1), batch))
+        second = asyncio.ensure_future(database.read(answer(2), batch))
         await asyncio.sleep(0)
         first.cancel()
         assert await second == 2

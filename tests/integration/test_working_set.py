@@ -141,9 +141,11 @@ async def test_an_llm_summary_is_made_in_the_background_while_turns_go_on(stack:
     episode_id = await conversation(stack, 300)
     llm = BlockingSummarizer()
     service, _ = restarted(stack)
-    maker = SummaryMaker(tokens=TiktokenCounter(), clock=service.clock)
+    maker = SummaryMaker(tokens=TiktokenCounter(), clock=service.calls.clock)
     compactor = BackgroundCompactor(summarizer=llm, maker=maker, store=service.store, cache=service.cache)
-    service = dataclasses.replace(service, background=compactor)
+    service = dataclasses.replace(
+        service, compaction=dataclasses.replace(service.compaction, background=compactor)
+    )
     first = await turn(service, stack, episode_id)  # returns while the summarizer is blocked
     assert first.report.compaction is Compaction.SCHEDULED and first.report.pruned > 0
     assert not any(m.section is Section.SUMMARY for m in first.messages)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from episodic.domain.changes import ScopeChanged
+from episodic.domain.ports.episodes import ReadBatch
 from episodic.domain.recall import Digest, DigestState, Hit, Scope
 from episodic.state import digest_memo
 from episodic.state.digest_memo import RememberedDigestReads
@@ -33,21 +34,33 @@ class CountingReads:
         self.during_read: asyncio.Event | None = None  # set: the next read waits for it
 
     async def recent(
-        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        limit: int,
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> list[Digest]:
         return []
 
-    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
+    async def lexical(
+        self, scope: Scope, query: str, limit: int, batch: ReadBatch | None = None
+    ) -> list[Hit]:
         return []
 
-    async def pending_count(self, scope: Scope) -> int:
+    async def pending_count(self, scope: Scope, batch: ReadBatch | None = None) -> int:
         self.reads.append("pending")
         answer = self.pending  # what the database saw when the read ran
         await self._maybe_wait()
         return answer
 
     async def ready_among(
-        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        episode_ids: Sequence[str],
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> dict[str, Digest]:
         self.reads.append("ready:" + ",".join(episode_ids))
         await self._maybe_wait()

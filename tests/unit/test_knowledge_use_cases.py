@@ -82,7 +82,7 @@ async def test_a_document_is_chunked_by_its_headings_and_indexed_for_the_agent(a
     assert document.chunk_count == len(chunks) >= 2 and document.metadata == (("team", "hr"),)
     assert all(HANDBOOK[c.start : c.end] == c.text for c in chunks)
     assert [c.heading_path for c in chunks][-1] == ("Employee handbook", "Expenses")
-    keys = app.knowledge.index.keys(knowledge_scope(TENANT, "helper"))
+    keys = app.knowledge.resident.index.keys(knowledge_scope(TENANT, "helper"))
     assert keys == {c.key for c in chunks} | {"parking#0"}
 
 
@@ -114,7 +114,7 @@ async def test_a_deleted_document_leaves_no_chunk_vector_or_match_behind(app: Us
     await add(app, handbook(), DocumentDraft("parking", PARKING))
     await app.knowledge.delete(CALLER, "helper", "parking")
     assert not any(
-        k.startswith("parking#") for k in app.knowledge.index.keys(knowledge_scope(TENANT, "helper"))
+        k.startswith("parking#") for k in app.knowledge.resident.index.keys(knowledge_scope(TENANT, "helper"))
     )
     assert not any(k.startswith("parking#") for k in await search(app, "parking permits facilities"))
     with pytest.raises(NotFound):

@@ -23,6 +23,7 @@ from episodic.domain.ports.memories import MemoryFilter
 from episodic.domain.recall import Scope
 from episodic.service.compaction import SummaryMaker
 from episodic.service.context import ContextRequest
+from episodic.service.memories import Extraction
 from episodic.state.embed_turns import FairEmbeddings
 from episodic.summarize.memories import ExtractiveMemoryExtractor
 from episodic.workers.compactor import BackgroundCompactor
@@ -111,7 +112,7 @@ async def test_the_close_writes_a_memory_extracted_live_once_and_keeps_its_prove
 
 
 async def test_a_near_repeat_extracted_at_close_merges_into_the_pending_memory(uc: UseCases) -> None:
-    uc.memories.extractor = Scripted(
+    uc.memories.extraction.extractor = Scripted(
         ["I have a cat that is called Zanzibar", "I have a cat that is now called Zanzibar"]
     )
     episode, _ = await compacted_conversation(uc)
@@ -129,7 +130,7 @@ async def test_the_background_llm_compactor_tells_the_same_listener(uc: UseCases
         summarizer=uc.summarizer, maker=SummaryMaker(tokens=uc.tokens, clock=uc.clock),
         store=uc.context_store, cache=uc.working_sets, listener=uc.live_memories,
     )  # fmt: skip
-    uc.context.background = compactor
+    uc.context.compaction.background = compactor
     episode = await uc.open()
     await uc.say(episode, CAT, "What a lovely name!", *(OTHER * 8))
     call = await build(uc, episode, "Which of the two is older?")
@@ -167,7 +168,7 @@ async def test_an_agent_without_extraction_gets_no_live_memories() -> None:
 async def test_the_agents_extraction_prompt_reaches_the_extractor() -> None:
     other = use_cases()
     await agent(other, memory_extraction_prompt="Only pets.")
-    other.memories.extractor = scripted = Scripted(["My cat is called Zanzibar"])
+    other.memories.extraction.extractor = scripted = Scripted(["My cat is called Zanzibar"])
     await compacted_conversation(other)
     await other.live_memories.drain()
     assert scripted.instructions == ["Only pets."]
@@ -188,10 +189,9 @@ async def test_an_erasure_while_an_extraction_is_in_flight_leaves_nothing(uc: Us
     gate = Gate()
     threads = ThreadPoolExecutor(1)
     if stage == "extraction":
-        uc.memories.extractor, uc.memories.pool = Gated(ExtractiveMemoryExtractor(), gate), threads
-    else:
-        uc.memories.embedder, uc.memories.embed_pool = GatedEmbedder(uc.embedder, gate), threads
-        uc.memories.embeddings = FairEmbeddings(uc.memories.embedder, threads)  # tenants in turn, as served
+        uc.memories.extraction = Extraction(extractor=Gated(ExtractiveMemoryExtractor(), gate), pool=threads)
+    else:  # tenants in turn, as served
+        uc.memories.embeddings = FairEmbeddings(GatedEmbedder(uc.embedder, gate), threads)
     try:
         running = asyncio.create_task(uc.live_memories.drain())
         await asyncio.to_thread(gate.entered.wait)  # the extraction is in flight
@@ -208,7 +208,7 @@ async def test_an_erasure_while_an_extraction_is_in_flight_leaves_nothing(uc: Us
 async def test_a_failing_extractor_fails_no_turn_and_logs_no_user_text(
     uc: UseCases, caplog: pytest.LogCaptureFixture
 ) -> None:
-    uc.memories.extractor = Failing()
+    uc.memories.extraction.extractor = Failing()
     caplog.set_level(logging.WARNING, "episodic.memories")
     episode, _ = await compacted_conversation(uc)
     assert await uc.live_memories.drain() == 1
@@ -254,7 +254,7 @@ async def test_pending_memories_stay_within_the_episodes_bound(uc: UseCases) -> 
     episode, _ = await compacted_conversation(uc)
     await uc.live_memories.drain()
     texts = [f"I collect rare stamp number {i} from Peru" for i in range(MAX_PENDING_PER_EPISODE + 5)]
-    uc.memories.extractor = Scripted(texts, every=True)
+    uc.memories.extraction.extractor = Scripted(texts, every=True)
     e = await uc.episode_store.get_episode(TENANT, episode)
     uc.live_memories.compacted(e, _log(uc, episode))
     await uc.live_memories.drain()

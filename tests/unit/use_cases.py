@@ -363,5 +363,5 @@ def use_cases(settings: Settings | None = None, *, replica_of: UseCases | None =
     core.services.episodes.digests = waiter
     core.workers.reaper.on_closed = waiter.wake
     if s.background is not None:
-        core.services.context.background = s.background
+        core.services.context.compaction.background = s.background
     return UseCases(tables, clock, monotonic, adapters, core.state, core.services, core.workers, waiter)

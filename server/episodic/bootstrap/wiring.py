@@ -15,19 +15,19 @@ from episodic.config import ExtractorKind, Settings, SummarizerKind
 from episodic.domain.digests import indexed_with
 from episodic.index.words import Bm25WordIndex
 from episodic.service.agents import AgentService
-from episodic.service.compaction import SummaryMaker
+from episodic.service.compaction import SharedCompactions, SummaryMaker, TailCompaction
 from episodic.service.context import ContextService
 from episodic.service.earlier import EarlierRecall
 from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.inspection import InspectionService
-from episodic.service.knowledge import KnowledgeService
+from episodic.service.knowledge import KnowledgeService, ResidentKnowledge, SearchTimings
 from episodic.service.live_memories import LiveMemories
-from episodic.service.memories import MemoryService
+from episodic.service.memories import Extraction, MemoryService
 from episodic.service.memory_search import MemorySearch
 from episodic.service.memory_tools import MemoryTools
-from episodic.service.model_calls import ModelCallService
+from episodic.service.model_calls import ModelCallRecorder, ModelCallService
 from episodic.service.passages import Passages
 from episodic.service.privacy import PiiGuard
 from episodic.service.recall import RecallService
@@ -52,7 +52,7 @@ from episodic.state.working_set import WorkingSetCache
 from episodic.telemetry.metrics import Metrics
 from episodic.telemetry.tracing import Tracing, no_tracing
 from episodic.workers.compactor import BackgroundCompactor
-from episodic.workers.digester import Digester
+from episodic.workers.digester import Digester, DigestPace
 from episodic.workers.feed import FeedPruner, FeedTail
 from episodic.workers.reaper import IdleReaper
 from episodic.workers.recall_marks import RecallMarks
@@ -133,11 +133,14 @@ def build_memory_service(
     embeddings: FairEmbeddings | None = None,
 ) -> MemoryService:
     a = adapters
+    extraction = Extraction(  # an LLM waits on the network: it must not hold the pool
+        extractor=a.extractor, pool=None if settings.extractor == ExtractorKind.OPENAI else pool
+    )
     return MemoryService(
-        store=a.memories, episodes=a.episodes, agents=a.agents, embedder=a.embedder, index=state.memory_index,
-        changes=state.visibility, pii=state.pii, extractor=a.extractor, limits=settings.limits,
-        clock=a.clock, new_id=a.new_id, pool=None if settings.extractor == ExtractorKind.OPENAI else pool,
-        quota=state.shares, embed_pool=embed_pool, embeddings=embeddings,
+        store=a.memories, episodes=a.episodes, agents=a.agents, index=state.memory_index,
+        changes=state.visibility, pii=state.pii, extraction=extraction, limits=settings.limits,
+        clock=a.clock, new_id=a.new_id, quota=state.shares,
+        embeddings=embeddings if embeddings is not None else FairEmbeddings(a.embedder, embed_pool),
     )  # fmt: skip
 
 
@@ -163,7 +166,7 @@ def build_digester(
         embed_pool=embed_pool,
         embeddings=embeddings,
         promote=memories.promote_closed,
-        workers=settings.digest_workers,
+        pace=DigestPace(workers=settings.digest_workers),
         on_failure=metrics.digest_failed if metrics is not None and metrics.enabled else None,
     )
 
@@ -201,6 +204,7 @@ def build_services(
     marks: RecallMarks,
     metrics: Metrics | None = None,
     live: LiveMemories | None = None,
+    embed_pool: Executor | None = None,
 ) -> Services:
     a, limits, clock = adapters, settings.limits, adapters.clock
     metered = metrics if metrics is not None and metrics.enabled else None
@@ -215,11 +219,11 @@ def build_services(
         fixed_facts=state.fixed_facts, tracing=tracing, live=LiveEpisodes(state.watch, a.drafts),
     )  # fmt: skip
     knowledge = KnowledgeService(
-        store=a.knowledge, agents=a.agents, embedder=a.embedder, index=state.knowledge_index,
-        words=state.knowledge_words, changes=state.visibility, limits=limits, clock=clock,
-        embed_pool=memories.embed_pool, embeddings=memories.embeddings, queries=queries,
-        timed=metered.knowledge_searched if metered else None, monotonic=a.monotonic, chunks=state.chunks,
-        quota=state.shares,
+        store=a.knowledge, agents=a.agents, embedder=a.embedder,
+        resident=ResidentKnowledge(state.knowledge_index, state.knowledge_words, state.chunks),
+        changes=state.visibility, limits=limits, clock=clock,
+        embed_pool=embed_pool, embeddings=memories.embeddings, queries=queries, quota=state.shares,
+        timings=SearchTimings(metered.knowledge_searched, a.monotonic) if metered else None,
     )  # fmt: skip
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
@@ -236,11 +240,17 @@ def build_services(
         ),
         tracing=tracing,
     )  # fmt: skip
+    inline = SharedCompactions(  # the local (extractive) summarizer, in the summary pool
+        summarizer=a.inline_summarizer, maker=SummaryMaker(tokens=a.tokens, clock=clock), pool=pool
+    )
+    calls = ModelCallRecorder(
+        store=a.context, clock=clock, new_id=a.new_id,
+        rendered=metered.context_rendered if metered else _unmetered,
+    )  # fmt: skip
     context = ContextService(
-        store=a.context, episodes=episodes, tokens=a.tokens, summarizer=a.inline_summarizer,
-        limits=limits, clock=clock, new_id=a.new_id, cache=state.working_sets, pii=state.pii,
-        summary_pool=pool, background=compactor, tracing=tracing, searches=searches,
-        rendered=metered.context_rendered if metered else _unmetered, compacted=live,
+        store=a.context, turns=episodes, tokens=a.tokens, limits=limits, cache=state.working_sets,
+        pii=state.pii, searches=searches, calls=calls, tracing=tracing,
+        compaction=TailCompaction(inline=inline, background=compactor, listener=live),
     )  # fmt: skip
     model_calls = ModelCallService(store=a.context, episodes=episodes, limits=limits, clock=clock)
     agents = AgentService(
@@ -364,7 +374,7 @@ def build_core(
     services = build_services(
         settings, adapters, state, digester=digester, compactor=compactor, pool=pool,
         tracing=tracing if tracing is not None else no_tracing(), memories=memories, marks=marks,
-        metrics=metrics, live=live,
+        metrics=metrics, live=live, embed_pool=embed_pool,
     )  # fmt: skip
     workers = build_workers(settings, adapters, state, services, digester, compactor, marks, live)
     return Core(state, services, workers)

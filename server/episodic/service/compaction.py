@@ -16,6 +16,7 @@ from episodic.domain.assembly import summary_content
 from episodic.domain.context import Summary
 from episodic.domain.model import Message, Role
 from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.compaction import BackgroundCompactions, CompactionListener
 from episodic.domain.ports.models import Summarizer, TokenCounter
 from episodic.domain.working_set import WorkingSet
 from episodic.state.working_set import Key
@@ -99,7 +100,7 @@ class SharedCompactions:
     summarizer: Summarizer
     maker: SummaryMaker
     pool: Executor
-    _by_key: dict[Key, _Running] = field(default_factory=dict)
+    _by_key: dict[Key, _Running] = field(default_factory=dict, init=False)
 
     async def summary(self, key: Key, working_set: WorkingSet, through: int) -> Summary:
         span = (working_set.summary_to, through)
@@ -155,6 +156,17 @@ class SharedCompactions:
     def running(self) -> int:
         """How many compactions are queued or running (for tests and diagnostics)."""
         return sum(not running.result.done() for running in self._by_key.values())
+
+
+@dataclass(slots=True, kw_only=True)
+class TailCompaction:
+    """How BuildContext folds a tail that does not fit into a summary: inline, one per
+    conversation shared by its calls (`inline`), or scheduled off the request path (an LLM
+    summarizer: `background`); and who is told what an inline summary newly covers."""
+
+    inline: SharedCompactions
+    background: BackgroundCompactions | None = None
+    listener: CompactionListener | None = None  # memories are extracted from it while live
 
 
 def _retrieve(result: asyncio.Future[Summary]) -> None:

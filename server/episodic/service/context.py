@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from episodic.domain.access import require_visible
 from episodic.domain.agents import MemoryDraft, check_memory, fill_memory
@@ -30,20 +29,19 @@ from episodic.domain.model import (
     MemoryConfig,
     Message,
     NewMessage,
+    PiiPolicy,
     Role,
 )
-from episodic.domain.ports.clock import Clock, IdFactory
-from episodic.domain.ports.compaction import BackgroundCompactions, CompactionListener
 from episodic.domain.ports.episodes import ContextStore
-from episodic.domain.ports.models import Summarizer, TokenCounter
+from episodic.domain.ports.models import TokenCounter
 from episodic.domain.recall import Snippet
 from episodic.domain.reducers import REPLY_PRIMING, least_tokens
 from episodic.domain.validation import Limits, Violations, check_id, check_text
 from episodic.domain.working_set import WorkingSet
 from episodic.errors import CONFIGURATION, FailedPrecondition
-from episodic.service.compaction import SharedCompactions, SummaryMaker
-from episodic.service.episodes import EpisodeService
-from episodic.service.privacy import PiiGuard, redact_text
+from episodic.service.compaction import TailCompaction
+from episodic.service.model_calls import ModelCallRecorder
+from episodic.service.privacy import redact_text
 from episodic.service.turn_searches import Found, TurnQuery, TurnSearches
 from episodic.state.token_cache import CachedCounts
 from episodic.state.working_set import Key, WorkingSetCache
@@ -85,32 +83,39 @@ class Turn:
     found: Found  # what the turn's searches found beside the working set
 
 
+class TurnAppends(Protocol):
+    """The turn's user message into the log (service/episodes.py)."""
+
+    async def append_turn(
+        self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
+    ) -> tuple[Message, list[Memory]]:
+        """Appends a message already checked, authorized, redacted and counted; returns it
+        with the episode's PENDING memories read in the append's transaction."""
+        ...
+
+
+class RedactionPolicy(Protocol):
+    """Whether a tenant's agent redacts personal data (service/privacy.py)."""
+
+    def redacts(self, tenant_id: str, agent_policy: PiiPolicy) -> bool: ...
+
+
 @dataclass(slots=True, kw_only=True)
 class ContextService:
-    store: ContextStore
-    episodes: EpisodeService
+    store: ContextStore  # the working set's reads, and a request_id's stored call
+    turns: TurnAppends
     tokens: TokenCounter
-    summarizer: Summarizer  # inline, local (extractive)
     limits: Limits
-    clock: Clock
-    new_id: IdFactory
     cache: WorkingSetCache
-    pii: PiiGuard
-    summary_pool: Executor  # where inline summaries are made: a small pool of the composition root
-    background: BackgroundCompactions | None  # an LLM summarizer's compactions, off the request path
+    pii: RedactionPolicy
+    searches: TurnSearches  # what each turn looks up beside its working set: the one fan-out
+    compaction: TailCompaction
+    calls: ModelCallRecorder
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
-    searches: TurnSearches  # what each turn looks up beside its working set
-    # told the tokens of each section of every new model call (metrics)
-    rendered: Callable[[Iterable[tuple[str, int]]], None]
-    # told what each inline summary newly covers: memories are extracted from it while live
-    compacted: CompactionListener | None = None
     counts: CachedCounts = dataclasses.field(init=False)
-    compactions: SharedCompactions = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.counts = CachedCounts(self.tokens)
-        maker = SummaryMaker(tokens=self.tokens, clock=self.clock)
-        self.compactions = SharedCompactions(summarizer=self.summarizer, maker=maker, pool=self.summary_pool)
 
     async def build(self, caller: Caller, request: ContextRequest) -> tuple[ModelCall, bool]:
         """Returns the stored model call and whether it is new (False: a request_id replay)."""
@@ -139,7 +144,7 @@ class ContextService:
         encoding = working_set.episode.token_encoding
         message = NewMessage(Role.USER, r.user_message, client_message_id=r.client_message_id or None)
         prepared = PreparedMessage(message, self.counts.count(countable_text(message), encoding), encoding)
-        stored, pending = await self.episodes.append_turn(key[0], key[1], prepared, config.known_facts)
+        stored, pending = await self.turns.append_turn(key[0], key[1], prepared, config.known_facts)
         if working_set.appended(stored):
             self.cache.put(key, working_set)
         else:
@@ -233,14 +238,11 @@ class ContextService:
         assembly, summary, compaction = await self._compact(key, turn, inputs, assembly, count)
         call = self._model_call(caller, r, turn, assembly, compaction)
         with self.tracing.span("persist", {GEN_AI_CONVERSATION_ID: r.episode_id}):
-            stored, fresh = await self.store.save_call(call, summary)
-        if fresh:  # the sections rendered: an absent one observed as 0 skewed every average
-            self.rendered(
-                (section, tokens) for section, tokens in stored.report.section_tokens.items() if tokens
-            )
+            stored, fresh = await self.calls.save(call, summary)
         if summary is not None:
-            if self.compacted is not None:
-                self.compacted.compacted(turn.working_set.episode, _newly_covered(turn.working_set, summary))
+            listener = self.compaction.listener
+            if listener is not None:
+                listener.compacted(turn.working_set.episode, _newly_covered(turn.working_set, summary))
             turn.working_set.compacted(summary)
             self.cache.put(key, turn.working_set)
         return stored, fresh
@@ -258,11 +260,12 @@ class ContextService:
         through = assembly.compact_through
         if not through:
             return assembly, None, Compaction.NONE
-        if self.background is not None:
-            self.background.schedule(key, turn.working_set, through)
+        background = self.compaction.background
+        if background is not None:
+            background.schedule(key, turn.working_set, through)
             return assembly, None, Compaction.SCHEDULED
         with self.tracing.span("summarize", {GEN_AI_CONVERSATION_ID: key[1]}) as span:
-            summary = await self.compactions.summary(key, turn.working_set, through)
+            summary = await self.compaction.inline.summary(key, turn.working_set, through)
             span.set_attribute("episodic.summary.to_seq", through)
         rest = [m for m in inputs.tail if m.seq > through]
         again = dataclasses.replace(inputs, summary=summary, tail=rest, can_compact=False, rendered_tail=None)
@@ -275,7 +278,7 @@ class ContextService:
         self, caller: Caller, r: ContextRequest, turn: Turn, assembly: Assembly, compaction: Compaction
     ) -> ModelCall:
         episode = turn.working_set.episode
-        call_id = f"mc_{self.new_id()}"
+        call_id, created_at = self.calls.name()
         with self.tracing.span("render", {GEN_AI_CONVERSATION_ID: episode.episode_id}) as span:
             report = _report(turn, assembly, compaction, call_id, self.tracing.trace_id())
             span.set_attribute(GEN_AI_REQUEST_MODEL, report.model)
@@ -285,7 +288,7 @@ class ContextService:
                 span.set_attribute(GEN_AI_INPUT_MESSAGES, _input_messages(assembly))
         return ModelCall(
             caller.tenant_id, call_id, episode.episode_id, episode.agent_id, episode.user_id,
-            self.clock(), assembly.messages, report, r.request_id,
+            created_at, assembly.messages, report, r.request_id,
         )  # fmt: skip
 
 

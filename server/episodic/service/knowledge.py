@@ -58,7 +58,6 @@ from episodic.service.recall import QueryVectorSource, embed_query
 from episodic.state.chunk_cache import ChunkCache
 
 POOL = 50  # candidates each signal brings to the fusion
-EMBED_BATCH = 64  # chunks embedded per call: a cancelled request stops between batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,24 +70,40 @@ class KnowledgeQuery:
     where: KnowledgeFilter = KnowledgeFilter()
 
 
+@dataclass(frozen=True, slots=True)
+class ResidentKnowledge:
+    """What the process holds of the agents' documents, read here and kept right by the
+    change owner (written there): each agent's chunks' vectors, their words, and the rows
+    searches render."""
+
+    index: ScopeIndex
+    words: KnowledgeWords
+    chunks: ChunkCache
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTimings:
+    """Where each search's mode and seconds are told (metrics), timed by `clock`."""
+
+    told: Callable[[str, float], None]
+    clock: Callable[[], float] = time.monotonic
+
+
 @dataclass(kw_only=True)
 class KnowledgeService:
     store: KnowledgeStore
     agents: AgentStore
     embedder: Embedder
-    index: ScopeIndex  # each agent's chunks (read here; written by the owner)
-    words: KnowledgeWords  # and their words, likewise
+    resident: ResidentKnowledge
     changes: ChangeOwner
     limits: Limits
     clock: Clock
-    embed_pool: Executor | None = None  # the server's one thread for bulk embeddings
-    embeddings: TenantEmbeddings | None = None  # over embed_pool, tenants in turn; None: embed_pool directly
+    embed_pool: Executor | None = None  # the server's one thread for bulk work (chunking); None: asyncio's
+    embeddings: TenantEmbeddings  # chunks embedded on the bulk thread, tenants in turn
     queries: QueryVectorSource | None = None  # shared with recall: a turn embeds its query once
-    known_agents: set[tuple[str, str]] = field(default_factory=set)
-    timed: Callable[[str, float], None] | None = None  # told each search's mode and seconds (metrics)
-    monotonic: Callable[[], float] = time.monotonic
-    chunks: ChunkCache  # the rows searches render, kept right by the change owner
+    timings: SearchTimings | None = None  # None: searches are not timed
     quota: WriteQuota = field(default_factory=Unmetered)  # each chunk written is embedded: metered
+    known_agents: set[tuple[str, str]] = field(default_factory=set, init=False)
 
     # --- writes --------------------------------------------------------------------------
 
@@ -194,14 +209,7 @@ class KnowledgeService:
     async def _embed(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
         """On the tenant's bulk turns (a chunk at a time, each taking its turn): a knowledge base
         loaded in bulk holds the bulk thread one chunk at most before another tenant's job goes."""
-        if self.embeddings is not None:
-            return await self.embeddings.bulk(tenant_id, texts)
-        loop = asyncio.get_running_loop()
-        vectors: list[Vector] = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            batch = list(texts[start : start + EMBED_BATCH])
-            vectors.extend(await loop.run_in_executor(self.embed_pool, self.embedder.embed, batch))
-        return vectors
+        return await self.embeddings.bulk(tenant_id, texts)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -257,18 +265,18 @@ class KnowledgeService:
     ) -> dict[str, tuple[Document, DocumentChunk]]:
         """Rows of unexpired documents: held ones from the cache, the rest read and kept."""
         now = self.clock()
-        held, missing = self.chunks.get(tenant_id, agent_id, keys)
+        held, missing = self.resident.chunks.get(tenant_id, agent_id, keys)
         if missing:
-            self.chunks.missed(tenant_id, agent_id)
-            generation = self.chunks.generation(tenant_id, agent_id)
+            self.resident.chunks.missed(tenant_id, agent_id)
+            generation = self.resident.chunks.generation(tenant_id, agent_id)
             read = await self.store.chunks(tenant_id, agent_id, missing, KnowledgeFilter(), now)
-            self.chunks.put(tenant_id, agent_id, read, generation)
+            self.resident.chunks.put(tenant_id, agent_id, read, generation)
             held |= read
         return {k: row for k, row in held.items() if not expired(row[0], now)}
 
     def may_find_by_meaning(self, tenant_id: str, agent_id: str) -> bool:
         """False when the agent is known to hold no chunks: its query need not be embedded."""
-        return not self.index.holds_nothing(knowledge_scope(tenant_id, agent_id))
+        return not self.resident.index.holds_nothing(knowledge_scope(tenant_id, agent_id))
 
     async def ranked(
         self, tenant_id: str, q: KnowledgeQuery, mode: SearchMode, top_k: int, read_ahead: bool = False
@@ -276,12 +284,14 @@ class KnowledgeService:
         """`read_ahead`: the rows of every candidate are read (and kept) at once, not only of
         those returned: a turn's next questions then find theirs in the chunk cache, so a
         warm turn adds no trip to the database."""
-        started = self.monotonic()
+        timings = self.timings
+        if timings is None:
+            return await self._ranked(tenant_id, q, mode, top_k, read_ahead)
+        started = timings.clock()
         try:
             return await self._ranked(tenant_id, q, mode, top_k, read_ahead)
         finally:
-            if self.timed is not None:
-                self.timed(mode.value, self.monotonic() - started)
+            timings.told(mode.value, timings.clock() - started)
 
     async def _ranked(
         self, tenant_id: str, q: KnowledgeQuery, mode: SearchMode, top_k: int, read_ahead: bool
@@ -299,7 +309,7 @@ class KnowledgeService:
             return await self._hits(tenant_id, q, ranked, top_k, now, read_ahead)
         async with asyncio.TaskGroup() as both:  # side by side: a large agent's vectors on a thread
             by_meaning = both.create_task(self._semantic(tenant_id, q))
-            by_words = both.create_task(self.words.search(tenant_id, q.agent_id, q.query, POOL))
+            by_words = both.create_task(self.resident.words.search(tenant_id, q.agent_id, q.query, POOL))
         fused = reciprocal_rank_fusion(
             {Signal.SEMANTIC: by_meaning.result(), Signal.LEXICAL: by_words.result()},
             limit=max(POOL, top_k * 4),
@@ -340,11 +350,11 @@ class KnowledgeService:
 
     async def _semantic(self, tenant_id: str, q: KnowledgeQuery) -> list[Hit]:
         scope = knowledge_scope(tenant_id, q.agent_id)
-        await self.index.ensure(scope)
-        if self.index.holds_nothing(scope):
+        await self.resident.index.ensure(scope)
+        if self.resident.index.holds_nothing(scope):
             return []
         vector = await embed_query(self.embedder, self.queries, q.query)
-        nearest = await self.index.nearest(scope, vector, POOL)
+        nearest = await self.resident.index.nearest(scope, vector, POOL)
         return [h for h in nearest if q.min_score is None or h.score >= q.min_score]
 
     def _check(self, q: KnowledgeQuery) -> tuple[SearchMode, int]:

@@ -48,7 +48,7 @@ from episodic.domain.ports.clock import Clock, IdFactory
 from episodic.domain.ports.episodes import AgentStore, EpisodeStore
 from episodic.domain.ports.indexes import ScopeIndex
 from episodic.domain.ports.memories import MemoryFilter, MemoryStore, MemoryWrite
-from episodic.domain.ports.models import Embedder, MemoryExtractor, TenantEmbeddings
+from episodic.domain.ports.models import MemoryExtractor, TenantEmbeddings
 from episodic.domain.ports.shares import WriteQuota
 from episodic.domain.recall import Digest, Hit, Scope, Vector
 from episodic.domain.shares import Unmetered
@@ -92,23 +92,33 @@ class _Plan:
 
 
 @dataclass(kw_only=True)
+class Extraction:
+    """The memory extractor, run off the event loop: on `pool` (the summary pool, for an
+    extractor that computes) or asyncio's default (None: an LLM waits on the network)."""
+
+    extractor: MemoryExtractor
+    pool: Executor | None = None
+
+    async def extract(self, transcript: Sequence[Message], instructions: str) -> list[ExtractedMemory]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self.extractor.extract, transcript, instructions)
+
+
+@dataclass(kw_only=True)
 class MemoryService:
     store: MemoryStore
     episodes: EpisodeStore
     agents: AgentStore
-    embedder: Embedder
     index: ScopeIndex  # promoted memories per scope (read here; written by the owner)
     changes: ChangeOwner
     pii: PiiGuard
-    extractor: MemoryExtractor
+    extraction: Extraction
     limits: Limits
     clock: Clock
     new_id: IdFactory
-    pool: Executor | None = None  # where extraction runs (the summary pool); None: asyncio's default
-    locks: KeyedLocks = field(default_factory=KeyedLocks)
     quota: WriteQuota = field(default_factory=Unmetered)  # each written memory is embedded: metered
-    embed_pool: Executor | None = None  # the server's one thread for bulk embeddings; None: asyncio's default
-    embeddings: TenantEmbeddings | None = None  # over embed_pool, tenants in turn; None: embed_pool directly
+    embeddings: TenantEmbeddings  # what is written is embedded on the bulk thread, tenants in turn
+    locks: KeyedLocks = field(default_factory=KeyedLocks, init=False)  # one scope's writes, one at a time
 
     # --- create ------------------------------------------------------------------------
 
@@ -219,10 +229,7 @@ class MemoryService:
     async def _embed(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
         if not texts:
             return []
-        if self.embeddings is not None:
-            return await self.embeddings.bulk(tenant_id, texts)
-        loop = asyncio.get_running_loop()
-        return list(await loop.run_in_executor(self.embed_pool, self.embedder.embed, list(texts)))
+        return await self.embeddings.bulk(tenant_id, texts)
 
     async def _plan_pending(self, holder: Holder, new: list[tuple[Memory, Vector]]) -> _Plan:
         """PENDING memories merge only exact repeats within the episode; the rest of the rules
@@ -373,9 +380,7 @@ class MemoryService:
         agent = await self.agents.get_agent(digest.tenant_id, digest.agent_id)
         extracted: list[ExtractedMemory] = []
         if agent.memory.extract_memories:
-            loop = asyncio.get_running_loop()
-            prompt = agent.memory.memory_extraction_prompt
-            extracted = await loop.run_in_executor(self.pool, self.extractor.extract, transcript, prompt)
+            extracted = await self.extraction.extract(transcript, agent.memory.memory_extraction_prompt)
         scope = digest.scope
         async with self.locks.hold((scope.tenant_id, scope.agent_id, scope.user_id)):
             held = await self.store.pending(digest.tenant_id, digest.episode_id)
@@ -422,9 +427,7 @@ class MemoryService:
         agent = await self.agents.get_agent(episode.tenant_id, episode.agent_id)
         if not agent.memory.extract_memories or not messages:
             return 0
-        loop = asyncio.get_running_loop()
-        prompt = agent.memory.memory_extraction_prompt
-        found = await loop.run_in_executor(self.pool, self.extractor.extract, messages, prompt)
+        found = await self.extraction.extract(messages, agent.memory.memory_extraction_prompt)
         if not found:
             return 0
         holder = Holder(

@@ -18,7 +18,7 @@ from episodic.domain.memories import RECALL_MARK_EVERY, Memory, MemoryHit, Memor
 from episodic.domain.memory_search import cosine_hits, merged_hits, word_matches
 from episodic.domain.model import Caller
 from episodic.domain.ports.clock import Clock
-from episodic.domain.ports.episodes import AgentStore
+from episodic.domain.ports.episodes import AgentStore, ReadBatch
 from episodic.domain.ports.indexes import ScopeIndex
 from episodic.domain.ports.memories import MemoryFilter, MemoryStore
 from episodic.domain.ports.models import Embedder
@@ -66,13 +66,16 @@ class MemorySearch:
         await require_existing_agent(self.agents, self.known_agents, caller.tenant_id, q.agent_id)
         return await self.ranked(Scope(caller.tenant_id, q.agent_id, q.user_id), q, mode, top_k)
 
-    async def ranked(self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int) -> list[MemoryHit]:
+    async def ranked(
+        self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int, batch: ReadBatch | None = None
+    ) -> list[MemoryHit]:
+        """`batch`: the trip to the database a turn's searches share (None: reads of its own)."""
         now = self.clock()
         if mode is SearchMode.RECENCY:
-            found = await self._newest(scope, q.where, now, top_k)
+            found = await self._newest(scope, q.where, now, top_k, batch)
             hits = [MemoryHit(m, 1.0 / rank, (Signal.RECENCY,)) for rank, m in enumerate(found, start=1)]
         else:
-            hits = await self._by_meaning(scope, q, mode, top_k, now)
+            hits = await self._by_meaning(scope, q, mode, top_k, now, batch)
         await self._touch(scope.tenant_id, [h.memory for h in hits], now)
         return hits
 
@@ -82,7 +85,13 @@ class MemorySearch:
         return not self.index.holds_nothing(scope)
 
     async def _by_meaning(
-        self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int, now: datetime
+        self,
+        scope: Scope,
+        q: MemoryQuery,
+        mode: SearchMode,
+        top_k: int,
+        now: datetime,
+        batch: ReadBatch | None,
     ) -> list[MemoryHit]:
         await self.index.ensure(scope)
         if not q.where.episode_id and not self.may_find_by_meaning(scope):  # no memories yet
@@ -94,7 +103,7 @@ class MemorySearch:
         nearest = await self.index.nearest(scope, vector, wanted)
         pending = await self._pending(scope, q.where.episode_id, vector)
         semantic = [h for h in merged_hits(nearest, pending) if q.min_score is None or h.score >= q.min_score]
-        rows = await self._rows(scope, q.where, [h.episode_id for h in semantic], now)
+        rows = await self._rows(scope, q.where, [h.episode_id for h in semantic], now, batch)
         semantic = [h for h in semantic if h.episode_id in rows]
         if mode is SearchMode.SEMANTIC:
             return [MemoryHit(rows[h.episode_id], h.score, (Signal.SEMANTIC,)) for h in semantic[:top_k]]
@@ -103,10 +112,12 @@ class MemorySearch:
         fused = reciprocal_rank_fusion({Signal.SEMANTIC: semantic, Signal.LEXICAL: words}, limit=top_k)
         return [MemoryHit(rows[h.episode_id], h.score, s) for h, s in fused]
 
-    async def _newest(self, scope: Scope, where: MemoryFilter, now: datetime, top_k: int) -> list[Memory]:
+    async def _newest(
+        self, scope: Scope, where: MemoryFilter, now: datetime, top_k: int, batch: ReadBatch | None
+    ) -> list[Memory]:
         """Long-term memories, newest first, with the named episode's PENDING ones among them."""
         stored = dataclasses.replace(where, state=MemoryState.PROMOTED, episode_id="")
-        found = await self.store.page(scope, stored, now, None, top_k)
+        found = await self.store.page(scope, stored, now, None, top_k, batch)
         if where.episode_id:
             held = await self.store.pending(scope.tenant_id, where.episode_id)
             ids = [m.memory_id for m, _ in held if m.scope == scope]
@@ -124,13 +135,15 @@ class MemorySearch:
         return cosine_hits(vector, vectors)
 
     async def _rows(
-        self, scope: Scope, where: MemoryFilter, ids: Sequence[str], now: datetime
+        self, scope: Scope, where: MemoryFilter, ids: Sequence[str], now: datetime, batch: ReadBatch | None
     ) -> dict[str, Memory]:
         """Candidates that pass the filter; an episode's PENDING memories pass even though the
         filter's state and episode fields describe long-term storage."""
         if not ids:
             return {}
-        return await self.store.among(scope, ids, dataclasses.replace(where, episode_id="", state=None), now)
+        return await self.store.among(
+            scope, ids, dataclasses.replace(where, episode_id="", state=None), now, batch
+        )
 
     async def _touch(self, tenant_id: str, memories: Sequence[Memory], now: datetime) -> None:
         due = [

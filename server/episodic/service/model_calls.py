@@ -1,21 +1,47 @@
-"""The model-call record as clients read and complete it: get one, list an episode's, and
-record the model's reply. BuildContext stores each call (service/context.py); this use
-case owns everything after."""
+"""The model-call record: BuildContext names and stores each call through
+`ModelCallRecorder` (service/context.py); clients read and complete it here: get one, list an
+episode's, and record the model's reply."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from episodic.domain.access import require_visible
-from episodic.domain.context import ModelCall, ModelReply
+from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.model import Caller, Page
 from episodic.domain.paging import JsonScalar, decode_token, page_of, read_id, read_time
-from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.clock import Clock, IdFactory
 from episodic.domain.ports.episodes import ContextStore
 from episodic.domain.validation import Limits, Violations, check_id, resolve_page_size
 from episodic.service.episodes import EpisodeService
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelCallRecorder:
+    """A turn's last step: its model call named (an id, a time) and stored with any new
+    summary in one transaction; a new call's section tokens told to the metrics."""
+
+    store: ContextStore
+    clock: Clock
+    new_id: IdFactory
+    # told the tokens of each section of every new model call (metrics)
+    rendered: Callable[[Iterable[tuple[str, int]]], None]
+
+    def name(self) -> tuple[str, datetime]:
+        """A new call's id and time."""
+        return f"mc_{self.new_id()}", self.clock()
+
+    async def save(self, call: ModelCall, summary: Summary | None) -> tuple[ModelCall, bool]:
+        """The stored call and whether it is new (False: another call of its request_id won)."""
+        stored, fresh = await self.store.save_call(call, summary)
+        if fresh:  # the sections rendered: an absent one observed as 0 skewed every average
+            self.rendered(
+                (section, tokens) for section, tokens in stored.report.section_tokens.items() if tokens
+            )
+        return stored, fresh
 
 
 @dataclass(slots=True, kw_only=True)

@@ -15,7 +15,7 @@ from episodic.domain.excerpts import passage_scores, terms
 from episodic.domain.model import Caller
 from episodic.domain.ports.clock import Clock
 from episodic.domain.ports.digests import DigestReads
-from episodic.domain.ports.episodes import AgentStore
+from episodic.domain.ports.episodes import AgentStore, ReadBatch
 from episodic.domain.ports.indexes import ScopeIndex
 from episodic.domain.ports.models import Embedder, embeds_inline
 from episodic.domain.recall import (
@@ -112,29 +112,32 @@ class RecallService:
     queries: QueryVectorSource | None = None  # shared query embeddings; None: embed every time
     timed: Callable[[str, float], None] | None = None  # told each search's mode and seconds (metrics)
 
-    async def search(self, caller: Caller, request: SearchRequest) -> SearchResult:
+    async def search(
+        self, caller: Caller, request: SearchRequest, batch: ReadBatch | None = None
+    ) -> SearchResult:
+        """`batch`: the trip to the database a turn's searches share (None: reads of its own)."""
         mode, top_k = self._check(request)
         require_agent(caller, request.agent_id)
         if self.timed is None:
-            return await self._search(caller, request, mode, top_k)
+            return await self._search(caller, request, mode, top_k, batch)
         started = time.perf_counter()
         try:
-            return await self._search(caller, request, mode, top_k)
+            return await self._search(caller, request, mode, top_k, batch)
         finally:
             self.timed(mode.value, time.perf_counter() - started)
 
     async def _search(
-        self, caller: Caller, request: SearchRequest, mode: SearchMode, top_k: int
+        self, caller: Caller, request: SearchRequest, mode: SearchMode, top_k: int, batch: ReadBatch | None
     ) -> SearchResult:
         with self.tracing.span(SEARCH_MEMORY, self._span_attributes(request, mode)) as span:
             await require_existing_agent(self.agents, self.known_agents, caller.tenant_id, request.agent_id)
             scope = Scope(caller.tenant_id, request.agent_id, request.user_id)
             found = (
-                self._recent(scope, request, top_k)
+                self._recent(scope, request, top_k, batch)
                 if mode is SearchMode.RECENCY
-                else self._ranked(scope, request, mode, top_k)
+                else self._ranked(scope, request, mode, top_k, batch)
             )
-            snippets, pending = await asyncio.gather(found, self.digests.pending_count(scope))
+            snippets, pending = await asyncio.gather(found, self.digests.pending_count(scope, batch))
             span.set_attribute(GEN_AI_MEMORY_RECORD_COUNT, len(snippets))
             return SearchResult(snippets, pending)
 
@@ -164,11 +167,15 @@ class RecallService:
         assert r.mode is not None
         return r.mode, top_k
 
-    async def _recent(self, scope: Scope, r: SearchRequest, top_k: int) -> list[Snippet]:
-        found = await self.digests.recent(scope, top_k, r.ended_after, r.ended_before)
+    async def _recent(
+        self, scope: Scope, r: SearchRequest, top_k: int, batch: ReadBatch | None
+    ) -> list[Snippet]:
+        found = await self.digests.recent(scope, top_k, r.ended_after, r.ended_before, batch)
         return [_snippet(d, 1.0 / rank, (Signal.RECENCY,)) for rank, d in enumerate(found, start=1)]
 
-    async def _ranked(self, scope: Scope, r: SearchRequest, mode: SearchMode, top_k: int) -> list[Snippet]:
+    async def _ranked(
+        self, scope: Scope, r: SearchRequest, mode: SearchMode, top_k: int, batch: ReadBatch | None
+    ) -> list[Snippet]:
         wanted = top_k if r.ended_after is None and r.ended_before is None else SEARCH_MAX_TOP_K
         if mode is SearchMode.HYBRID and self.passages is not None:
             wanted = max(wanted, PASSAGE_POOL)
@@ -176,22 +183,27 @@ class RecallService:
         fused: list[tuple[Hit, tuple[Signal, ...]]]
         if mode is SearchMode.SEMANTIC:
             fused = [(hit, (Signal.SEMANTIC,)) for hit in semantic]
-            digests = await self._ready(scope, r, fused)
+            digests = await self._ready(scope, r, fused, batch)
         else:
-            lexical = await self.digests.lexical(scope, r.query, wanted * 2)
+            lexical = await self.digests.lexical(scope, r.query, wanted * 2, batch)
             rankings = {Signal.SEMANTIC: semantic, Signal.LEXICAL: lexical}
             fused = reciprocal_rank_fusion(rankings)
             if r.ended_after is None and r.ended_before is None:
-                rankings |= await self._in_period(scope, r.query, wanted, fused)
+                rankings |= await self._in_period(scope, r.query, wanted, fused, batch)
                 fused = reciprocal_rank_fusion(rankings)
-            digests = await self._ready(scope, r, fused)
+            digests = await self._ready(scope, r, fused, batch)
             if self.passages is not None:
                 fused = await self._by_passages(scope, r.query, rankings, fused, digests)
         found = [_snippet(digests[h.episode_id], h.score, s) for h, s in fused if h.episode_id in digests]
         return found[:top_k]
 
     async def _in_period(
-        self, scope: Scope, query: str, wanted: int, fused: Sequence[tuple[Hit, tuple[Signal, ...]]]
+        self,
+        scope: Scope,
+        query: str,
+        wanted: int,
+        fused: Sequence[tuple[Hit, tuple[Signal, ...]]],
+        batch: ReadBatch | None,
     ) -> dict[Signal, list[Hit]]:
         """The episodes that ended in the period the query names ("last week", "in May") as one
         more ranking: those already found in their fused order, then the newest others. The
@@ -201,17 +213,23 @@ class RecallService:
         if period is None:
             return {}
         ids = [h.episode_id for h, _ in fused]
-        inside = await self.digests.ready_among(scope, ids, period.start, period.end)
-        newest = [d.episode_id for d in await self.digests.recent(scope, wanted, period.start, period.end)]
+        inside = await self.digests.ready_among(scope, ids, period.start, period.end, batch)
+        newest = [
+            d.episode_id for d in await self.digests.recent(scope, wanted, period.start, period.end, batch)
+        ]
         order = [e for e in ids if e in inside]
         order += [e for e in newest if e not in order]
         return {Signal.RECENCY: [Hit(e, 1.0 / rank) for rank, e in enumerate(order, start=1)]}
 
     async def _ready(
-        self, scope: Scope, r: SearchRequest, fused: Sequence[tuple[Hit, tuple[Signal, ...]]]
+        self,
+        scope: Scope,
+        r: SearchRequest,
+        fused: Sequence[tuple[Hit, tuple[Signal, ...]]],
+        batch: ReadBatch | None,
     ) -> dict[str, Digest]:
         ids = [hit.episode_id for hit, _ in fused]
-        return await self.digests.ready_among(scope, ids, r.ended_after, r.ended_before)
+        return await self.digests.ready_among(scope, ids, r.ended_after, r.ended_before, batch)
 
     async def _by_passages(
         self,

@@ -3,7 +3,9 @@
 the agent's documents ("[Knowledge]") and this episode's compacted messages ("[Earlier in
 this conversation]"). One collaborator of ContextService, over ports: what it searches is
 named by the protocols below, not by the services that implement them, and each search runs
-only when the turn will use it, with the turn's one query embedding."""
+only when the turn will use it, with the turn's one query embedding. When several search at
+once, the reads of recall and known facts are handed one `ReadBatch` (an argument, passed
+down to the stores' reads): they share one trip to the database."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from episodic.domain.knowledge import KnowledgeHit, KnowledgeItem, stored_item
 from episodic.domain.known_facts import KnownFact, pending_for_turn, selected, subject_words
 from episodic.domain.memories import Memory, MemoryHit, MemoryOrigin
 from episodic.domain.model import Caller, JsonValue, MemoryConfig, RecallMode
-from episodic.domain.ports.episodes import ReadsTogether
+from episodic.domain.ports.episodes import ReadBatch, ReadsTogether
 from episodic.domain.ports.memories import MemoryStore, SessionDataStore
 from episodic.domain.recall import Scope, SearchMode, Snippet
 from episodic.domain.working_set import WorkingSet
@@ -30,6 +32,8 @@ from episodic.state.recall_memo import RecencyMemo
 from episodic.telemetry.tracing import GEN_AI_CONVERSATION_ID, Tracing, no_tracing
 
 T = TypeVar("T")
+# One of a turn's searches, started with the batch its reads join (None: trips of their own).
+Search = Callable[[ReadBatch | None], Coroutine[Any, Any, Any]]
 
 # Excerpts of recalled episodes: how many matching messages each (each with its reply), how long.
 EXCERPTS_PER_EPISODE = 3
@@ -45,7 +49,9 @@ RECALL_MODES = {
 class PastEpisodes(Protocol):
     """SearchEpisodes over one user's closed episodes (service/recall.py)."""
 
-    async def search(self, caller: Caller, request: SearchRequest) -> SearchResult: ...
+    async def search(
+        self, caller: Caller, request: SearchRequest, batch: ReadBatch | None = None
+    ) -> SearchResult: ...
 
     def may_find_by_meaning(self, scope: Scope) -> bool: ...
 
@@ -59,7 +65,9 @@ class EpisodeTranscripts(Protocol):
 class MemoryRanking(Protocol):
     """The user's long-term memories ranked for a query (service/memory_search.py)."""
 
-    async def ranked(self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int) -> list[MemoryHit]: ...
+    async def ranked(
+        self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int, batch: ReadBatch | None = None
+    ) -> list[MemoryHit]: ...
 
     def may_find_by_meaning(self, scope: Scope) -> bool: ...
 
@@ -120,7 +128,7 @@ class TurnSearches:
     sessions: SessionDataStore
     queries: QueryVectorSource  # shared with recall and memories: embedded once a turn
     knowledge: AgentKnowledge
-    reads: ReadsTogether  # a turn's searches share one trip to the database
+    reads: ReadsTogether  # a batch for a turn's searches: their reads share one trip to the database
     earlier: EarlierMessages
     tracing: Tracing = field(default_factory=no_tracing)
 
@@ -130,13 +138,13 @@ class TurnSearches:
         """`pending`: the episode's PENDING memories the append read (None: read them here)."""
         searches = self._searches(caller, ws, config, q, pending)
         if "knowledge" in searches and len(searches) > 1:
-            # at once, so the knowledge's full-text read shares recall's trip to the database
+            # at once, recall's and known facts' reads handed one batch: one trip to the database
             # (without knowledge a turn has one search read at most: tasks would only cost)
-            with self.reads.together():
-                results = await asyncio.gather(*[search() for search in searches.values()])
+            with self.reads.together() as batch:
+                results = await asyncio.gather(*[search(batch) for search in searches.values()])
                 found = dict(zip(searches, results, strict=True))
         else:  # one at a time; a search not reached (an earlier one raised) is never started
-            found = {name: await search() for name, search in searches.items()}
+            found = {name: await search(None) for name, search in searches.items()}
         snippets, pending_digests = found.get("recall", ([], 0))
         return Found(
             snippets, pending_digests, found.get("known_facts", []), found.get("session", []),
@@ -162,25 +170,26 @@ class TurnSearches:
 
     def _searches(
         self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: list[Memory] | None
-    ) -> dict[str, Callable[[], Coroutine[Any, Any, Any]]]:
+    ) -> dict[str, Search]:
         """What this turn looks up beside its working set, by name; only what it will use.
-        Each is started when it is run (a coroutine made and never awaited is a leak)."""
-        found: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {}
+        Each is started when it is run (a coroutine made and never awaited is a leak), given
+        the batch its reads join (None: their own trips)."""
+        found: dict[str, Search] = {}
         if RECALL_MODES.get(config.recall_mode) is not None:
-            found["recall"] = partial(
-                self._spanned, "recall", ws, partial(self._recall, caller, ws, config, q)
+            found["recall"] = lambda batch: self._spanned(
+                "recall", ws, partial(self._recall, caller, ws, config, q, batch)
             )
         if config.known_facts:
-            found["known_facts"] = partial(
-                self._spanned, "known_facts", ws, partial(self._known_facts, ws, config, q, pending)
+            found["known_facts"] = lambda batch: self._spanned(
+                "known_facts", ws, partial(self._known_facts, ws, config, q, pending, batch)
             )
         if config.session_data_keys:
-            found["session"] = partial(self._session, ws, config)
+            found["session"] = lambda _: self._session(ws, config)
         if self.earlier.searches(ws, config.earlier_budget_percent, q.matchable):
-            found["earlier"] = partial(self._spanned, "earlier", ws, partial(self.earlier.found, ws, q.text))
+            found["earlier"] = lambda _: self._spanned("earlier", ws, partial(self.earlier.found, ws, q.text))
         if self._searches_knowledge(ws, config, q):
-            found["knowledge"] = partial(
-                self._spanned, "knowledge", ws, partial(self._found_knowledge, ws, config, q)
+            found["knowledge"] = lambda _: self._spanned(
+                "knowledge", ws, partial(self._found_knowledge, ws, config, q)
             )
         return found
 
@@ -209,7 +218,12 @@ class TurnSearches:
         return [stored_item(h) for h in hits]
 
     async def _known_facts(
-        self, ws: WorkingSet, config: MemoryConfig, query: TurnQuery, pending: list[Memory] | None
+        self,
+        ws: WorkingSet,
+        config: MemoryConfig,
+        query: TurnQuery,
+        pending: list[Memory] | None,
+        batch: ReadBatch | None,
     ) -> list[KnownFact]:
         """This episode's PENDING memories (its working memory) first, then the user's long-term
         memories that match the turn (HYBRID, `memory_min_score` on the cosine), then the user's
@@ -226,7 +240,7 @@ class TurnSearches:
             q = MemoryQuery(
                 e.agent_id, e.user_id, SearchMode.HYBRID, query.text, top_k, config.memory_min_score
             )
-            hits = await self.memories.ranked(scope, q, SearchMode.HYBRID, top_k)
+            hits = await self.memories.ranked(scope, q, SearchMode.HYBRID, top_k, batch)
             matched = [_fact(h.memory, h.score) for h in hits if h.memory.episode_id != e.episode_id]
         newest: list[KnownFact] = []
         # a matching search loaded the scope: known to hold nothing, it has no profile to read
@@ -234,7 +248,7 @@ class TurnSearches:
         if len(matched) < top_k and not known_empty:
             pool = top_k * PROFILE_POOL
             q = MemoryQuery(e.agent_id, e.user_id, SearchMode.RECENCY, "", pool)
-            hits = await self.memories.ranked(scope, q, SearchMode.RECENCY, pool)
+            hits = await self.memories.ranked(scope, q, SearchMode.RECENCY, pool, batch)
             newest = [_fact(h.memory, 0.0) for h in hits if h.memory.episode_id != e.episode_id]
         newest_first = [_fact(m, 1.0, pending=True) for m in reversed(pending)]
         held = pending_for_turn(newest_first, query.text, top_k)
@@ -247,7 +261,12 @@ class TurnSearches:
         return [(key, data[key]) for key in config.session_data_keys if key in data]
 
     async def _recall(
-        self, caller: Caller, working_set: WorkingSet, config: MemoryConfig, q: TurnQuery
+        self,
+        caller: Caller,
+        working_set: WorkingSet,
+        config: MemoryConfig,
+        q: TurnQuery,
+        batch: ReadBatch | None,
     ) -> tuple[list[Snippet], int]:
         mode = RECALL_MODES.get(config.recall_mode)
         if mode is None:
@@ -260,7 +279,7 @@ class TurnSearches:
         request = SearchRequest(
             episode.agent_id, episode.user_id, mode, query, config.recall_top_k, min_score
         )
-        found = await self._search(caller, request)
+        found = await self._search(caller, request, batch)
         snippets = [s for s in found[0] if s.episode_id != episode.episode_id]
         return await self._with_excerpts(caller, snippets, q), found[1]
 
@@ -273,10 +292,12 @@ class TurnSearches:
         chosen = choose_excerpts(q.text, transcripts, EXCERPTS_PER_EPISODE, EXCERPT_CHARS)
         return [dataclasses.replace(s, excerpts=chosen.get(s.episode_id, ())) for s in snippets]
 
-    async def _search(self, caller: Caller, r: SearchRequest) -> tuple[list[Snippet], int]:
+    async def _search(
+        self, caller: Caller, r: SearchRequest, batch: ReadBatch | None
+    ) -> tuple[list[Snippet], int]:
         """Recency answers are remembered between turns (see RecencyMemo)."""
         if r.mode is not SearchMode.RECENCY:
-            found = await self.past.search(caller, r)
+            found = await self.past.search(caller, r, batch)
             return found.snippets, found.pending_digests
         scope = Scope(caller.tenant_id, r.agent_id, r.user_id)
         key = (scope, r.top_k, r.min_score)
@@ -284,7 +305,7 @@ class TurnSearches:
         if remembered is not None:
             return remembered
         version = self.memo.version(scope)
-        found = await self.past.search(caller, r)
+        found = await self.past.search(caller, r, batch)
         self.memo.put(key, version, found.snippets, found.pending_digests)
         return found.snippets, found.pending_digests
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from episodic.domain.ports.digests import DigestReads
+from episodic.domain.ports.episodes import ReadBatch
 from episodic.domain.recall import Digest, Hit, Scope
 from episodic.state.recall_memo import ScopeVersions
 
@@ -44,32 +45,44 @@ class RememberedDigestReads:
         self._scopes: OrderedDict[Scope, _Remembered] = OrderedDict()
 
     async def recent(
-        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        limit: int,
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> list[Digest]:
-        return await self._store.recent(scope, limit, after, before)
+        return await self._store.recent(scope, limit, after, before, batch)
 
-    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
-        return await self._store.lexical(scope, query, limit)
+    async def lexical(
+        self, scope: Scope, query: str, limit: int, batch: ReadBatch | None = None
+    ) -> list[Hit]:
+        return await self._store.lexical(scope, query, limit, batch)
 
-    async def pending_count(self, scope: Scope) -> int:
+    async def pending_count(self, scope: Scope, batch: ReadBatch | None = None) -> int:
         held = self._held(scope)
         if held.pending is None:
             version = held.version
-            pending = await self._store.pending_count(scope)
+            pending = await self._store.pending_count(scope, batch)
             self._entry(scope, version).pending = pending
             return pending
         return held.pending
 
     async def ready_among(
-        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        episode_ids: Sequence[str],
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> dict[str, Digest]:
         if after is not None or before is not None:
-            return await self._store.ready_among(scope, episode_ids, after, before)
+            return await self._store.ready_among(scope, episode_ids, after, before, batch)
         held = self._held(scope)
         known = dict(held.digests)
         missing = [e for e in episode_ids if e not in known]
         if missing:
-            found = await self._store.ready_among(scope, missing, None, None)
+            found = await self._store.ready_among(scope, missing, None, None, batch)
             read = {e: found.get(e) for e in missing}
             known |= read
             entry = self._entry(scope, held.version)

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, NullPool, QueuePool
 
 from episodic.bounded import within
+from episodic.domain.ports.episodes import ReadBatch
 from episodic.errors import CONFIGURATION, InvalidArgument
 from episodic.store import pg_url, read_batch
 from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify, is_wrong_role
@@ -160,13 +161,13 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.sqlite_writer is not None
 
-    async def read(self, read: Callable[[Connection], T]) -> T:
-        """Runs a read-only function of a connection, in one transaction (inside `together`,
-        on the trip it shares with the request's other reads)."""
+    async def read(self, read: Callable[[Connection], T], batch: ReadBatch | None = None) -> T:
+        """Runs a read-only function of a connection, in one transaction (given a `batch` of
+        `together`, on the trip it shares with the request's other reads)."""
         started = time.monotonic()
-        batch = read_batch.current()
         try:
-            result = await (batch.submit(read) if batch is not None else self._read(read))
+            shared = batch if isinstance(batch, read_batch.ReadBatch) else None
+            result = await (shared.submit(read) if shared is not None else self._read(read))
         except Exception as exc:
             raise self.fault_of(exc, started) from exc
         self.health.succeeded(wrote=False)
@@ -179,9 +180,9 @@ class Database:
         async with self.engine.connect() as conn:
             return await conn.run_sync(read)
 
-    def together(self) -> AbstractContextManager[None]:
-        """The reads this block (and the tasks it starts) submit in one turn of the event loop
-        share one trip to the database (store/read_batch.py)."""
+    def together(self) -> AbstractContextManager[ReadBatch]:
+        """A batch: the reads handed it in one turn of the event loop share one trip to the
+        database (store/read_batch.py)."""
         return read_batch.together(self._run_many)
 
     async def _run_many(self, reads: Sequence[read_batch.Read]) -> list[read_batch.Outcome]:
@@ -191,13 +192,13 @@ class Database:
         async with self.engine.connect() as conn:
             return await conn.run_sync(read_batch.run_each, reads)
 
-    async def quick_read(self, read: Callable[[Connection], T]) -> T:
+    async def quick_read(self, read: Callable[[Connection], T], batch: ReadBatch | None = None) -> T:
         """A read of a few rows by index. SQLite runs it on the calling thread: a hop to a
         reader thread costs ~0.4 ms, the read itself tens of microseconds (WAL readers
         never wait for the writer)."""
         readers = self.sqlite_readers
         if readers is None:
-            return await self.read(read)
+            return await self.read(read, batch)
         started = time.monotonic()
         try:
             result = readers.run_inline(read)

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, RowMapping, and_, delete, func, or_, select, 
 
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.model import Message
+from episodic.domain.ports.episodes import ReadBatch
 from episodic.domain.recall import Digest, DigestState, Hit, Scope, Vector, vector_key
 from episodic.store import lexical
 from episodic.store import schema as s
@@ -121,26 +122,36 @@ class SqlDigestStore:
         )
 
     async def recent(
-        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        limit: int,
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> list[Digest]:
         stmt = _ready_in(scope, after, before).order_by(D.c.ended_at.desc(), D.c.episode_id).limit(limit)
         return await self._db.quick_read(
-            lambda conn: [digest_from_row(r) for r in conn.execute(stmt).mappings()]
+            lambda conn: [digest_from_row(r) for r in conn.execute(stmt).mappings()], batch
         )
 
     async def ready_among(
-        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        episode_ids: Sequence[str],
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> dict[str, Digest]:
         stmt = _ready_in(scope, after, before).where(D.c.episode_id.in_(list(episode_ids)))
         return await self._db.quick_read(
-            lambda conn: {r["episode_id"]: digest_from_row(r) for r in conn.execute(stmt).mappings()}
+            lambda conn: {r["episode_id"]: digest_from_row(r) for r in conn.execute(stmt).mappings()}, batch
         )
 
-    async def pending_count(self, scope: Scope) -> int:
+    async def pending_count(self, scope: Scope, batch: ReadBatch | None = None) -> int:
         # IN, not !=: two index seeks instead of a walk over the scope's READY digests.
         unsettled = (DigestState.PENDING.value, DigestState.FAILED.value)
         stmt = select(func.count()).where(_scope_of(scope), D.c.state.in_(unsettled))
-        return await self._db.quick_read(lambda conn: _count(conn, stmt))
+        return await self._db.quick_read(lambda conn: _count(conn, stmt), batch)
 
     async def waiting(self) -> list[tuple[str, int, datetime | None]]:
         """The digester's queue, over every tenant: per waiting state, how many digests and
@@ -149,8 +160,12 @@ class SqlDigestStore:
         stmt = stmt.group_by(D.c.state)
         return await self._db.read(lambda conn: [(r[0], int(r[1]), r[2]) for r in conn.execute(stmt)])
 
-    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]:
-        return await self._db.read(lambda conn: lexical.search(conn, scope, query, limit, self._common))
+    async def lexical(
+        self, scope: Scope, query: str, limit: int, batch: ReadBatch | None = None
+    ) -> list[Hit]:
+        return await self._db.read(
+            lambda conn: lexical.search(conn, scope, query, limit, self._common), batch
+        )
 
 
 def _count(conn: Connection, stmt: Any) -> int:

@@ -28,6 +28,7 @@ from episodic.domain.memories import (
 from episodic.domain.memory_filter import passes, tagged
 from episodic.domain.memory_merge import frame_key
 from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import ReadBatch
 from episodic.domain.ports.memories import MemoryFilter, MemoryWrite
 from episodic.domain.recall import Scope, Vector
 from episodic.domain.transfer import ErasureWatch
@@ -114,14 +115,25 @@ class SqlMemoryStore:
         )
 
     async def page(
-        self, scope: Scope, where: MemoryFilter, now: datetime, after: tuple[datetime, str] | None, limit: int
+        self,
+        scope: Scope,
+        where: MemoryFilter,
+        now: datetime,
+        after: tuple[datetime, str] | None,
+        limit: int,
+        batch: ReadBatch | None = None,
     ) -> list[Memory]:
         base = _filtered(scope, where, now).order_by(M.c.created_at.desc(), M.c.memory_id.desc())
         chunk = max(limit, _CHUNK) if where.topics or where.entities else limit
-        return await self._db.read(lambda conn: _page(conn, base, where, after, limit, chunk))
+        return await self._db.read(lambda conn: _page(conn, base, where, after, limit, chunk), batch)
 
     async def among(
-        self, scope: Scope, memory_ids: Sequence[str], where: MemoryFilter, now: datetime
+        self,
+        scope: Scope,
+        memory_ids: Sequence[str],
+        where: MemoryFilter,
+        now: datetime,
+        batch: ReadBatch | None = None,
     ) -> dict[str, Memory]:
         """By primary key, then filtered here: a scope of 100k memories made SQLite walk the
         scope's index (370 ms) instead of looking up the few candidates."""
@@ -129,7 +141,7 @@ class SqlMemoryStore:
             return {}
         stmt = select(M).where(M.c.tenant_id == scope.tenant_id, M.c.memory_id.in_(list(memory_ids)))
         return await self._db.read(
-            lambda conn: {m.memory_id: m for m in _rows(conn, stmt) if passes(m, scope, where, now)}
+            lambda conn: {m.memory_id: m for m in _rows(conn, stmt) if passes(m, scope, where, now)}, batch
         )
 
     async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:

@@ -1,19 +1,19 @@
 """Reads issued together by one request share one trip to the database.
 
 A BuildContext turn searches past episodes, long-term memories and the agent's knowledge at
-once; each search ends in a read. Inside `together()` (one request's block; the context
-variable reaches the tasks it starts) reads submitted in the same turn of the event loop are
-run by one call on one connection: one hop to a reader thread (SQLite) or one connection
-checkout (PostgreSQL) instead of one each. Each read still runs in its own transaction, so one
-that fails fails alone. Reads of different requests are never batched together, so no tenant's
-slow read delays another's."""
+once; each search ends in a read. `together()` gives the turn a `ReadBatch`, and the reads it
+is handed to (an explicit argument, `batch=`, of each store read that takes part) submitted in
+the same turn of the event loop are run by one call on one connection: one hop to a reader
+thread (SQLite) or one connection checkout (PostgreSQL) instead of one each. Each read still
+runs in its own transaction, so one that fails fails alone. A read not handed the batch is its
+own trip, whoever runs it; reads of different requests are never batched together, so no
+tenant's slow read delays another's."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -39,6 +39,8 @@ def run_each(conn: Connection, reads: Sequence[Read]) -> list[Outcome]:
 
 @dataclass(slots=True)
 class ReadBatch:
+    """The `ReadBatch` port: one request's reads, run together by `run_many`."""
+
     run_many: RunMany
     _pending: list[tuple[Read, asyncio.Future[Any]]] = field(default_factory=list)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -71,17 +73,7 @@ class ReadBatch:
                 future.set_exception(value)
 
 
-_CURRENT: ContextVar[ReadBatch | None] = ContextVar("episodic_read_batch", default=None)
-
-
-def current() -> ReadBatch | None:
-    return _CURRENT.get()
-
-
 @contextmanager
-def together(run_many: RunMany) -> Iterator[None]:
-    token = _CURRENT.set(ReadBatch(run_many))
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+def together(run_many: RunMany) -> Iterator[ReadBatch]:
+    """A batch for the block's reads: only those handed it join it."""
+    yield ReadBatch(run_many)

@@ -33,6 +33,19 @@ log = logging.getLogger(__name__)
 SETTLED = (DigestState.READY, DigestState.FAILED)
 
 
+@dataclass(frozen=True, slots=True)
+class DigestPace:
+    """How fast the digester drains its work: how much it claims at once, how many of a claim
+    it makes side by side, how long a claim is its own, how long it rests when idle."""
+
+    batch: int = 16
+    # Digests of a claimed batch made at once, each embedding on its own thread. One leaves a
+    # core to the RPCs while a backlog drains; more drain it faster on more cores.
+    workers: int = 1
+    lease: timedelta = timedelta(seconds=60)  # a crashed server's claims come back within a minute
+    idle_poll_seconds: float = 1.0
+
+
 @dataclass(kw_only=True)
 class Digester:
     store: DigestStore
@@ -40,12 +53,7 @@ class Digester:
     embedder: Embedder
     changes: ChangeOwner  # a ready digest's vectors land in SQL and the index as one change
     clock: Clock
-    batch: int = 16
-    # Digests of a claimed batch made at once, each embedding on its own thread. One leaves a
-    # core to the RPCs while a backlog drains; more drain it faster on more cores.
-    workers: int = 1
-    lease: timedelta = timedelta(seconds=60)  # a crashed server's claims come back within a minute
-    idle_poll_seconds: float = 1.0
+    pace: DigestPace = DigestPace()
     summary_pool: Executor | None = None  # the server's bounded pool for summaries; None: asyncio's default
     embed_pool: Executor | None = None  # the server's one thread for bulk embeddings; None: asyncio's default
     embeddings: TenantEmbeddings | None = None  # over embed_pool, tenants in turn; None: embed_pool directly
@@ -53,9 +61,9 @@ class Digester:
     # its digest is marked ready: a crash in between redoes both
     promote: Callable[[Digest, Sequence[Message]], Awaitable[int]] | None = None
     on_failure: Callable[[str], None] | None = None  # told each failed attempt's error type (metrics)
-    _wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _settled: asyncio.Condition = field(default_factory=asyncio.Condition)
-    _task: asyncio.Task[None] | None = None
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _settled: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="episodic-digester")
@@ -82,10 +90,10 @@ class Digester:
     async def run_once(self) -> int:
         """Digests what is due (then re-embeds stale vectors); returns how many succeeded,
         so a loop over it rests when everything is failing."""
-        work = await self.store.claim_due(self.clock(), self.batch, self.lease)
+        work = await self.store.claim_due(self.clock(), self.pace.batch, self.pace.lease)
         if work:
             return await self._digest_all(work)
-        stale = await self.store.stale(rules.indexed_with(self.embedder.model_id), self.batch)
+        stale = await self.store.stale(rules.indexed_with(self.embedder.model_id), self.pace.batch)
         done = await self._digest_all(stale)
         if stale:
             left = await self.store.count_stale(rules.indexed_with(self.embedder.model_id))
@@ -107,12 +115,12 @@ class Digester:
 
     async def _sleep(self) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=self.idle_poll_seconds)
+            await asyncio.wait_for(self._wake.wait(), timeout=self.pace.idle_poll_seconds)
         self._wake.clear()
 
     async def _digest_all(self, digests: Sequence[Digest]) -> int:
-        """How many of `digests` succeeded, made `workers` at a time."""
-        room = asyncio.Semaphore(self.workers)
+        """How many of `digests` succeeded, made `pace.workers` at a time."""
+        room = asyncio.Semaphore(self.pace.workers)
 
         async def one(digest: Digest) -> bool:
             async with room:

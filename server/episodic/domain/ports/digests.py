@@ -8,23 +8,36 @@ from typing import Protocol
 
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.model import Message
+from episodic.domain.ports.episodes import ReadBatch
 from episodic.domain.recall import Digest, Hit, Scope, Vector
 
 
 class DigestReads(Protocol):
-    """What recall reads of digests."""
+    """What recall reads of digests; `batch`: the trip a turn's searches share (None: its own)."""
 
     async def recent(
-        self, scope: Scope, limit: int, after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        limit: int,
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> list[Digest]: ...
 
     async def ready_among(
-        self, scope: Scope, episode_ids: Sequence[str], after: datetime | None, before: datetime | None
+        self,
+        scope: Scope,
+        episode_ids: Sequence[str],
+        after: datetime | None,
+        before: datetime | None,
+        batch: ReadBatch | None = None,
     ) -> dict[str, Digest]: ...
 
-    async def pending_count(self, scope: Scope) -> int: ...
+    async def pending_count(self, scope: Scope, batch: ReadBatch | None = None) -> int: ...
 
-    async def lexical(self, scope: Scope, query: str, limit: int) -> list[Hit]: ...
+    async def lexical(
+        self, scope: Scope, query: str, limit: int, batch: ReadBatch | None = None
+    ) -> list[Hit]: ...
 
 
 class DigestStore(DigestReads, Protocol):

@@ -38,12 +38,18 @@ class EpisodeCursor:
     episode_id: str
 
 
+class ReadBatch(Protocol):
+    """One request's reads that share one trip to the database: the store's, opaque here. A
+    read given it (`batch=`) joins the trip, in a transaction of its own; a read not given it
+    is its own trip. Nothing else changes how a read runs."""
+
+
 class ReadsTogether(Protocol):
     """Lets one request's concurrent reads share one trip to the database."""
 
-    def together(self) -> AbstractContextManager[None]:
-        """Reads submitted together inside the block run on one connection (each in its own
-        transaction), never with another request's."""
+    def together(self) -> AbstractContextManager[ReadBatch]:
+        """A batch for the block: the reads given it in one turn of the event loop run on one
+        connection (each in its own transaction), never with another request's."""
         ...
 
 

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.memories import Memory, MemoryKind, MemoryState, SessionData
+from episodic.domain.ports.episodes import ReadBatch
 from episodic.domain.recall import Scope, Vector
 from episodic.domain.transfer import ErasureWatch
 
@@ -71,13 +72,25 @@ class MemoryStore(Protocol):
     async def vectors_of(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]: ...
 
     async def page(
-        self, scope: Scope, where: MemoryFilter, now: datetime, after: tuple[datetime, str] | None, limit: int
+        self,
+        scope: Scope,
+        where: MemoryFilter,
+        now: datetime,
+        after: tuple[datetime, str] | None,
+        limit: int,
+        batch: ReadBatch | None = None,
     ) -> list[Memory]:
-        """Newest first by (created_at, memory_id); `after` is the last of the previous page."""
+        """Newest first by (created_at, memory_id); `after` is the last of the previous page;
+        `batch`: the trip a turn's searches share (None: its own)."""
         ...
 
     async def among(
-        self, scope: Scope, memory_ids: Sequence[str], where: MemoryFilter, now: datetime
+        self,
+        scope: Scope,
+        memory_ids: Sequence[str],
+        where: MemoryFilter,
+        now: datetime,
+        batch: ReadBatch | None = None,
     ) -> dict[str, Memory]:
         """Those of these ids in the scope that pass the filter."""
         ...
