@@ -27,6 +27,7 @@ class Corpus:
     path: Path
     layout: Layout
     seconds: dict[str, float]  # "migrate", then per table (see rows.write_rows)
+    dimension: int  # of the app's embedder, which its vectors are made for
 
     @property
     def build_seconds(self) -> float:
@@ -42,16 +43,19 @@ async def build_corpus(path: Path, settings: Settings, size: int, lexicon: Lexic
     url = f"sqlite:///{path}"
     layout = Layout(size, settings.dev_tenant, AGENT_ID)
     began = time.perf_counter()
-    agent, model = await _migrate_and_create_agent(url, settings, layout)
+    agent, (model, dimension) = await _migrate_and_create_agent(url, settings, layout)
     seconds = {"migrate": time.perf_counter() - began}
     seconds |= write_rows(path, Plan(layout, agent.token_encoding, model, lexicon, seed))
-    return Corpus(url, path, layout, seconds)
+    return Corpus(url, path, layout, seconds, dimension)
 
 
-async def _migrate_and_create_agent(url: str, settings: Settings, layout: Layout) -> tuple[Agent, str]:
-    """The agent, and the model its digests' vectors are said to be made by (the app's embedder)."""
+async def _migrate_and_create_agent(
+    url: str, settings: Settings, layout: Layout
+) -> tuple[Agent, tuple[str, int]]:
+    """The agent, and the model its digests' vectors are said to be made by and their
+    dimension (the app's embedder's)."""
     async with migrated_app(dataclasses.replace(settings, database_url=url)) as app:
         services = app.services
         draft = AgentDraft(layout.agent_id, display_name="Recall bench", model=AGENT_MODEL)
         agent = await services.agents.create_agent(Caller(layout.tenant_id), draft)
-        return agent, app.adapters.embedder.model_id
+        return agent, (app.adapters.embedder.model_id, app.adapters.embedder.dimension)

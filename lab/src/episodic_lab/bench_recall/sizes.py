@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from episodic.embed import make_embedder
 from episodic.index import FaissVectorIndex
 from episodic_lab.bench_context import progress
 from episodic_lab.bench_recall.corpus import Corpus, build_corpus
@@ -52,7 +51,7 @@ async def _measure_size(path: Path, size: int, words: Lexicon, run: SizeRun) -> 
     corpus = await build_corpus(path, settings, size, words, run.seed)
     progress(f"{size:,} episodes: corpus written in {corpus.build_seconds:.1f} s; building the index")
     began = time.perf_counter()
-    index = build_index(corpus.layout, make_embedder(settings.embedder).dimension, run.seed)
+    index = build_index(corpus.layout, corpus.dimension, run.seed)
     index_seconds = time.perf_counter() - began
     rss = _rss_mib()
     progress(f"{size:,} episodes: index built in {index_seconds:.1f} s; measuring")
