@@ -1146,7 +1146,9 @@ class FakeMemoryStore:
         keys = set(frame_keys)
         return self._live(scope, lambda m: frame_key(m.kind.value, m.text, m.entities) in keys)
 
-    async def pending(self, tenant_id: str, episode_id: str) -> list[tuple[Memory, Vector | None]]:
+    async def pending(
+        self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None
+    ) -> list[tuple[Memory, Vector | None]]:
         held = [
             s
             for (tenant, _), s in self._t.memories.items()
@@ -1422,7 +1424,7 @@ class FakeSessionDataStore:
         self._t = tables
         self._clock = clock
 
-    async def get(self, tenant_id: str, episode_id: str) -> SessionData:
+    async def get(self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None) -> SessionData:
         return self._current(tenant_id, episode_id)
 
     async def update(

@@ -18,7 +18,7 @@ from episodic.bootstrap.lifecycle import open_app
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.knowledge import DocumentDraft
 from episodic.domain.memories import MemoryKind
-from episodic.domain.memory_rules import CreateRequest
+from episodic.domain.memory_rules import CreateRequest, SessionUpdate
 from episodic.domain.memory_rules import MemoryDraft as Remembered
 from episodic.domain.model import Caller, NewMessage, Role
 from episodic.service.context import ContextRequest
@@ -66,9 +66,10 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         COUNTING.reset(token)
 
 
-async def warm_episode(app: App, knowledge: bool, memories: bool = False) -> str:
+async def warm_episode(app: App, knowledge: bool, memories: bool = False, session: bool = False) -> str:
     s, agent_id = app.services, unique("guide")  # PostgreSQL's database is the run's
-    await s.agents.create_agent(CALLER, AgentDraft(agent_id, system_prompt="Be brief.", memory=MemoryDraft()))
+    memory = MemoryDraft(session_data_keys=("city",)) if session else MemoryDraft()
+    await s.agents.create_agent(CALLER, AgentDraft(agent_id, system_prompt="Be brief.", memory=memory))
     if knowledge:
         await s.knowledge.create(CALLER, agent_id, [DocumentDraft("stops", GUIDE, title="Stops")])
     if memories:  # long-term memories of the user: the turn's Known Facts match them, and fill from them
@@ -77,25 +78,27 @@ async def warm_episode(app: App, knowledge: bool, memories: bool = False) -> str
         await s.memories.create(CALLER, request)
     episode, _ = await s.episodes.open_episode(CALLER, agent_id=agent_id, user_id="ann")
     await s.episodes.add_messages(CALLER, episode.episode_id, [NewMessage(Role.USER, "Hello there")])
+    if session:  # read every turn (no cache): its read joins the searches' batch
+        await s.sessions.update(CALLER, SessionUpdate(episode.episode_id, {"city": "Porto"}))
     for n in range(3):  # warm: the working set, the scopes, the chunk rows
         await s.context.build(CALLER, ContextRequest(episode.episode_id, f"fountain at stop {n}?", True))
     return episode.episode_id
 
 
 @pytest.mark.parametrize(
-    ("knowledge", "memories"),
-    [(False, False), (True, False), (True, True)],
-    ids=["without knowledge", "with knowledge", "with knowledge and memories"],
+    ("knowledge", "memories", "session"),
+    [(False, False, False), (True, False, False), (True, True, False), (True, True, True)],
+    ids=["without knowledge", "with knowledge", "with knowledge and memories", "and session data"],
 )
 async def test_a_warm_turn_makes_three_trips_to_the_database(
-    sqlite_url: str, knowledge: bool, memories: bool, monkeypatch: pytest.MonkeyPatch
+    sqlite_url: str, knowledge: bool, memories: bool, session: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On SQLite: on the run's shared PostgreSQL database, the other tests' changes reach this
     app through the change feed and may rightly make a turn read its working set again (the
     batched reads themselves are tested on both, tests/integration/test_read_batch.py)."""
     settings = dataclasses.replace(settings_for(sqlite_url), insecure_dev=True)
     async with open_app(settings) as app:
-        episode_id = await warm_episode(app, knowledge, memories)
+        episode_id = await warm_episode(app, knowledge, memories, session)
         with trips(monkeypatch) as made:
             call, _ = await app.services.context.build(
                 CALLER, ContextRequest(episode_id, "Which stop has a bakery open late?", True)
@@ -103,3 +106,4 @@ async def test_a_warm_turn_makes_three_trips_to_the_database(
     assert made == ["run_bulk", "read", "run"]  # the append, the searches' read, the model call
     assert bool(call.report.knowledge) == knowledge
     assert bool(call.report.memories) == memories
+    assert bool(call.report.session_keys) == session

@@ -4,8 +4,8 @@ the agent's documents ("[Knowledge]") and this episode's compacted messages ("[E
 this conversation]"). One collaborator of ContextService, over ports: what it searches is
 named by the protocols below, not by the services that implement them, and each search runs
 only when the turn will use it, with the turn's one query embedding. When several search at
-once, the reads of recall and known facts are handed one `ReadBatch` (an argument, passed
-down to the stores' reads): they share one trip to the database."""
+once, the reads of recall, known facts and session data are handed one `ReadBatch` (an
+argument, passed down to the stores' reads): they share one trip to the database."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class TurnSearches:
         """`pending`: the episode's PENDING memories the append read (None: read them here)."""
         searches = self._searches(caller, ws, config, q, pending)
         if "knowledge" in searches and len(searches) > 1:
-            # at once, recall's and known facts' reads handed one batch: one trip to the database
+            # at once, the searches' reads handed one batch: one trip to the database
             # (without knowledge a turn has one search read at most: tasks would only cost)
             with self.reads.together() as batch:
                 results = await asyncio.gather(*[search(batch) for search in searches.values()])
@@ -184,7 +184,7 @@ class TurnSearches:
                 "known_facts", ws, partial(self._known_facts, ws, config, q, pending, batch)
             )
         if config.session_data_keys:
-            found["session"] = lambda _: self._session(ws, config)
+            found["session"] = lambda batch: self._session(ws, config, batch)
         if self.earlier.searches(ws, config.earlier_budget_percent, q.matchable):
             found["earlier"] = lambda _: self._spanned("earlier", ws, partial(self.earlier.found, ws, q.text))
         if self._searches_knowledge(ws, config, q):
@@ -233,7 +233,7 @@ class TurnSearches:
             return []
         e = ws.episode
         if pending is None:
-            pending = [m for m, _ in await self.memory_store.pending(e.tenant_id, e.episode_id)]
+            pending = [m for m, _ in await self.memory_store.pending(e.tenant_id, e.episode_id, batch)]
         scope, top_k = Scope(e.tenant_id, e.agent_id, e.user_id), config.memory_top_k
         matched: list[KnownFact] = []
         if query.matchable:
@@ -254,10 +254,12 @@ class TurnSearches:
         held = pending_for_turn(newest_first, query.text, top_k)
         return selected(held, matched, newest, top_k, subject_words(e.user_id))
 
-    async def _session(self, ws: WorkingSet, config: MemoryConfig) -> list[tuple[str, JsonValue]]:
+    async def _session(
+        self, ws: WorkingSet, config: MemoryConfig, batch: ReadBatch | None
+    ) -> list[tuple[str, JsonValue]]:
         if not config.session_data_keys:
             return []
-        data = (await self.sessions.get(ws.episode.tenant_id, ws.episode.episode_id)).data
+        data = (await self.sessions.get(ws.episode.tenant_id, ws.episode.episode_id, batch)).data
         return [(key, data[key]) for key in config.session_data_keys if key in data]
 
     async def _recall(

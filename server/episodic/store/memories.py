@@ -150,13 +150,16 @@ class SqlMemoryStore:
     async def same_frame(self, scope: Scope, frame_keys: Sequence[str]) -> list[Memory]:
         return await self._live_matching(scope, M.c.frame_key, frame_keys)
 
-    async def pending(self, tenant_id: str, episode_id: str) -> list[tuple[Memory, Vector | None]]:
+    async def pending(
+        self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None
+    ) -> list[tuple[Memory, Vector | None]]:
         stmt = select(M).where(
             M.c.tenant_id == tenant_id, M.c.episode_id == episode_id, M.c.state == _PENDING
         )
         stmt = stmt.order_by(M.c.created_at, M.c.memory_id)
         return await self._db.read(
-            lambda conn: [(memory_from_row(r), _vector_or_none(r)) for r in conn.execute(stmt).mappings()]
+            lambda conn: [(memory_from_row(r), _vector_or_none(r)) for r in conn.execute(stmt).mappings()],
+            batch,
         )
 
     async def touch(self, tenant_id: str, memory_ids: Sequence[str], at: datetime) -> None:

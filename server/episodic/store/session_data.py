@@ -11,6 +11,7 @@ from sqlalchemy import Connection, RowMapping, select, update
 
 from episodic.domain.memories import SessionData
 from episodic.domain.ports.clock import Clock
+from episodic.domain.ports.episodes import ReadBatch
 from episodic.errors import NotFound
 from episodic.store import schema as s
 from episodic.store.database import Database
@@ -25,9 +26,9 @@ class SqlSessionDataStore:
         self._writer = writer
         self._clock = clock
 
-    async def get(self, tenant_id: str, episode_id: str) -> SessionData:
+    async def get(self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None) -> SessionData:
         stmt = select(SD).where(SD.c.tenant_id == tenant_id, SD.c.episode_id == episode_id)
-        row = await self._db.read(lambda conn: conn.execute(stmt).mappings().first())
+        row = await self._db.read(lambda conn: conn.execute(stmt).mappings().first(), batch)
         return _current(row, tenant_id, episode_id, self._clock())
 
     async def update(

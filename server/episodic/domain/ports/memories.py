@@ -103,7 +103,9 @@ class MemoryStore(Protocol):
         """PROMOTED, not superseded, not expired memories whose frame_key is one of these."""
         ...
 
-    async def pending(self, tenant_id: str, episode_id: str) -> list[tuple[Memory, Vector | None]]:
+    async def pending(
+        self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None
+    ) -> list[tuple[Memory, Vector | None]]:
         """The PENDING memories an episode holds, oldest first, with their vectors."""
         ...
 
@@ -122,8 +124,8 @@ class MemoryStore(Protocol):
 
 
 class SessionDataStore(Protocol):
-    async def get(self, tenant_id: str, episode_id: str) -> SessionData:
-        """Version 0 when never written."""
+    async def get(self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None) -> SessionData:
+        """Version 0 when never written; `batch`: the trip a turn's searches share."""
         ...
 
     async def update(
