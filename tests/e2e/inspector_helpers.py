@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 
 from episodic.bootstrap.lifecycle import open_app, serve_app
+from episodic.config.concerns import InspectorSettings
 from episodic.edges.inspector.serving import serving_inspector
 from tests.e2e.helpers import Client
 from tests.server_harness import KEY_A, settings_for
@@ -87,7 +88,7 @@ async def inspector(database_url: str) -> AsyncIterator[Inspector]:
     async with (
         open_app(settings) as app,
         serve_app(app, grace_seconds=1) as grpc_server,
-        serving_inspector(with_inspector, app.services.inspection, app.keys) as port,
+        serving_inspector(InspectorSettings.of(with_inspector), app.services.inspection, app.keys) as port,
         grpc.aio.insecure_channel(f"127.0.0.1:{grpc_server.port}") as channel,
     ):
         assert port is not None

@@ -19,6 +19,7 @@ import grpc
 import pytest
 
 from episodic.bootstrap.lifecycle import open_app, serve_app
+from episodic.config.concerns import InspectorSettings
 from episodic.edges.inspector.serving import serving_inspector
 from episodic.edges.mcp import serve as mcp_serve
 from tests.e2e.helpers import assert_serving
@@ -56,7 +57,7 @@ async def listening(sqlite_url: str) -> AsyncIterator[Listeners]:
         # beside serve_app, as its inspector's port is not exposed
         with_inspector = dataclasses.replace(settings, inspector_address="127.0.0.1:0")
         inspector = await stack.enter_async_context(
-            serving_inspector(with_inspector, app.services.inspection, app.keys)
+            serving_inspector(InspectorSettings.of(with_inspector), app.services.inspection, app.keys)
         )
         sock = stack.enter_context(mcp_serve.bound("127.0.0.1", 0))
         mcp = await stack.enter_async_context(mcp_serve.serve_http(app, sock))

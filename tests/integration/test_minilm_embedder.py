@@ -16,6 +16,7 @@ import pytest
 
 from episodic.bootstrap import adapters as bootstrap
 from episodic.config import ConfigError, Settings
+from episodic.config.concerns import ModelSettings
 from episodic.embed import EmbeddingError, MiniLmEmbedder, make_embedder
 from episodic.embed.bert_tokenizer import VOCAB_PATH, bert_uncased_tokenizer, load_vocab
 from episodic.embed.minilm import MODEL_SHA256, Arithmetic, default_model_path
@@ -207,4 +208,4 @@ def test_a_model_that_cannot_load_stops_the_start_with_one_line(monkeypatch: pyt
 
     monkeypatch.setattr(bootstrap, "make_embedder", altered)
     with pytest.raises(ConfigError, match="embedder: embedding model x has sha256 y"):
-        bootstrap.build_embedder(Settings())
+        bootstrap.build_embedder(ModelSettings.of(Settings()))

@@ -11,6 +11,8 @@ import pytest
 from episodic import config
 from episodic.bootstrap.adapters import build_extractor
 from episodic.cli.main import main
+from episodic.config.concerns import ModelSettings, TlsSettings
+from episodic.config.files import TlsMaterial, tls_material
 from episodic.domain.model import Caller, PiiPolicy
 from episodic.edges.keys import KeyConfigError, KeyRing, config_line, hash_key, new_key
 from episodic.embed.factory import KINDS
@@ -134,6 +136,10 @@ def test_half_a_tls_setup_is_refused_naming_what_is_missing(flags: tuple[str, ..
         config.load({}, parse_flags(*flags))
 
 
+def tls_of(settings: config.Settings) -> TlsMaterial | None:
+    return tls_material(TlsSettings.of(settings))
+
+
 def test_tls_files_are_read_once_and_an_unreadable_one_is_named(tmp_path: Path) -> None:
     cert, key = b"-----BEGIN CERTIFICATE-----\n", b"-----BEGIN PRIVATE KEY-----\n"
     (tmp_path / "cert.pem").write_bytes(cert)
@@ -142,10 +148,10 @@ def test_tls_files_are_read_once_and_an_unreadable_one_is_named(tmp_path: Path) 
         "EPISODIC_TLS_CERT_FILE": str(tmp_path / "cert.pem"),
         "EPISODIC_TLS_KEY_FILE": str(tmp_path / "key.pem"),
     }
-    assert config.load(env, parse_flags()).tls_material() == config.TlsMaterial(cert, key, None)
+    assert tls_of(config.load(env, parse_flags())) == TlsMaterial(cert, key, None)
     missing_ca = parse_flags("--tls-client-ca-file", str(tmp_path / "absent.pem"))
     with pytest.raises(config.ConfigError, match="tls_client_ca_file: cannot read"):
-        config.load(env, missing_ca).tls_material()
+        tls_of(config.load(env, missing_ca))
 
 
 def test_a_certificate_and_key_given_the_wrong_way_round_are_refused(tmp_path: Path) -> None:
@@ -155,11 +161,11 @@ def test_a_certificate_and_key_given_the_wrong_way_round_are_refused(tmp_path: P
         "--tls-cert-file", str(tmp_path / "key.pem"), "--tls-key-file", str(tmp_path / "cert.pem")
     )
     with pytest.raises(config.ConfigError, match=r"tls_cert_file: .* holds no PEM"):
-        config.load({}, swapped).tls_material()
+        tls_of(config.load({}, swapped))
 
 
 def test_without_tls_files_the_server_speaks_plaintext() -> None:
-    assert config.load({}, parse_flags()).tls_material() is None
+    assert tls_of(config.load({}, parse_flags())) is None
 
 
 def test_boolean_settings_can_be_switched_off_by_flag() -> None:
@@ -193,7 +199,7 @@ def test_extractor_openai_in_another_case_builds_the_openai_extractor_off_the_su
         "EPISODIC_SUMMARIZER_MODEL": "m",
     }
     settings = config.load(env, parse_flags())
-    assert isinstance(build_extractor(settings), OpenAiMemoryExtractor)
+    assert isinstance(build_extractor(ModelSettings.of(settings)), OpenAiMemoryExtractor)
     assert settings.extractor == config.ExtractorKind.OPENAI  # what decides the pool, too
 
 

@@ -16,6 +16,7 @@ from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 
 from episodic import config
 from episodic.bootstrap.adapters import load_tracing
+from episodic.config.concerns import TelemetrySettings
 from episodic.telemetry.setup import exporter_names, span_exporters, tracing_from_env
 from episodic.telemetry.tracing import Tracing, current_trace_id, no_tracing
 
@@ -191,4 +192,4 @@ def test_config_captures_the_otel_variables_for_the_composition_root() -> None:
     settings = config.load(environ, parser.parse_args([]))
     assert settings.otel_environ == {"OTEL_TRACES_EXPORTER": "zipkin"}
     with pytest.raises(config.ConfigError, match="OTEL_TRACES_EXPORTER"):
-        load_tracing(settings)
+        load_tracing(TelemetrySettings.of(settings))

@@ -15,6 +15,7 @@ from typing import TypeVar
 from episodic import config
 from episodic.bootstrap.containers import Adapters, State, Workers
 from episodic.bootstrap.wiring import build_core
+from episodic.config.values import retention_caps
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, Episode, NewMessage, PiiPolicy, Role
 from episodic.domain.ports.changes import FeedPage, Signals
@@ -338,7 +339,7 @@ def fake_adapters(
         sessions=FakeSessionDataStore(tables, clock), memory_index=FakeVectorIndex(),
         knowledge=FakeKnowledgeStore(tables, embedder.model_id), knowledge_index=FakeVectorIndex(),
         extractor=ExtractiveMemoryExtractor(), eraser=FakeEraser(tables), transfer=None,
-        retention=FakeRetentionStore(tables, settings.retention_caps()), leadership=SoleReplica(),
+        retention=FakeRetentionStore(tables, retention_caps(settings)), leadership=SoleReplica(),
         signals=signals or LocalSignals(), feed=feed, change_log=feed, drafts=FakeDraftStore(tables),
         sources=None,  # whole indexes: the fakes hold every scope
         clock=clock, monotonic=monotonic, new_episode_id=CountingIds("ep_"), new_id=CountingIds(),

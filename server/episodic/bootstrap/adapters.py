@@ -12,6 +12,15 @@ from pathlib import Path
 from episodic.bootstrap import system
 from episodic.bootstrap.containers import Adapters, ScopeSources, SqlAdapters
 from episodic.config import ConfigError, EmbedderKind, ExtractorKind, Settings, SummarizerKind
+from episodic.config.concerns import (
+    CacheSettings,
+    CallerSettings,
+    DatabaseSettings,
+    ModelSettings,
+    TelemetrySettings,
+)
+from episodic.config.files import api_key_text
+from episodic.config.values import retention_caps
 from episodic.domain.digests import indexed_with
 from episodic.domain.ports.indexes import VectorIndex
 from episodic.domain.ports.models import Embedder, MemoryExtractor, Summarizer
@@ -52,12 +61,12 @@ from episodic.workers.loops import SoleReplica
 log = logging.getLogger("episodic.server")
 
 
-def load_keys(settings: Settings) -> KeyRing:
+def load_keys(callers: CallerSettings) -> KeyRing:
     try:
-        keys = KeyRing.parse(settings.api_key_text())
+        keys = KeyRing.parse(api_key_text(callers))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    if not keys and not settings.insecure_dev:
+    if not keys and not callers.insecure_dev:
         raise ConfigError(
             "no API keys configured: set EPISODIC_API_KEYS or EPISODIC_API_KEYS_FILE "
             "(see `episodic keygen`), or pass --insecure-dev for local development"
@@ -65,14 +74,14 @@ def load_keys(settings: Settings) -> KeyRing:
     return keys
 
 
-def model_cache_dir(settings: Settings) -> Path | None:
+def model_cache_dir(settings: ModelSettings) -> Path | None:
     """Where the int8 model is cached: the setting, else the user's cache (None: no home)."""
     if settings.model_cache_dir:
         return Path(settings.model_cache_dir)
     return default_cache_dir(settings.xdg_cache_home)
 
 
-def build_embedder(settings: Settings) -> Embedder:
+def build_embedder(settings: ModelSettings) -> Embedder:
     """A model that cannot load (altered file, no usable temporary directory for the int8
     derivation) or an endpoint misconfigured stops the start with one line naming why."""
     try:
@@ -90,7 +99,7 @@ def build_embedder(settings: Settings) -> Embedder:
         raise ConfigError(f"embedder: {exc}") from exc
 
 
-def build_summarizer(settings: Settings) -> Summarizer:
+def build_summarizer(settings: ModelSettings) -> Summarizer:
     if settings.summarizer != SummarizerKind.OPENAI:
         return ExtractiveSummarizer()
     try:
@@ -99,7 +108,7 @@ def build_summarizer(settings: Settings) -> Summarizer:
         raise ConfigError(f"summarizer: {exc}") from exc
 
 
-def chat_endpoint(settings: Settings) -> OpenAIChatConfig:
+def chat_endpoint(settings: ModelSettings) -> OpenAIChatConfig:
     """The chat endpoint of summarizer=openai, which extractor=openai uses too."""
     return OpenAIChatConfig(
         base_url=settings.summarizer_url,
@@ -108,7 +117,7 @@ def chat_endpoint(settings: Settings) -> OpenAIChatConfig:
     )
 
 
-def build_extractor(settings: Settings) -> MemoryExtractor:
+def build_extractor(settings: ModelSettings) -> MemoryExtractor:
     if settings.extractor != ExtractorKind.OPENAI:
         return ExtractiveMemoryExtractor()
     if not settings.summarizer_url or not settings.summarizer_model:
@@ -129,7 +138,8 @@ def build_adapters(
     ledger: ErasureLedger | None = None,
 ) -> SqlAdapters:
     """`ledger`: in place of the settings' (a tool that erases nothing needs none)."""
-    embedder, summarizer = build_embedder(settings), build_summarizer(settings)  # ConfigError names them
+    models = ModelSettings.of(settings)
+    embedder, summarizer = build_embedder(models), build_summarizer(models)  # ConfigError names them
     signals = LocalSignals() if database.is_sqlite else PgSignals(database.url)
     leadership = SoleReplica() if database.is_sqlite else PgLeadership(database.url)
     feed = SqlChangeFeed(database, writer, origin=uuid.uuid4().hex, signals=signals)
@@ -168,12 +178,12 @@ def build_adapters(
         memory_index=FaissVectorIndex(embedder.dimension),
         knowledge=SqlKnowledgeStore(database, writer),
         knowledge_index=FaissVectorIndex(embedder.dimension),
-        extractor=build_extractor(settings),
+        extractor=build_extractor(models),
         eraser=eraser,
         erasure_records=eraser,
-        erasure_ledger=build_ledger(settings) if ledger is None else ledger,
+        erasure_ledger=build_ledger(DatabaseSettings.of(settings)) if ledger is None else ledger,
         transfer=SqlTransfer(database, writer),
-        retention=SqlRetention(database, writer, settings.retention_caps()),
+        retention=SqlRetention(database, writer, retention_caps(settings)),
         leadership=leadership,
         signals=signals,
         feed=feed,
@@ -207,7 +217,7 @@ KNOWLEDGE_WORDS_SHARE = 0.10  # its word index: ~0.7 KiB a chunk against a vecto
 
 
 def build_indexes(
-    settings: Settings, adapters: Adapters, lock: asyncio.Lock
+    caches: CacheSettings, adapters: Adapters, lock: asyncio.Lock
 ) -> tuple[IndexCache, IndexCache, IndexCache]:
     """Per-scope caches of SQL (or, over whole indexes without sources: tools holding a
     pre-built index, the unit tests' fakes, the index itself): episodes', memories' and
@@ -215,7 +225,7 @@ def build_indexes(
     if adapters.sources is None:
         whole = (adapters.index, adapters.memory_index, adapters.knowledge_index)
         return WholeIndex(whole[0]), WholeIndex(whole[1]), WholeIndex(whole[2])
-    dim, total = adapters.embedder.dimension, settings.index_cache_bytes
+    dim, total = adapters.embedder.dimension, caches.index_cache_bytes
     memory_bytes = max(1, int(total * MEMORY_CACHE_SHARE))
     knowledge_bytes = max(1, int(total * KNOWLEDGE_CACHE_SHARE))
     episodes = ResidentScopes(
@@ -235,17 +245,17 @@ def build_indexes(
     return episodes, memories, knowledge
 
 
-def load_tracing(settings: Settings) -> Tracing:
+def load_tracing(telemetry: TelemetrySettings) -> Tracing:
     """The SDK, from the OTEL_* variables config captured with the settings."""
     try:
-        return tracing_from_env(settings.otel_environ)
+        return tracing_from_env(telemetry.otel_environ)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
 
 
-def build_ledger(settings: Settings) -> ErasureLedger:
+def build_ledger(database: DatabaseSettings) -> ErasureLedger:
     """A ledger whose directory is missing fails the start, not the first erasure."""
-    path = ledger_path(settings.erasure_ledger, settings.database_url)
+    path = ledger_path(database.erasure_ledger, database.database_url)
     if path is None:  # INFO, not WARNING: a supported setup (the erasure itself is complete), said once
         log.info(
             "no erasure ledger: restoring an older backup of this database would bring back users "

@@ -26,12 +26,20 @@ from episodic.bootstrap.core import open_core
 from episodic.bootstrap.erasure_replay import replay_ledger
 from episodic.bounded import within
 from episodic.config import Settings
+from episodic.config.concerns import (
+    CallerSettings,
+    GrpcSettings,
+    HttpLimits,
+    InspectorSettings,
+    TelemetrySettings,
+    TlsSettings,
+)
+from episodic.config.files import tls_material
 from episodic.domain.digests import indexed_with
 from episodic.edges.grpc.access_log import AccessLog, JsonLinesAccessLog, NoAccessLog
 from episodic.edges.grpc.arrivals import QUIET_SECONDS
 from episodic.edges.grpc.server import GrpcServer, build_server
 from episodic.edges.grpc.shares import Refused
-from episodic.edges.http.guard import HttpLimits
 from episodic.edges.inspector.serving import serving_inspector
 from episodic.telemetry.instrumentation import server_interceptor
 from episodic.telemetry.metrics import MeteredAccessLog, Metrics, Watched, build_metrics
@@ -50,10 +58,10 @@ async def open_app(
     yields the wired app, closes it all. Tracing comes from the OTEL_* variables unless given
     (tests); what it builds, it shuts down."""
     verify_assets()
-    keys = load_keys(settings)
-    tls = settings.tls_material()  # before the database opens, so a bad file fails fast
+    keys = load_keys(CallerSettings.of(settings))
+    tls = tls_material(TlsSettings.of(settings))  # before the database opens, so a bad file fails fast
     owns_tracing = tracing is None
-    tracing = load_tracing(settings) if tracing is None else tracing
+    tracing = load_tracing(TelemetrySettings.of(settings)) if tracing is None else tracing
     metrics = build_metrics(settings.metrics_address, settings.otel_environ)
     try:
         async with open_core(settings, tracing=tracing, metrics=metrics, index=replace.index) as opened:
@@ -142,20 +150,21 @@ async def serve_app(
     the grace (default: the shutdown grace).
     Metrics and the inspector (when on) are served from before SERVING until the calls have
     drained."""
+    listener, inspector = GrpcSettings.of(app.settings), InspectorSettings.of(app.settings)
     async with (
         serving_metrics(app.metrics, app.settings.metrics_address, HttpLimits.of(app.settings)),
-        serving_inspector(app.settings, app.services.inspection, app.keys, app.state.shares),
+        serving_inspector(inspector, app.services.inspection, app.keys, app.state.shares),
     ):
         grpc_server = await build_server(
-            app.settings,
+            listener,
             app.services,
             app.keys,
             app.access_log,
             [server_interceptor(app.tracing)],  # outermost: calls refused inside are traced too
             app.tls,
             app.state.health,
-            app.state.shares,
-            share_refusals(app.metrics, app.settings.metrics_tenant_labels),
+            shares=app.state.shares,
+            refused=share_refusals(app.metrics, app.settings.metrics_tenant_labels),
         )
         await grpc_server.server.start()
         await grpc_server.set_serving(True)
@@ -165,7 +174,7 @@ async def serve_app(
             await grpc_server.set_serving(False)
             # watches never finish on their own: end them now (UNAVAILABLE: watch another replica)
             await within(WORKER_STOP_SECONDS, app.state.watch.close(), "end live watches")
-            grace = app.settings.shutdown_grace_seconds if grace_seconds is None else grace_seconds
+            grace = listener.shutdown_grace_seconds if grace_seconds is None else grace_seconds
             if grace > 0 and settle_seconds > 0:  # to finish in the grace, not be cancelled
                 await grpc_server.arrivals.settle(settle_seconds)
             # gRPC cancels what is still running after the grace; a handler that then does not

@@ -11,7 +11,8 @@ from datetime import timedelta
 
 from episodic.bootstrap.adapters import KNOWLEDGE_WORDS_SHARE, build_indexes
 from episodic.bootstrap.containers import Adapters, Core, State, Workers
-from episodic.config import ExtractorKind, Settings, SummarizerKind
+from episodic.config import ExtractorKind, Settings, SummarizerKind, values
+from episodic.config.concerns import CacheSettings
 from episodic.domain.digests import indexed_with
 from episodic.index.words import Bm25WordIndex
 from episodic.service.agents import AgentService
@@ -64,9 +65,9 @@ log = logging.getLogger("episodic.server")
 def build_state(settings: Settings, adapters: Adapters) -> State:
     """Every cache derived from SQL watches the change owner, so a change announced there
     reaches all of them. Nothing is opened or started here."""
-    default, tenants = settings.pii_policies()
+    default, tenants = values.pii_policies(settings)
     lock = asyncio.Lock()  # the owner's, shared with the index caches' last load try
-    index, memory_index, knowledge_index = build_indexes(settings, adapters, lock)
+    index, memory_index, knowledge_index = build_indexes(CacheSettings.of(settings), adapters, lock)
     health = Health()
     visibility = Visibility(
         index=index, memory_index=memory_index, knowledge_index=knowledge_index, feed=adapters.feed, lock=lock
@@ -91,8 +92,9 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
         fixed_facts=FixedFactsCache(),
         spoken=SpokenCache(),
         pii=PiiGuard(agents=adapters.agents, default=default, tenants=tenants, clock=adapters.monotonic),
-        watch=WatchHub(adapters.drafts, adapters.signals, settings.watch_limits),  # subscribes: before start
-        shares=TenantShares(settings.share_limits, clock=adapters.monotonic),
+        # subscribes: before start
+        watch=WatchHub(adapters.drafts, adapters.signals, values.watch_limits(settings)),
+        shares=TenantShares(values.share_limits(settings), clock=adapters.monotonic),
     )
     watchers = (
         state.working_sets, state.versions, state.fixed_facts, state.spoken, state.pii, state.chunks,
@@ -138,7 +140,7 @@ def build_memory_service(
     )
     return MemoryService(
         store=a.memories, episodes=a.episodes, agents=a.agents, index=state.memory_index,
-        changes=state.visibility, pii=state.pii, extraction=extraction, limits=settings.limits,
+        changes=state.visibility, pii=state.pii, extraction=extraction, limits=values.limits(settings),
         clock=a.clock, new_id=a.new_id, quota=state.shares,
         embeddings=embeddings if embeddings is not None else FairEmbeddings(a.embedder, embed_pool),
     )  # fmt: skip
@@ -206,7 +208,7 @@ def build_services(
     live: LiveMemories | None = None,
     embed_pool: Executor | None = None,
 ) -> Services:
-    a, limits, clock = adapters, settings.limits, adapters.clock
+    a, limits, clock = adapters, values.limits(settings), adapters.clock
     metered = metrics if metrics is not None and metrics.enabled else None
     queries = QueryVectors(a.embedder, embeddings=memories.embeddings)
     memory_search = MemorySearch(
@@ -295,8 +297,8 @@ def build_services(
             drafts=a.drafts,
             hub=state.watch,
             limits=limits,
-            watch_limits=settings.watch_limits,
-            draft_limits=settings.draft_limits,
+            watch_limits=values.watch_limits(settings),
+            draft_limits=values.draft_limits(settings),
             clock=clock,
         ),
         inspection=InspectionService(

@@ -1,43 +1,36 @@
-"""Settings, read once from the environment and command-line flags (flags win).
-This is the only module that reads os.environ. Each setting is declared once, as a field of
-`Settings` made by `setting(...)`: its default and type, its help, the commands that take
-it as a flag, and the check its value must pass. Its environment variable
-(EPISODIC_<NAME>) and flag (--<name>) follow from its name. OPTIONS, derived from those
-fields, is also the source of the configuration table in docs/configuration.md
-(`episodic config-docs`)."""
+"""The settings: one flat table, each setting a field of `Settings` made by `setting(...)`
+(episodic.config.options), so flags, variables and docs/configuration.md (`episodic
+config-docs`) come from one declaration. What each part of the server takes is a small view
+of it (episodic.config.concerns); the domain values are built by episodic.config.values."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
 
-from episodic.domain.drafts import DraftLimits
+from episodic.config.options import (
+    BACKUP,
+    CALLERS,
+    DATABASE,
+    ENGINE,
+    GRPC,
+    MCP,
+    Option,
+    at_least,
+    check_address,
+    check_optional_address,
+    check_tenant_days,
+    check_tenant_pii_policies,
+    check_trace_url,
+    more_than_zero,
+    options_of,
+    server_pii_policy,
+    setting,
+)
 from episodic.domain.model import PiiPolicy
 from episodic.domain.shares import ShareLimits
-from episodic.domain.validation import Limits
-from episodic.domain.watch import WatchLimits
-
-# Which subcommands take a setting as a flag: `episodic <command> --help` lists only its own.
-# The environment is read whole either way; a variable a command does not use is ignored.
-ENGINE = frozenset({"serve", "mcp", "reindex"})  # what the memory engine needs, served or not
-BACKUP = frozenset({"backup", "restore"})  # the operator's copies of a SQLite database
-DATABASE = ENGINE | {"migrate", "model-call"} | BACKUP  # every command that opens the database
-CALLERS = frozenset({"serve", "mcp"})  # who may call and how callers are held back
-GRPC = frozenset({"serve"})  # the gRPC listener itself
-MCP = frozenset({"mcp"})
-
-T = TypeVar("T")
-E = TypeVar("E", bound=enum.Enum)
-
-
-class ConfigError(ValueError):
-    """A setting has a value that cannot be used; the message names it."""
 
 
 class EmbedderKind(enum.StrEnum):
@@ -65,198 +58,6 @@ class LogLevel(enum.StrEnum):
     CRITICAL = "CRITICAL"
 
 
-# --- parsers: the text of a variable or flag -> the setting's value (ValueError says why) ---
-
-
-def parse_bool(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off", ""}:
-        return False
-    raise ValueError(f"not a boolean: {raw!r}")
-
-
-def choice(*allowed: E) -> Callable[[str], E]:
-    """One of `allowed`, named by its value in any case; nothing else (not even spaces)."""
-
-    def parse(raw: str) -> E:
-        for value in allowed:
-            if raw.casefold() == str(value.value).casefold():
-                return value
-        raise ValueError(f"{raw!r} is not one of {', '.join(str(v.value) for v in allowed)}")
-
-    return parse
-
-
-def _integer(raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a whole number") from None
-
-
-def _number(raw: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a number") from None
-
-
-def _parser_for(default: object) -> Callable[[str], Any]:
-    if isinstance(default, bool):
-        return parse_bool
-    if isinstance(default, enum.Enum):
-        return choice(*type(default))
-    if isinstance(default, int):
-        return _integer
-    if isinstance(default, float):
-        return _number
-    return str
-
-
-# --- checks: a value that parses but cannot be used (ValueError says why) ---
-
-
-def at_least(low: float) -> Callable[[float], None]:
-    def check(value: float) -> None:
-        if not value >= low:  # also refuses NaN
-            raise ValueError(f"must be at least {low}")
-
-    return check
-
-
-def more_than_zero(smallest: float = 0.0) -> Callable[[float], None]:
-    """More than 0, and at least `smallest`: durations that become whole milliseconds for gRPC
-    (where 0 would mean no limit) pass 0.001."""
-
-    def check(value: float) -> None:
-        if not (value > 0 and value >= smallest):  # also refuses NaN
-            raise ValueError("must be more than 0")
-
-    return check
-
-
-def _host_port(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"want HOST:PORT, got {address!r}")
-    if int(port) > 65535:
-        raise ValueError(f"port {port} is out of range (0-65535; 0 picks a free port)")
-    return host.strip("[]"), int(port)
-
-
-def _address(value: str) -> None:
-    _host_port(value)
-
-
-def _optional_address(value: str) -> None:
-    if value:
-        _host_port(value)
-
-
-def _trace_url(template: str) -> None:
-    if template and (not template.startswith(("http://", "https://")) or "{trace_id}" not in template):
-        raise ValueError(
-            "want an http(s) URL containing {trace_id}, e.g. http://localhost:16686/trace/{trace_id}"
-        )
-
-
-def per_tenant(raw: str, parse: Callable[[str], T]) -> dict[str, T]:
-    """`tenant=value,tenant=value` -> {tenant: parse(value)}."""
-    found: dict[str, T] = {}
-    for entry in filter(None, (e.strip() for e in raw.split(","))):
-        tenant, sep, value = entry.partition("=")
-        if not sep or not tenant.strip():
-            raise ValueError(f"{entry!r} is not tenant=value")
-        found[tenant.strip()] = parse(value.strip())
-    return found
-
-
-def _days(raw: str) -> int:
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{raw!r} is not a number of days, at least 1")
-    return int(raw)
-
-
-_server_pii_policy = choice(PiiPolicy.OFF, PiiPolicy.REDACT)  # inherit is an agent's, not the server's
-
-
-def _tenant_days(raw: str) -> None:
-    per_tenant(raw, _days)
-
-
-def _tenant_pii_policies(raw: str) -> None:
-    per_tenant(raw, _server_pii_policy)
-
-
-# --- the declaration ---
-
-_OPTION = "episodic.option"  # the metadata key of a setting's Option
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """A setting's outside names, default, parser and check: one per field of Settings."""
-
-    name: str
-    default: Any
-    help: str
-    commands: frozenset[str]
-    parse: Callable[[str], Any]  # the text of its variable or flag -> its value
-    check: Callable[[Any], None] | None  # its value -> ValueError if it cannot be used
-
-    @property
-    def env(self) -> str:
-        return "EPISODIC_" + self.name.upper()
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def kind(self) -> type:
-        return type(self.default)
-
-    def value(self, raw: str, source: str) -> Any:
-        """`raw` parsed; ConfigError names `source` (the variable or flag)."""
-        try:
-            return self.parse(raw)
-        except ValueError as exc:
-            raise ConfigError(f"{source}: {exc}") from exc
-
-    def checked(self, value: object) -> None:
-        if self.check is None:
-            return
-        try:
-            self.check(value)
-        except ValueError as exc:
-            raise ConfigError(f"{self.name}: {exc}") from exc
-
-
-def setting(
-    default: T,
-    help: str,
-    *,
-    commands: frozenset[str] = ENGINE,
-    check: Callable[[T], None] | None = None,
-    parse: Callable[[str], T] | None = None,
-) -> T:
-    """A field of Settings that is also a setting; its name comes from the field's."""
-    option = Option("", default, help, commands, parse or _parser_for(default), check)
-    return dataclasses.field(default=default, metadata={_OPTION: option})
-
-
-@dataclass(frozen=True, slots=True)
-class TlsMaterial:
-    """The PEM bytes of the TLS files; `client_ca` set means clients must present a
-    certificate it signed."""
-
-    certificate_chain: bytes
-    private_key: bytes
-    client_ca: bytes | None = None
-
-
 _SHARES = ShareLimits()  # the shares' defaults, declared once with what they mean
 
 
@@ -266,7 +67,7 @@ class Settings:
         "127.0.0.1:50051",
         "HOST:PORT the gRPC server listens on (port 0 picks a free port).",
         commands=GRPC,
-        check=_address,
+        check=check_address,
     )
     database_url: str = setting(
         "sqlite:///episodic.db",
@@ -297,7 +98,7 @@ class Settings:
         "",
         "HOST:PORT `episodic mcp` serves the Model Context Protocol on (streamable HTTP at /mcp; every request carries its own API key as a bearer token). Empty: MCP over stdin/stdout.",
         commands=MCP,
-        check=_optional_address,
+        check=check_optional_address,
     )
     mcp_api_key: str = setting(
         "",
@@ -419,17 +220,17 @@ class Settings:
     retention_tenant_days: str = setting(
         "",
         "Per-tenant caps on how long closed episodes are kept, e.g. acme=30,globex=365: an agent's retention_days (even 0, forever) is capped by its tenant's.",
-        check=_tenant_days,
+        check=check_tenant_days,
     )
     pii_policy: PiiPolicy = setting(
         PiiPolicy.OFF,
         "off or redact: whether emails, phone and card numbers, IBANs, SSNs, IP addresses and secrets are replaced by placeholders ([EMAIL]...) before storage, embedding and rendering. Applies to agents whose pii_policy is unspecified.",
-        parse=_server_pii_policy,
+        parse=server_pii_policy,
     )
     pii_tenant_policies: str = setting(
         "",
         "Per-tenant overrides of pii_policy, e.g. acme=redact,globex=off.",
-        check=_tenant_pii_policies,
+        check=check_tenant_pii_policies,
     )
     erasure_ledger: str = setting(
         "",
@@ -664,19 +465,19 @@ class Settings:
         "",
         "HOST:PORT serving the read-only context inspector (a web page and its JSON, same API keys as gRPC; plaintext: put TLS in front of it beyond localhost). Empty: no inspector.",
         commands=GRPC,
-        check=_optional_address,
+        check=check_optional_address,
     )
     inspector_trace_url: str = setting(
         "",
         "Link from a model call's trace id to your tracing UI: an http(s) URL template with {trace_id}, e.g. http://localhost:16686/trace/{trace_id}. Empty: the id is shown unlinked.",
         commands=GRPC,
-        check=_trace_url,
+        check=check_trace_url,
     )
     metrics_address: str = setting(
         "",
         "HOST:PORT serving Prometheus metrics on GET /metrics (plaintext, no authentication: bind it to a private interface). Empty: no metrics.",
         commands=GRPC,
-        check=_optional_address,
+        check=check_optional_address,
     )
     http_header_timeout_seconds: float = setting(
         10.0,
@@ -708,195 +509,5 @@ class Settings:
     # XDG_CACHE_HOME as read at start-up, for the default model_cache_dir; not a setting.
     xdg_cache_home: str = dataclasses.field(default="", hash=False)
 
-    @property
-    def limits(self) -> Limits:
-        return Limits(
-            max_content_bytes=self.max_content_bytes,
-            max_batch_messages=self.max_batch_messages,
-            max_json_bytes=self.max_json_bytes,
-            max_context_tokens=self.max_context_tokens,
-        )
 
-    @property
-    def share_limits(self) -> ShareLimits:
-        return ShareLimits(
-            rate_per_second=self.tenant_rate_per_second,
-            rate_burst=self.tenant_rate_burst,
-            rpcs=self.tenant_max_rpcs,
-            active=self.tenant_max_active,
-            streams=self.tenant_max_streams,
-            unsent_bytes=self.tenant_max_unsent_bytes,
-            watchers=self.tenant_max_watchers,
-            memory_writes_per_second=self.tenant_memory_writes_per_second,
-            memory_writes_burst=self.tenant_memory_writes_burst,
-            knowledge_chunks_per_second=self.tenant_knowledge_chunks_per_second,
-            knowledge_chunks_burst=self.tenant_knowledge_chunks_burst,
-            import_bytes_per_second=self.tenant_import_bytes_per_second,
-            import_bytes_burst=self.tenant_import_bytes_burst,
-            import_held_bytes=self.tenant_import_held_bytes,
-            server_rpcs=self.max_concurrent_rpcs,
-        )
-
-    @property
-    def watch_limits(self) -> WatchLimits:
-        return WatchLimits(
-            per_episode=self.max_watchers_per_episode,
-            per_process=self.max_watchers,
-            per_tenant=self.tenant_max_watchers,
-            buffer_events=self.watch_buffer_events,
-            buffer_bytes=self.watch_buffer_bytes,
-            replay=self.limits.max_page_size,
-        )
-
-    @property
-    def draft_limits(self) -> DraftLimits:
-        return DraftLimits(max_bytes=self.max_content_bytes, per_episode=self.max_drafts_per_episode)
-
-    def retention_caps(self) -> dict[str, int]:
-        """Tenant -> the most days its closed episodes may be kept."""
-        return _named("retention_tenant_days", per_tenant, self.retention_tenant_days, _days)
-
-    def pii_policies(self) -> tuple[PiiPolicy, dict[str, PiiPolicy]]:
-        """The server's default policy and the per-tenant ones."""
-        tenants = _named("pii_tenant_policies", per_tenant, self.pii_tenant_policies, _server_pii_policy)
-        return self.pii_policy, tenants
-
-    def api_key_text(self) -> str:
-        """Inline keys plus the keys file's content (read here, once, at start-up)."""
-        text = self.api_keys
-        if self.api_keys_file:
-            try:
-                text += "\n" + Path(self.api_keys_file).read_text()
-            except OSError as exc:
-                raise ConfigError(f"api_keys_file: cannot read {self.api_keys_file}: {exc}") from exc
-        return text
-
-    def tls_material(self) -> TlsMaterial | None:
-        """The TLS files' content (read here, once, at start-up); None serves plaintext."""
-        _check_tls(self)
-        if not self.tls_cert_file:
-            return None
-        client_ca = self.tls_client_ca_file
-        return TlsMaterial(
-            _read_pem("tls_cert_file", self.tls_cert_file, _PEM_CERTIFICATE),
-            _read_pem("tls_key_file", self.tls_key_file, _PEM_PRIVATE_KEY),
-            _read_pem("tls_client_ca_file", client_ca, _PEM_CERTIFICATE) if client_ca else None,
-        )
-
-
-OPTIONS: tuple[Option, ...] = tuple(
-    dataclasses.replace(f.metadata[_OPTION], name=f.name)
-    for f in dataclasses.fields(Settings)
-    if _OPTION in f.metadata
-)
-
-
-def _named(name: str, parse: Callable[..., T], *args: Any) -> T:
-    try:
-        return parse(*args)
-    except ValueError as exc:
-        raise ConfigError(f"{name}: {exc}") from exc
-
-
-_PEM_CERTIFICATE = (b"-----BEGIN CERTIFICATE-----", "certificate")
-_PEM_PRIVATE_KEY = (b"PRIVATE KEY-----", "private key")  # PKCS#8, EC or RSA
-
-
-def _read_pem(name: str, path: str, expected: tuple[bytes, str]) -> bytes:
-    """gRPC reports a file that is not PEM (or a swapped cert and key) only as "failed to
-    bind", so the shape is checked here, where the message can name the setting."""
-    data = read_named_file(name, path)
-    marker, what = expected
-    if marker not in data:
-        raise ConfigError(f"{name}: {path} holds no PEM {what}")
-    return data
-
-
-def read_named_file(name: str, path: str) -> bytes:
-    """A file a setting or flag names; ConfigError names the setting if it cannot be read."""
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot read {path}: {exc}") from exc
-
-
-def from_environment(environ: Mapping[str, str]) -> dict[str, object]:
-    """The settings the environment sets, parsed (ConfigError names the variable)."""
-    return {o.name: o.value(environ[o.env], o.env) for o in OPTIONS if o.env in environ}
-
-
-def otel_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The OTEL_* subset, captured with the settings so nothing else reads the environment."""
-    return {name: value for name, value in environ.items() if name.startswith("OTEL_")}
-
-
-def add_flags(parser: argparse.ArgumentParser, command: str) -> None:
-    """The flags of the settings `command` uses. Their text is parsed by `load`, like the
-    environment's, so a bad value is one ConfigError line, not an argparse usage."""
-    for o in OPTIONS:
-        if command not in o.commands:
-            continue
-        text = o.help.replace("%", "%%")  # argparse formats help with %: "15%" broke --help
-        if o.kind is bool:
-            parser.add_argument(o.flag, action=argparse.BooleanOptionalAction, default=None, help=text)
-        else:
-            parser.add_argument(o.flag, default=None, help=f"{text} [env {o.env}]")
-
-
-def from_flags(args: argparse.Namespace) -> dict[str, object]:
-    """The settings the command line sets (ConfigError names the flag)."""
-    found: dict[str, object] = {}
-    for o in OPTIONS:
-        given = getattr(args, o.name, None)
-        if given is not None:
-            found[o.name] = o.value(given, o.flag) if isinstance(given, str) else given
-    return found
-
-
-def load(environ: Mapping[str, str], args: argparse.Namespace) -> Settings:
-    values = from_environment(environ) | from_flags(args)
-    xdg_cache_home = environ.get("XDG_CACHE_HOME", "")
-    settings = Settings(**values, otel_environ=otel_environment(environ), xdg_cache_home=xdg_cache_home)  # type: ignore[arg-type]
-    for o in OPTIONS:  # whatever the source, default included
-        o.checked(getattr(settings, o.name))
-    _check_tls(settings)
-    return settings
-
-
-def load_process(args: argparse.Namespace) -> Settings:
-    """The settings of this process: its environment, then its command-line flags."""
-    return load(os.environ, args)
-
-
-def address_of_process() -> str:
-    """The gRPC address this process's environment names (for probes), else the default."""
-    return str(from_environment(os.environ).get("address") or Settings().address)
-
-
-def api_key_of_process() -> str:
-    """The API key a command-line client (`episodic export` / `import`) sends: EPISODIC_API_KEY."""
-    return os.environ.get("EPISODIC_API_KEY", "")
-
-
-def split_address(name: str, address: str) -> tuple[str, int]:
-    """HOST:PORT of setting `name` as (host without IPv6 brackets, port); the one parser of
-    every listening address."""
-    return _named(name, _host_port, address)
-
-
-def _check_tls(settings: Settings) -> None:
-    """A certificate without its key (or the reverse) is a half-done setup, never plaintext."""
-    if settings.tls_cert_file and not settings.tls_key_file:
-        raise ConfigError("tls_key_file: required when tls_cert_file is set")
-    if settings.tls_key_file and not settings.tls_cert_file:
-        raise ConfigError("tls_cert_file: required when tls_key_file is set")
-    if settings.tls_client_ca_file and not settings.tls_cert_file:
-        raise ConfigError("tls_client_ca_file: mutual TLS needs tls_cert_file and tls_key_file too")
-
-
-def markdown_table(options: Sequence[Option] = OPTIONS) -> str:
-    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
-    for o in options:
-        default = "off" if o.default is False else f"`{o.default}`" if o.default != "" else "(empty)"
-        rows.append(f"| `{o.flag}` | `{o.env}` | {default} | {o.help} |")
-    return "\n".join(rows) + "\n"
+OPTIONS: tuple[Option, ...] = options_of(Settings)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from episodic.domain.model import JsonValue
+from episodic.domain.pii_patterns import CARD_ISSUERS, FILE_EXTENSIONS, IBAN_LENGTHS, TOKEN_PATTERNS
 
 
 class PiiKind(enum.StrEnum):
@@ -225,19 +226,7 @@ def _scan(pattern: re.Pattern[str], text: str, windows: Sequence[Window]) -> Ite
 
 # --------------------------------------------------------------------------------------------- secrets
 
-_TOKENS = tuple(
-    re.compile(pattern + r"(?![\w-])")
-    for pattern in (
-        r"A(?<![\w-]A)(?:KIA|SIA|GPA|IDA|ROA|IPA|NPA|NVA|BIA|CCA)[A-Z0-9]{16}",  # AWS access key id
-        r"g(?<![\w-]g)(?:h[pousr]_[A-Za-z0-9]{36,255}|ithub_pat_[A-Za-z0-9_]{60,255})",  # GitHub
-        r"xox(?<![\w-]xox)[abprs]-[A-Za-z0-9-]{20,}",  # Slack
-        r"sk_(?<![\w-]sk_)(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe secret key
-        r"rk_(?<![\w-]rk_)(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe restricted key
-        r"sk-(?<![\w-]sk-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}",  # OpenAI-style
-        r"AIza(?<![\w-]AIza)[A-Za-z0-9_-]{35}",  # Google API key
-        r"eyJ(?<![\w-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",  # JWT
-    )
-)
+_TOKENS = tuple(re.compile(pattern + r"(?![\w-])") for pattern in TOKEN_PATTERNS)
 # HTTP Authorization credentials: `Bearer <token>`, `Basic <base64 of user:password>`.
 _BEARER = re.compile(r"[Bb](?<![\w-][Bb])earer\s+([A-Za-z0-9._~+/-]{16,}=*)(?![\w~+/=-])")
 _BASIC = re.compile(r"[Bb](?<![\w-][Bb])asic\s+([A-Za-z0-9+/]{8,}={0,2})(?![\w+/=])")
@@ -345,34 +334,12 @@ def _entropy(value: str) -> float:
 # 13-19 digits, optionally grouped by spaces or dashes; a longer digit run is some other number.
 _CARD = re.compile(r"[0-9](?<![\w-][0-9])(?<![0-9][ .][0-9])(?:[ -]?[0-9]){12,18}+(?![\w-]|[ .][0-9])")
 _CARD_GROUPS = ((4, 6, 5), (4, 6, 4))  # American Express, Diners Club; otherwise groups of four
-_ISSUERS: tuple[tuple[str, str, tuple[int, ...]], ...] = (  # (lowest prefix, highest prefix, lengths)
-    ("4", "4", (13, 16, 19)),  # Visa
-    ("51", "55", (16,)),  # Mastercard
-    ("2221", "2720", (16,)),  # Mastercard 2-series
-    ("34", "34", (15,)),  # American Express
-    ("37", "37", (15,)),
-    ("6011", "6011", (16, 17, 18, 19)),  # Discover
-    ("644", "649", (16, 17, 18, 19)),
-    ("65", "65", (16, 17, 18, 19)),
-    ("3528", "3589", (16, 17, 18, 19)),  # JCB
-    ("300", "305", (14, 15, 16, 17, 18, 19)),  # Diners Club
-    ("36", "36", (14, 15, 16, 17, 18, 19)),
-    ("38", "39", (14, 15, 16, 17, 18, 19)),
-    ("62", "62", (16, 17, 18, 19)),  # UnionPay
-    ("2200", "2204", (16, 17, 18, 19)),  # Mir
-    ("5019", "5019", (16,)),  # Dankort
-    *(
-        (maestro, maestro, tuple(range(12, 20)))
-        for maestro in ("5018", "5020", "5038", "5893", "6304", "6759")
-    ),
-    ("6761", "6763", tuple(range(12, 20))),  # Maestro
-)
 
 
 def _lengths_by_prefix() -> dict[str, frozenset[int]]:
     """Card number lengths by the first four digits, for a single lookup per candidate."""
     table: dict[str, frozenset[int]] = {}
-    for low, high, lengths in _ISSUERS:
+    for low, high, lengths in CARD_ISSUERS:
         for prefix in range(int(low.ljust(4, "0")), int(high.ljust(4, "9")) + 1):
             table[str(prefix)] = table.get(str(prefix), frozenset()) | frozenset(lengths)
     return table
@@ -417,34 +384,13 @@ _IBAN = re.compile(
     r"[0-9](?<=[A-Za-z]{2}[0-9])(?<![A-Za-z0-9]{3}[0-9])[0-9]"  # check digits after a country code
     r"(?: ?[A-Za-z0-9]{4}){2,8}+(?: ?[A-Za-z0-9]{1,3})?"  # the account, in groups of four or not
 )
-# ISO 13616 registry: country -> IBAN length.
-_IBAN_LENGTHS = {
-    **dict.fromkeys(["NO"], 15),
-    **dict.fromkeys(["BE"], 16),
-    **dict.fromkeys(["DK", "FI", "FK", "FO", "GL", "NL", "SD"], 18),
-    **dict.fromkeys(["MK", "SI"], 19),
-    **dict.fromkeys(["AT", "BA", "EE", "KZ", "LT", "LU", "MN", "XK"], 20),
-    **dict.fromkeys(["CH", "HR", "LI", "LV"], 21),
-    **dict.fromkeys(["BG", "BH", "CR", "DE", "GB", "GE", "IE", "ME", "RS", "VA"], 22),
-    **dict.fromkeys(["AE", "GI", "IL", "IQ", "OM", "SO", "TL"], 23),
-    **dict.fromkeys(["AD", "CZ", "ES", "MD", "PK", "RO", "SA", "SE", "SK", "TN", "VG"], 24),
-    **dict.fromkeys(["LY", "PT", "ST"], 25),
-    **dict.fromkeys(["IS", "TR"], 26),
-    **dict.fromkeys(["BI", "DJ", "FR", "GR", "IT", "MC", "MR", "SM"], 27),
-    **dict.fromkeys(["AL", "AZ", "BY", "CY", "DO", "GT", "HU", "LB", "NI", "PL", "SV"], 28),
-    **dict.fromkeys(["BR", "EG", "PS", "QA", "UA"], 29),
-    **dict.fromkeys(["JO", "KW", "MU", "YE"], 30),
-    **dict.fromkeys(["MT", "SC"], 31),
-    **dict.fromkeys(["LC"], 32),
-    **dict.fromkeys(["RU"], 33),
-}
 
 
 def _ibans(text: str, scope: _Scope) -> Iterator[_Candidate]:
     for match in _scan(_IBAN, text, scope.digits):
         start = match.start() - 2  # the country code
         candidate = text[start : match.end()]
-        length = _IBAN_LENGTHS.get(candidate[:2].upper())
+        length = IBAN_LENGTHS.get(candidate[:2].upper())
         if length is None:
             continue
         end = _end_of_nth_alnum(candidate, length)
@@ -517,12 +463,6 @@ def _follows(label: re.Pattern[str], text: str, start: int, reach: int) -> bool:
 # Found from the "@" (fast); the local part is then read backwards from it.
 _EMAIL_DOMAIN = re.compile(r"@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,24}(?![\w-]|\.\w|:[\w/~])")
 _REVERSED_LOCAL_PART = re.compile(r"[\w.%+'-]{1,65}")
-# A "TLD" that is a file extension makes `icon@2x.png` or `backup@2024.tar.gz` a file name.
-_FILE_EXTENSIONS = frozenset(
-    ("png", "jpg", "jpeg", "gif", "webp", "svg", "bmp", "ico", "tif", "tiff", "heic", "pdf", "txt", "csv")
-    + ("json", "yaml", "yml", "toml", "xml", "html", "htm", "css", "js", "ts", "jsx", "tsx", "map")
-    + ("gz", "tgz", "bz2", "xz", "zst", "tar")
-)
 
 
 def _emails(text: str, scope: _Scope) -> Iterator[_Candidate]:
@@ -530,7 +470,7 @@ def _emails(text: str, scope: _Scope) -> Iterator[_Candidate]:
         return
     for domain in _scan(_EMAIL_DOMAIN, text, scope.everywhere):
         start = _local_part_start(text, domain.start())
-        if start is not None and domain.group().rsplit(".", 1)[1].lower() not in _FILE_EXTENSIONS:
+        if start is not None and domain.group().rsplit(".", 1)[1].lower() not in FILE_EXTENSIONS:
             yield _Candidate(start, domain.end())
 
 

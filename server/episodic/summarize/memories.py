@@ -26,6 +26,16 @@ from episodic.domain.memories import ExtractedMemory, MemoryKind, normalized
 from episodic.domain.model import Message, Role
 from episodic.domain.when import period_in
 from episodic.summarize.facts import ClauseBreaks, Kind, fact_matches
+from episodic.summarize.memory_patterns import (
+    COUNTS,
+    HYPOTHETICAL_START,
+    MONTH_NAMES,
+    NOT_NAMES,
+    REQUEST_START,
+    SEASONS,
+    TOPICS,
+    WEEKDAY_NAMES,
+)
 from episodic.summarize.text import (
     Sentence,
     content_words,
@@ -190,14 +200,6 @@ _ASKING_TAIL = re.compile(
     r"|which|who|why|any|is|are|should|shall|let's)\b",
     re.IGNORECASE,
 )
-_HYPOTHETICAL_START = frozenset(
-    {"if", "suppose", "supposing", "imagine", "assuming", "hypothetically", "say", "what", "unless"}
-)
-_REQUEST_START = frozenset(
-    {"please", "can", "could", "would", "will", "let's", "help", "tell", "show", "give", "remind", "find",
-     "make", "write", "list", "explain", "check", "do", "does", "did", "is", "are", "how", "why",
-     "where", "when"}
-)  # fmt: skip
 # Hypothetical, addressed to the assistant, or someone else's words: not the user's memory.
 _NOT_A_STATEMENT = re.compile(
     r"\b(?:if|unless|whether|you|your|yourself|wish|congrats|congratulations)\b"
@@ -213,61 +215,6 @@ _NOT_A_STATEMENT = re.compile(
 _GOES_ON = re.compile(r"(?:it|it's|it\s+was|they|they're|they've|she|he|she's|he's)\s", re.IGNORECASE)
 _INTERJECTION_START = re.compile(r"(?:(?:yeah|yes|yep|well|so|oh|wow|hey|also|and|but|plus)\b[\s,!.]*){1,3}")
 _NAME = re.compile(r"(?<![\w'])[A-Z][\w'-]{0,30}(?:\s(?:of\s|de\s|the\s)?[A-Z][\w'-]{0,30}){0,3}")
-_NOT_NAMES = frozenset(
-    [
-        "I",
-        "I'm",
-        "I've",
-        "I'd",
-        "I'll",
-        "OK",
-        "AM",
-        "PM",
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-        "Sunday",
-    ]
-)
-_TOPICS: dict[str, frozenset[str]] = {
-    topic: frozenset(words.split())
-    for topic, words in {
-        "work": "job work works worked working boss office career promoted promotion colleague colleagues "
-        "company salary engineer nurse manager shift shifts team business",
-        "family": "mom mum mother dad father sister brother son daughter kids children grandma grandpa "
-        "family parents aunt uncle cousin baby",
-        "travel": "trip travel travelling traveling flight flying visit visiting vacation holiday honeymoon "
-        "abroad moved hotel",
-        "health": "diagnosed diabetes allergic allergy doctor hospital sick health gym marathon run running "
-        "injury therapy intolerant",
-        "food": "food eat eating meat vegetarian vegan cook cooking curry coffee tea recipe restaurant sugar "
-        "gluten peanuts dinner",
-        "hobbies": "guitar painting painted paint music band album pottery reading books hiking games "
-        "photography dance dancing football blues",
-        "pets": "dog dogs cat cats pet pets puppy kitten",
-        "education": "school university college phd student studied study studying graduated degree class "
-        "kindergarten course",
-        "money": "money saving savings salary deposit rent mortgage budget loan bank pension",
-        "home": "home house apartment flat live lives living moved neighbourhood countryside",
-        "relationships": "husband wife partner boyfriend girlfriend married anniversary wedding date dating "
-        "friend friends",
-    }.items()
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,7 +317,7 @@ def _statement(sentence: Sentence) -> Sentence | None:
     opening = _INTERJECTION_START.match(fold(sentence.text[:40]))  # "And sure, check out..."
     start = opening.end() if opening else 0
     first = tokens(tidy(sentence.text[start : start + 40]))[:2]
-    if not first or first[0] in _HYPOTHETICAL_START or first[0] in _REQUEST_START:
+    if not first or first[0] in HYPOTHETICAL_START or first[0] in REQUEST_START:
         return None
     return sentence
 
@@ -509,32 +456,15 @@ def _rank(memory: ExtractedMemory) -> int:
     return min(len(memory.entities), 3) + len(memory.topics) + (memory.event_time is not None)
 
 
-_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
-_MONTH_NAMES = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
-_WEEKDAY_NAMES = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _AHEAD = re.compile(
     r"\b(?:(?P<day>tomorrow|tonight)|next (?P<next>week|weekend|month|year|"
-    + "|".join([*_WEEKDAY_NAMES, *_SEASONS])
+    + "|".join([*WEEKDAY_NAMES, *SEASONS])
     + r")|in (?P<count>\d{1,2}|a|an|one|two|three|four|five|six) (?P<unit>day|week|month)s?"
     + r"|(?:in|this|next) (?P<month>"
-    + "|".join(_MONTH_NAMES)
+    + "|".join(MONTH_NAMES)
     + r"))\b",
     re.IGNORECASE,
 )
-_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 
 
 def future_time(text: str, now: datetime) -> datetime | None:
@@ -550,9 +480,9 @@ def future_time(text: str, now: datetime) -> datetime | None:
     if "next" in g:
         return _next(today, g["next"])
     if "unit" in g:
-        count = int(g["count"]) if g["count"].isdigit() else _COUNTS[g["count"]]
+        count = int(g["count"]) if g["count"].isdigit() else COUNTS[g["count"]]
         return today + timedelta(days=count * {"day": 1, "week": 7, "month": 30}[g["unit"]])
-    return _month_ahead(today, _MONTH_NAMES.index(g["month"]) + 1)
+    return _month_ahead(today, MONTH_NAMES.index(g["month"]) + 1)
 
 
 def _next(today: datetime, what: str) -> datetime:
@@ -563,9 +493,9 @@ def _next(today: datetime, what: str) -> datetime:
         return _month_ahead(today, today.month % 12 + 1)
     if what == "year":
         return today.replace(year=today.year + 1, month=1, day=1)
-    if what in _SEASONS:
-        return _month_ahead(today, _SEASONS[what], strictly=True)
-    return today + timedelta(days=(_WEEKDAY_NAMES.index(what) - today.weekday() - 1) % 7 + 1)
+    if what in SEASONS:
+        return _month_ahead(today, SEASONS[what], strictly=True)
+    return today + timedelta(days=(WEEKDAY_NAMES.index(what) - today.weekday() - 1) % 7 + 1)
 
 
 def _month_ahead(today: datetime, month: int, strictly: bool = False) -> datetime:
@@ -581,7 +511,7 @@ def entities(text: str) -> tuple[str, ...]:
     found = [label] if label else []
     for match in _NAME.finditer(rest):
         name = match.group()
-        if (match.start() == 0 and " " not in name) or name in _NOT_NAMES or name.startswith("I'"):
+        if (match.start() == 0 and " " not in name) or name in NOT_NAMES or name.startswith("I'"):
             continue
         found.append(name)
         if len(found) == MAX_ENTITIES:
@@ -599,7 +529,7 @@ def topics(text: str) -> tuple[str, ...]:
     words = tokens(text)
     found: dict[str, None] = {}
     for word in words:
-        for topic, lexicon in _TOPICS.items():
+        for topic, lexicon in TOPICS.items():
             if word in lexicon:
                 found.setdefault(topic)
         if len(found) >= MAX_TOPICS:

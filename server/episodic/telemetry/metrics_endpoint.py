@@ -19,10 +19,10 @@ from contextlib import asynccontextmanager
 from http import HTTPStatus
 
 from episodic.config import ConfigError, split_address
+from episodic.config.concerns import HttpLimits
 from episodic.edges.http.guard import (
     HEAD_END,
     LINGER_SECONDS,
-    HttpLimits,
     Tallies,
     head_problem,
     plain_answer,

@@ -14,7 +14,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from episodic.config import ConfigError, Settings, TlsMaterial
+from episodic.config import ConfigError, TlsMaterial
+from episodic.config.concerns import GrpcSettings
 from episodic.edges.grpc.access_log import AccessLog
 from episodic.edges.grpc.agents import AgentServicer
 from episodic.edges.grpc.arrivals import ArrivalInterceptor, Arrivals
@@ -96,28 +97,28 @@ _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-def server_options(settings: Settings) -> list[tuple[str, int]]:
+def server_options(listener: GrpcSettings) -> list[tuple[str, int]]:
     return [
-        ("grpc.max_receive_message_length", settings.max_receive_message_bytes),
-        ("grpc.max_send_message_length", settings.max_send_message_bytes),
-        ("grpc.keepalive_time_ms", settings.keepalive_time_ms),
-        ("grpc.keepalive_timeout_ms", settings.keepalive_timeout_ms),
+        ("grpc.max_receive_message_length", listener.max_receive_message_bytes),
+        ("grpc.max_send_message_length", listener.max_send_message_bytes),
+        ("grpc.keepalive_time_ms", listener.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", listener.keepalive_timeout_ms),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ("grpc.keepalive_permit_without_calls", 1),
         # Caps on what clients that stop reading can hold (docs/operations.md, "Slow and
         # stalled clients"); the total across connections is maximum_concurrent_rpcs.
-        ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
-        ("grpc.max_connection_age_ms", _milliseconds(settings.max_connection_age_seconds)),
-        ("grpc.max_connection_age_grace_ms", _milliseconds(settings.max_connection_age_grace_seconds)),
+        ("grpc.max_concurrent_streams", listener.max_concurrent_streams),
+        ("grpc.max_connection_age_ms", _milliseconds(listener.max_connection_age_seconds)),
+        ("grpc.max_connection_age_grace_ms", _milliseconds(listener.max_connection_age_grace_seconds)),
         # Against strangers: idle connections are closed, connections past the cap are closed
         # at accept (file descriptors stay bounded), and a client pinging more often than
         # min_ping_interval is sent GOAWAY after max_ping_strikes.
-        ("grpc.max_connection_idle_ms", _milliseconds(settings.max_connection_idle_seconds)),
-        ("grpc.max_allowed_incoming_connections", settings.max_connections),
+        ("grpc.max_connection_idle_ms", _milliseconds(listener.max_connection_idle_seconds)),
+        ("grpc.max_allowed_incoming_connections", listener.max_connections),
         ("grpc.http2.max_ping_strikes", 2),
         # a socket that never completes the HTTP/2 handshake is closed (gRPC's default: 120 s)
-        ("grpc.server_handshake_timeout_ms", _milliseconds(settings.max_connection_handshake_seconds)),
-        ("grpc.http2.settings_timeout", _milliseconds(settings.max_connection_handshake_seconds)),
+        ("grpc.server_handshake_timeout_ms", _milliseconds(listener.max_connection_handshake_seconds)),
+        ("grpc.http2.settings_timeout", _milliseconds(listener.max_connection_handshake_seconds)),
         # gRPC sets SO_REUSEPORT by default, so a second server on a busy port would start
         # and take half the calls: the bind must fail instead.
         ("grpc.so_reuseport", 0),
@@ -129,14 +130,15 @@ def _milliseconds(seconds: float) -> int:
 
 
 async def build_server(
-    settings: Settings,
+    listener: GrpcSettings,
     services: Services,
     keys: KeyRing,
     access_log: AccessLog,
     outer: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
     tls: TlsMaterial | None = None,
     database_health: HealthSource | None = None,
-    shares: TenantShares | None = None,
+    *,
+    shares: TenantShares,
     refused: Refused | None = None,
 ) -> GrpcServer:
     """Binds the port (TLS when `tls` is given) and registers everything; health starts
@@ -144,25 +146,23 @@ async def build_server(
     calls the error edge or authentication reject still pass through them. Each tenant's
     calls are held to its `shares` (gRPC's own maximum_concurrent_rpcs is not used: it
     would refuse health checks too, and let one tenant take every slot)."""
-    dev_tenant = settings.dev_tenant if settings.insecure_dev else None
-    shares = TenantShares(settings.share_limits) if shares is None else shares
     arrivals = Arrivals()
     server = grpc.aio.server(
         interceptors=[
             ArrivalInterceptor(arrivals),
             *outer,
             ErrorInterceptor(access_log),
-            AuthInterceptor(keys, dev_tenant),
+            AuthInterceptor(keys, listener.dev_tenant),
             ShareInterceptor(shares, refused),
         ],
-        options=server_options(settings),
+        options=server_options(listener),
     )
     episode_service_pb2_grpc.add_EpisodeServiceServicer_to_server(
         EpisodeServicer(
             services.episodes,
             services.recall,
             services.erasure,
-            settings.max_send_message_bytes,
+            listener.max_send_message_bytes,
             services.watch,
             services.transfer,
         ),
@@ -170,7 +170,7 @@ async def build_server(
     )
     agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(services.agents), server)
     context_service_pb2_grpc.add_ContextServiceServicer_to_server(
-        ContextServicer(services.context, services.model_calls, settings.max_send_message_bytes), server
+        ContextServicer(services.context, services.model_calls, listener.max_send_message_bytes), server
     )
     diagnostics_service_pb2_grpc.add_DiagnosticsServiceServicer_to_server(
         DiagnosticsServicer(services.index_checker, services.knowledge_checker), server
@@ -181,14 +181,14 @@ async def build_server(
         server,
     )
     knowledge_service_pb2_grpc.add_KnowledgeServiceServicer_to_server(
-        KnowledgeServicer(services.knowledge, settings.max_send_message_bytes), server
+        KnowledgeServicer(services.knowledge, listener.max_send_message_bytes), server
     )
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
         server,
     )
-    port = _bind(server, settings.address, tls)
+    port = _bind(server, listener.address, tls)
     result = GrpcServer(server, health_servicer, port, arrivals)
     await result.set_serving(False)
     if database_health is not None:

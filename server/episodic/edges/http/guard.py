@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 
-from episodic.config import Settings
-
 # Method, target and version: 414 beyond. The longest valid request is an inspector search
 # for a 1,000-character phrase, percent-encoded UTF-8: up to 12 KiB.
 MAX_REQUEST_LINE_BYTES = 16 * 1024
@@ -21,23 +19,6 @@ MAX_HEADER_BYTES = 16 * 1024  # every header line together: 431 beyond
 LINGER_SECONDS = 2.0  # after a 414/431, the client's rest is read (and dropped) this long
 NOTE_EVERY_SECONDS = 10.0  # at most one log line per reason and listener this often
 HEAD_END = b"\r\n\r\n"
-
-
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    header_seconds: float = 10.0  # from the connection (or the previous answer) to a whole head
-    body_seconds: float = 30.0  # from the head to the whole body
-    keepalive_seconds: float = 5.0  # idle between requests
-    max_connections: int = 256  # per listener, well below the open-file limit
-
-    @classmethod
-    def of(cls, settings: Settings) -> HttpLimits:
-        return cls(
-            header_seconds=settings.http_header_timeout_seconds,
-            body_seconds=settings.http_body_timeout_seconds,
-            keepalive_seconds=settings.http_keepalive_seconds,
-            max_connections=settings.http_max_connections,
-        )
 
 
 def head_problem(head: bytes | bytearray) -> HTTPStatus | None:

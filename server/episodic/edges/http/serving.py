@@ -24,12 +24,12 @@ from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from episodic.config import ConfigError
+from episodic.config.concerns import HttpLimits
 from episodic.edges.http.guard import (
     HEAD_END,
     LINGER_SECONDS,
     MAX_HEADER_BYTES,
     MAX_REQUEST_LINE_BYTES,
-    HttpLimits,
     Tallies,
     head_problem,
     plain_answer,

@@ -6,9 +6,9 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from episodic.config import Settings, split_address
+from episodic.config import split_address
+from episodic.config.concerns import InspectorSettings
 from episodic.domain.model import Caller
-from episodic.edges.http.guard import HttpLimits
 from episodic.edges.http.serving import bound, serving_asgi
 from episodic.edges.inspector.app import build_inspector
 from episodic.edges.keys import KeyRing
@@ -23,7 +23,10 @@ STOP_SECONDS = 5.0  # page loads in flight at shutdown get this long
 
 @asynccontextmanager
 async def serving_inspector(
-    settings: Settings, inspection: InspectionService, keys: KeyRing, shares: TenantShares | None = None
+    settings: InspectorSettings,
+    inspection: InspectionService,
+    keys: KeyRing,
+    shares: TenantShares | None = None,
 ) -> AsyncIterator[int | None]:
     """Yields the port the inspector listens on, or None when it is off. Its requests are
     held to the tenants' `shares` (the server's own, shared with gRPC)."""
@@ -31,11 +34,11 @@ async def serving_inspector(
         yield None
         return
     host, port = split_address(SETTING, settings.inspector_address)
-    dev = Caller(settings.dev_tenant) if settings.insecure_dev else None
+    dev = None if settings.dev_tenant is None else Caller(settings.dev_tenant)
     asgi = build_inspector(inspection, keys, dev, settings.inspector_trace_url, shares)
     with bound(SETTING, host, port) as sock:
         async with serving_asgi(
-            asgi, sock, setting=SETTING, stop_seconds=STOP_SECONDS, limits=HttpLimits.of(settings)
+            asgi, sock, setting=SETTING, stop_seconds=STOP_SECONDS, limits=settings.http
         ) as serving_port:
             log.info("serving the inspector", extra={"host": host, "port": serving_port})
             yield serving_port

@@ -12,7 +12,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from episodic.config import ConfigError, Settings
+from episodic.config import ConfigError
+from episodic.config.concerns import McpSettings
 from episodic.domain.model import Caller
 from episodic.edges.keys import KeyRing
 
@@ -21,7 +22,7 @@ REFUSED = "missing or unknown API key: send 'Authorization: Bearer <key>'"
 UNAUTHENTICATED = -32001  # JSON-RPC server error: no valid credential
 
 
-def stdio_caller(settings: Settings, keys: KeyRing) -> Caller:
+def stdio_caller(settings: McpSettings, keys: KeyRing) -> Caller:
     key = settings.mcp_api_key.strip()
     if key:
         caller = keys.caller_for(key)
@@ -31,7 +32,7 @@ def stdio_caller(settings: Settings, keys: KeyRing) -> Caller:
                 "EPISODIC_API_KEYS_FILE hold its hash; see `episodic keygen`)"
             )
         return caller
-    if settings.insecure_dev:
+    if settings.dev_tenant is not None:
         return Caller(settings.dev_tenant)
     raise ConfigError(
         "mcp_api_key: required over stdio: set EPISODIC_MCP_API_KEY to one of the configured API "
@@ -39,8 +40,8 @@ def stdio_caller(settings: Settings, keys: KeyRing) -> Caller:
     )
 
 
-def dev_caller(settings: Settings) -> Caller | None:
-    return Caller(settings.dev_tenant) if settings.insecure_dev else None
+def dev_caller(settings: McpSettings) -> Caller | None:
+    return None if settings.dev_tenant is None else Caller(settings.dev_tenant)
 
 
 def request_caller(request: Any) -> Caller | None:

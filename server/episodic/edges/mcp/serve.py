@@ -21,9 +21,9 @@ from episodic.bootstrap.fd_limit import quiet_accept_failures, raise_open_files_
 from episodic.bootstrap.lifecycle import open_app
 from episodic.cli.serve import dev_banner, stop_on_signals
 from episodic.config import Settings, split_address
+from episodic.config.concerns import CallerSettings, McpSettings
 from episodic.domain.model import Caller
 from episodic.edges.http import serving as http_serving
-from episodic.edges.http.guard import HttpLimits
 from episodic.edges.mcp.auth import BearerAuth, dev_caller, request_caller, stdio_caller
 from episodic.edges.mcp.server import build_server
 from episodic.edges.mcp.stdin import stdin_lines
@@ -39,16 +39,17 @@ async def serve_mcp(settings: Settings) -> None:
     the database is opened."""
     raise_open_files_limit()
     quiet_accept_failures()
-    address = split_address("mcp_address", settings.mcp_address) if settings.mcp_address else None
-    keys = load_keys(settings)
-    caller = stdio_caller(settings, keys) if address is None else None
-    if settings.insecure_dev:
-        print(dev_banner(settings.dev_tenant), file=sys.stderr, flush=True)
+    mcp = McpSettings.of(settings)
+    address = split_address("mcp_address", mcp.mcp_address) if mcp.mcp_address else None
+    keys = load_keys(CallerSettings.of(settings))
+    caller = stdio_caller(mcp, keys) if address is None else None
+    if mcp.dev_tenant is not None:
+        print(dev_banner(mcp.dev_tenant), file=sys.stderr, flush=True)
     stop = stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
     if caller is not None:
         await _serve_stdio(settings, caller, stop)
     elif address is not None:
-        if settings.mcp_api_key:
+        if mcp.mcp_api_key:
             log.warning("mcp_api_key is unused over HTTP: each request carries its own key")
         await _serve_http(settings, address, stop)
     log.info("stopped")
@@ -105,13 +106,14 @@ async def serve_http(app: App, sock: socket.socket) -> AsyncIterator[int]:
     asgi = mcp.streamable_http_app(
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host
     )
-    authenticated = BearerAuth(asgi, app.keys, dev_caller(app.settings))
+    settings = McpSettings.of(app.settings)
+    authenticated = BearerAuth(asgi, app.keys, dev_caller(settings))
     async with http_serving.serving_asgi(
         authenticated,
         sock,
         setting="mcp_address",
         stop_seconds=HTTP_STOP_SECONDS,
-        limits=HttpLimits.of(app.settings),
+        limits=settings.http,
         lifespan="on",
     ) as port:
         yield port
