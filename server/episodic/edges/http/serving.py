@@ -14,7 +14,7 @@ import logging
 import math
 import socket
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from http import HTTPStatus
 from typing import Any, ClassVar
 
@@ -58,9 +58,20 @@ def bound(setting: str, host: str, port: int) -> Iterator[socket.socket]:
 
 
 class _Uvicorn(uvicorn.Server):
+    """uvicorn's server without its signal handlers, and with an event for its start."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.ready.set()
 
 
 class GuardedH11(H11Protocol):
@@ -219,8 +230,13 @@ async def serving_asgi(
     )
     http = _Uvicorn(config)
     serving = asyncio.create_task(http.serve(sockets=[sock]))
-    while not http.started and not serving.done():
-        await asyncio.sleep(0.01)
+    ready = asyncio.create_task(http.ready.wait())
+    try:
+        await asyncio.wait((serving, ready), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ready.cancel()
+        with suppress(asyncio.CancelledError):
+            await ready
     if serving.done():
         await serving  # raises what stopped the start
         raise ConfigError(f"{setting}: the HTTP server stopped while starting")
