@@ -120,7 +120,7 @@ async def rounds_of_attack(a: Attacker, client: Client, episode_id: str, pool: W
 
 async def until_drained(compactions: SharedCompactions, pool: WatchedPool) -> None:
     async def drained() -> None:
-        while compactions.running() or not all(f.done() for f in pool.submitted):
+        while compactions.running() or not all(f.done() for f in pool.submitted):  # noqa: ASYNC110 - a thread pool's futures
             await asyncio.sleep(0.05)
 
     try:

@@ -131,7 +131,7 @@ async def test_pending_digests_survive_a_restart_and_the_index_is_rebuilt_from_s
 
 async def test_a_scopes_digest_vectors_read_in_pages_are_the_whole_scope(stack: Stack) -> None:
     """How a scope too large for the index cache is searched (state/index_cache.py)."""
-    episode_id, scope = await closed_episode(stack)
+    _episode_id, scope = await closed_episode(stack)
     digester = digester_for(stack, make_embedder("hashing"), datetime.now(UTC) + timedelta(seconds=1))
     assert await digester.run_once() >= 1
     source = SqlDigestVectors(stack.database, "hashing-256")
@@ -185,7 +185,7 @@ async def test_search_while_digests_are_pending_returns_only_ready_ones_and_says
     from episodic.domain.recall import SearchMode
     from episodic.service.recall import SearchRequest
 
-    episode_id, scope = await closed_episode(stack)  # nothing digests it: no digester runs here
+    _episode_id, scope = await closed_episode(stack)  # nothing digests it: no digester runs here
     request = SearchRequest(scope.agent_id, scope.user_id, SearchMode.HYBRID, "Porto")
     result = await stack.services.recall.search(stack.caller, request)
     assert result.snippets == [] and result.pending_digests == 1

@@ -152,7 +152,7 @@ async def test_an_llm_summary_is_made_in_the_background_while_turns_go_on(stack:
     second = await turn(service, stack, episode_id)
     assert second.report.compaction is Compaction.SCHEDULED and llm.calls == 1  # one at a time
     llm.release.set()
-    while compactor.in_flight:
+    while compactor.in_flight:  # noqa: ASYNC110 - until its task table empties, new ones too
         await asyncio.sleep(0.01)
     third = await turn(service, stack, episode_id)
     summary = [m for m in third.messages if m.section is Section.SUMMARY]
