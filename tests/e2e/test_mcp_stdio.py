@@ -20,9 +20,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
 
+from episodic.cli.serve_mcp import serve_mcp
 from episodic.config import ConfigError, Settings
 from episodic.edges.keys import config_line
-from episodic.edges.mcp.serve import serve_mcp
 from tests.e2e.helpers import clean_environment, run_process
 from tests.polling import eventually
 from tests.server_harness import KEY_A, KEY_B, TENANT_A

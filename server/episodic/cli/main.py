@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from episodic import config
 from episodic.cli.backup import add_commands as add_backup_commands
+from episodic.cli.mcp import add_command as add_mcp_command
 from episodic.cli.transfer import add_transfer_commands
 from episodic.edges.keys import KeyConfigError, KeyRing, config_line, new_key
-from episodic.edges.mcp.command import add_command as add_mcp_command
 from episodic.errors import EpisodicError
 from episodic.logs import configure_logging
 

@@ -22,7 +22,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 
 def run(args: argparse.Namespace) -> int:
-    from episodic.edges.mcp.serve import serve_mcp  # the SDK and the engine load only for this command
+    from episodic.cli.serve_mcp import serve_mcp  # the SDK and the engine load only for this command
 
     settings = config.load_process(args)
     configure_logging(settings.log_level)
