@@ -71,7 +71,7 @@ class Settings:
     )
     database_url: str = setting(
         "sqlite:///episodic.db",
-        "SQLAlchemy URL: sqlite:///FILE (default) or postgresql://USER@HOST:PORT/DB.",
+        "SQLAlchemy URL: sqlite:///FILE (default) or postgresql://USER@HOST:PORT/DB; several PostgreSQL servers in any form libpq takes, e.g. postgresql://USER@H1:P1,H2:P2/DB?target_session_attrs=read-write (docs/deployment.md).",
         commands=DATABASE,
     )
     insecure_dev: bool = setting(
@@ -341,7 +341,7 @@ class Settings:
     )
     tenant_max_active: int = setting(
         _SHARES.active,
-        "Each tenant's share: its RPCs that run at once; its others wait in line, in order, holding no CPU. What keeps one tenant's flood from slowing the others.",
+        "Each tenant's share: its RPCs that run at once; its others wait, holding no CPU. While tenants contend, a freed turn goes to the tenant running fewest, then to the one served least recently. Every turn shares the one event loop: raise it on a server of one tenant.",
         commands=GRPC,
         check=at_least(1),
     )
