@@ -27,12 +27,16 @@ from episodic_client import AsyncEpisodicClient, message_input, tool_call, tool_
 from episodic_client.integrations.openai_agents import EpisodicContextSession, EpisodicSession, context_items
 from episodic_client.v1 import context_pb2, episode_pb2
 from tests.conftest import unique
-from tests.e2e.helpers import clean_environment, run_process
+from tests.e2e.helpers import DIGEST_SETTLE_SECONDS, clean_environment, run_process
+from tests.polling import eventually
 from tests.server_harness import KEY_A, RunningServer
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "clients" / "python" / "examples" / "integrations" / "openai_agents.py"
 NO_TRACES = RunConfig(tracing_disabled=True)  # nothing leaves the machine
+
+# a digest's settled states, in the client's enum: a call waiting for one ends on them
+SETTLED_DIGESTS = frozenset({episode_pb2.DIGEST_STATE_READY, episode_pb2.DIGEST_STATE_FAILED})
 
 
 @pytest.fixture
@@ -47,6 +51,15 @@ async def connected(server: RunningServer) -> AsyncIterator[tuple[AsyncEpisodicC
     """A client of tenant A and a new agent."""
     async with AsyncEpisodicClient(server.address, api_key=KEY_A, timeout=30.0) as client:
         yield client, (await client.create_agent(unique("agent"))).agent.agent_id
+
+
+async def digest_settled(client: AsyncEpisodicClient, episode_id: str) -> None:
+    """Returns once the episode's digest is READY or FAILED, waiting on the state (polled)."""
+
+    async def settled() -> bool:
+        return (await client.get_episode(episode_id)).episode.digest.state in SETTLED_DIGESTS
+
+    assert await eventually(settled, DIGEST_SETTLE_SECONDS), "the digest did not settle"
 
 
 def items(*given: dict[str, Any]) -> list[TResponseInputItem]:
@@ -290,7 +303,8 @@ async def test_the_second_session_context_carries_what_the_user_said_in_the_firs
         await two_turns(first)
         closed = first.episode_id
         await first.clear_session()
-        await client.close_episode(closed, wait_for_digest=True)  # idempotent: waits for its digest
+        await client.close_episode(closed)  # idempotent
+        await digest_settled(client, closed)
 
         usage = Usage(requests=1, input_tokens=300, output_tokens=6, total_tokens=306)
         model = ScriptedModel([ModelStep(output=[assistant_message("Miso.", item_id="m")], usage=usage)])

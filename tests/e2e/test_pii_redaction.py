@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import struct_pb2
 
 from episodic.domain.model import PiiPolicy
-from episodic.v1 import agent_pb2, episode_pb2, episode_service_pb2, memory_pb2, memory_service_pb2
+from episodic.v1 import agent_pb2, episode_pb2, memory_pb2, memory_service_pb2
 from tests.e2e.context_helpers import build, create_agent, get_call
 from tests.e2e.helpers import Client
 from tests.server_harness import KEY_A, KEY_B, TENANT_B, running_server, settings_for
@@ -115,8 +115,7 @@ async def test_memories_and_session_data_keep_only_placeholders(redacting: tuple
     update = memory_service_pb2.UpdateSessionDataRequest(episode_id=episode_id, data=data)
     stored = (await alice.memories.UpdateSessionData(update, metadata=alice.auth)).session_data
     assert not leaks(str(stored)) and "[CARD]" in str(stored)
-    close = episode_service_pb2.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
-    await alice.episodes.CloseEpisode(close, metadata=alice.auth, timeout=30)
+    await alice.close_digested(episode_id)  # the digest's memories, waited on by state
     listing = memory_service_pb2.ListMemoriesRequest(
         agent_id=await _agent_of(alice, episode_id), user_id="mary"
     )

@@ -174,9 +174,8 @@ async def remembered(client: Client, user_id: str) -> str:
     agent_id = await client.create_agent()
     episode_id = await client.open_episode(agent_id, user_id)
     await client.add(episode_id, user_message(f"I grow {SECRET} trees in my garden"))
-    close = pb.CloseEpisodeRequest(episode_id=episode_id, wait_for_digest=True)
-    closed = await client.episodes.CloseEpisode(close, metadata=client.auth, timeout=30)
-    assert closed.episode.digest.state == episode_pb2.DIGEST_STATE_READY
+    closed = await client.close_digested(episode_id)  # waits on the digest's state, not a deadline
+    assert closed.digest.state == episode_pb2.DIGEST_STATE_READY
     return agent_id
 
 

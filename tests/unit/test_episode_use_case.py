@@ -166,7 +166,7 @@ async def test_closing_again_keeps_the_first_reason_and_end_time(app: UseCases) 
 async def test_a_close_that_waits_for_its_digest_returns_it_ready(app: UseCases) -> None:
     episode_id = await app.open()
     await app.say(episode_id, "I moved to Lisbon in 2021.", "Noted.")
-    closing = app.episodes.close_episode(CALLER, episode_id, wait_for_digest=5.0)
+    closing = app.episodes.close_episode(CALLER, episode_id, wait_for_digest=120.0)  # returns once READY
     closed, done = await asyncio.gather(closing, app.digester.run_once())
     assert done == 1
     assert closed.digest is not None and closed.digest.state is DigestState.READY

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 
 from episodic.embed.hashing import HashingEmbedder
 from episodic.state.query_vectors import QueryVectors
+from tests.polling import eventually
 
 
 class CountingEmbedder:
@@ -37,6 +38,15 @@ class CountingEmbedder:
         if self.fail:
             raise RuntimeError("embedder down")
         return self.inner.embed(texts)
+
+
+def prefetch_ended(queries: QueryVectors) -> Callable[[], Awaitable[bool]]:
+    """True once no embedding is under way (the prefetch's future is done and handled)."""
+
+    async def ended() -> bool:
+        return not queries._running
+
+    return ended
 
 
 async def test_a_prefetched_text_is_embedded_once() -> None:
@@ -80,7 +90,8 @@ async def test_a_failed_prefetch_is_retried_by_the_next_caller() -> None:
     embedder.fail = True
     queries = QueryVectors(embedder)
     queries.prefetch("q")
-    await asyncio.sleep(0.05)  # fails with nobody waiting: nothing is held, nothing is logged
+    # it fails with nobody waiting (nothing is held, nothing is logged): waited on, not slept
+    assert await eventually(prefetch_ended(queries)), "the prefetch did not end"
     embedder.fail = False
     assert len(await queries.of("q")) == embedder.dimension
     assert embedder.texts == ["q", "q"]
