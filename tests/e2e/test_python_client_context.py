@@ -25,6 +25,8 @@ from episodic_client import (
 from episodic_client.context import join_frames
 from episodic_client.v1 import context_pb2, context_service_pb2, episode_pb2, episode_service_pb2
 from tests.conftest import unique
+from tests.e2e.helpers import DIGEST_SETTLE_SECONDS
+from tests.polling import eventually
 from tests.ports import refusing_port
 from tests.server_harness import KEY_A, KEY_B, RunningServer, running_server, settings_for
 
@@ -179,12 +181,17 @@ async def test_search_episodes_finds_the_closed_episode(server: RunningServer) -
 async def search_until_ready(
     client: AsyncEpisodicClient, agent_id: str, user_id: str
 ) -> episode_service_pb2.SearchEpisodesResponse:
-    for _ in range(100):
+    """The search once the closed episode's digest has made it findable (polled: a loaded
+    machine digests late; the guard is against a hang, never a measurement)."""
+    found = episode_service_pb2.SearchEpisodesResponse()
+
+    async def searchable() -> bool:
+        nonlocal found
         found = await client.search_episodes(agent_id, user_id, "hotel in Kyoto", mode="hybrid", top_k=3)
-        if found.snippets:
-            return found
-        await asyncio.sleep(0.1)
-    raise AssertionError("the digest never became searchable")
+        return bool(found.snippets)
+
+    assert await eventually(searchable, DIGEST_SETTLE_SECONDS), "the digest never became searchable"
+    return found
 
 
 def frame(*parts: tuple[int, str, bool], report: bool = False) -> context_service_pb2.BuildContextResponse:
