@@ -31,6 +31,7 @@ pb = episode_service_pb2
 EPISODES = "/episodic.v1.EpisodeService"
 STATUS_CODE = "rpc.grpc.status_code"
 SECRET = "tangerine"  # message and query text that must not leak into spans
+SPAN_SECONDS = 30.0  # how long a finished RPC's span may take to be exported
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,10 @@ class Traced:
 
 
 async def one_span(spans: InMemorySpanExporter, name: str) -> ReadableSpan:
-    """The single span of that name; a span ends as its RPC completes, so wait a little."""
-    for _ in range(100):
+    """The single span of that name; a span ends as its RPC completes, so wait for it (the
+    guard is against a hang, never a measurement: a loaded machine ends spans late)."""
+    deadline = asyncio.get_running_loop().time() + SPAN_SECONDS
+    while asyncio.get_running_loop().time() < deadline:
         if found := [s for s in spans.get_finished_spans() if s.name == name]:
             assert len(found) == 1, f"{len(found)} spans named {name}"
             return found[0]
