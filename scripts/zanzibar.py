@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import uuid
+from pathlib import Path
 
 from episodic_client import AsyncEpisodicClient
 from episodic_client.v1 import agent_pb2, context_pb2, episode_pb2
 
-TRIP = [
-    ("We fly to Lisbon on Friday morning and stay for ten days.", "Lovely, Lisbon in spring is mild."),
-    ("I booked a small hotel in Alfama near the castle.", "Alfama is hilly; pack comfortable shoes."),
-    ("Should we take the tram up to the viewpoints?", "Tram 28 goes there, but it gets crowded."),
-    ("We also want a day trip to Sintra by train.", "Trains leave Rossio station every twenty minutes."),
-    ("What about food, any dishes we must try?", "Try bacalhau, grilled sardines and pasteis de nata."),
-]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.e2e.context_helpers import TRIP
+
 QUESTION = "Who will look after my cat while I'm away?"
 
 

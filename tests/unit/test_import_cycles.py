@@ -8,13 +8,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "server" / "episodic"
-GENERATED = PACKAGE / "v1"
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+from tests.unit.test_dependency_rules import GENERATED, PACKAGE, module_name
 
 
 def _is_type_checking(node: ast.If) -> bool:

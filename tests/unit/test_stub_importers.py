@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "server" / "episodic"
-GENERATED = PACKAGE / "v1"
+from tests.unit.test_dependency_rules import GENERATED, PACKAGE, module_name
+
 GRPC_EDGE = PACKAGE / "edges" / "grpc"
 STUBS = "episodic.v1"
-
-
-def module_name(module: Path) -> str:
-    parts = module.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def named(module: Path, source: str | None = None) -> Iterator[str]:
