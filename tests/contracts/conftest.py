@@ -142,6 +142,8 @@ class World:
     knowledge_vectors: ScopeVectorSource  # agent knowledge's vectors of MODEL
     tenant: str = field(default_factory=lambda: unique("tenant"))
     database: Database | None = None  # the SQL worlds' (for what only SQL holds: full-text rows)
+    writer: GroupCommitWriter | None = None  # the SQL worlds' writer, for ports built per suite
+    tables: Tables | None = None  # the fake world's tables, for fakes built per suite
 
     @property
     def retention(self) -> RetentionStore:
@@ -277,6 +279,7 @@ def _fake_world(clock: FixedClock) -> World:
         retention_capped=lambda caps: FakeRetentionStore(t, caps),
         knowledge=knowledge,
         knowledge_vectors=knowledge,
+        tables=t,
     )
 
 
@@ -323,6 +326,7 @@ async def world(implementation: tuple[str, str, bool]) -> AsyncIterator[World]:
             knowledge=SqlKnowledgeStore(database, writer),
             knowledge_vectors=SqlKnowledgeVectors(database, MODEL),
             database=database,
+            writer=writer,
         )
     finally:
         await writer.stop()
