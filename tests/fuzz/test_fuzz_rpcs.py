@@ -1,5 +1,5 @@
 """The fast slice of the fuzzing: every RPC of the episodic.v1 services (discovered from the
-descriptors) gets EPISODIC_FUZZ_EXAMPLES generated hostile or plausible requests (50 by
+descriptors) gets EPISODIC_FUZZ_EXAMPLES generated hostile or plausible requests (20 by
 default) against a live in-process server on SQLite. No request may end INTERNAL or
 UNKNOWN, the server keeps answering health checks, and no rejected write leaves anything
 behind. `pytest -s` prints the per-RPC table; the long run is scripts/fuzz.sh."""
@@ -15,7 +15,7 @@ import pytest
 from tests.fuzz.runner import Plan, Report, discover_rpcs, fuzz
 from tests.server_harness import running_server, settings_for
 
-EXAMPLES = int(os.environ.get("EPISODIC_FUZZ_EXAMPLES", "50"))
+EXAMPLES = int(os.environ.get("EPISODIC_FUZZ_EXAMPLES", "20"))
 SEED = int(os.environ.get("EPISODIC_FUZZ_SEED", "0"))
 
 
