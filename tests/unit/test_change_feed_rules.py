@@ -21,12 +21,13 @@ from episodic.domain.changes import (
     UserErased,
 )
 from episodic.domain.erasure import user_hash
-from episodic.domain.ports.changes import FeedEntry, FeedPage
+from episodic.domain.ports.changes import FeedEntry
 from episodic.domain.recall import Scope, Vector
 from episodic.state.index_cache import ResidentScopes
 from episodic.store.feed import FEED_VERSION, FeedRow, _entry, decode, encode
 from episodic.workers.feed import FeedPruner, FeedTail
 from tests.fakes import FakeVectorIndex
+from tests.fakes_feed import FakeChangeFeed
 
 MARY, JOHN = Scope("t", "helper", "mary"), Scope("t", "helper", "john")
 
@@ -89,26 +90,6 @@ def test_a_row_of_a_newer_format_or_unknown_kind_is_refused_not_skipped() -> Non
 # --- the tail ------------------------------------------------------------------------------
 
 
-class FakeLog:
-    origin = "me"
-
-    def __init__(self) -> None:
-        self.entries: list[FeedEntry] = []
-        self.pruned = 0
-
-    async def head(self) -> int:
-        return self.entries[-1].seq if self.entries else 0
-
-    async def after(self, seq: int, limit: int) -> FeedPage:
-        return FeedPage(self.pruned, [e for e in self.entries if e.seq > seq][:limit])
-
-    async def prune(self, through: int) -> int:
-        gone = [e for e in self.entries if e.seq <= through]
-        self.entries = [e for e in self.entries if e.seq > through]
-        self.pruned = max(self.pruned, through)
-        return len(gone)
-
-
 class FakeOwner:
     def __init__(self) -> None:
         self.applied: list[Change] = []
@@ -129,12 +110,12 @@ class NoSignals:
         return None
 
 
-def tail_over(log: FakeLog, owner: FakeOwner, health: list[bool]) -> FeedTail:
+def tail_over(log: FakeChangeFeed, owner: FakeOwner, health: list[bool]) -> FeedTail:
     return FeedTail(feed=log, owner=owner, signals=NoSignals(), healthy=health.append, batch=2)  # type: ignore[arg-type]
 
 
 async def test_the_tail_applies_other_replicas_changes_in_order_and_skips_its_own() -> None:
-    log, owner = FakeLog(), FakeOwner()
+    log, owner = FakeChangeFeed(origin="me"), FakeOwner()
     log.entries = [
         FeedEntry(1, "other", ScopeChanged(MARY)),
         FeedEntry(2, "me", ScopeChanged(JOHN)),
@@ -146,7 +127,7 @@ async def test_the_tail_applies_other_replicas_changes_in_order_and_skips_its_ow
 
 
 async def test_a_row_the_tail_cannot_read_stops_it_there_until_it_can() -> None:
-    log, owner, health = FakeLog(), FakeOwner(), list[bool]()
+    log, owner, health = FakeChangeFeed(origin="me"), FakeOwner(), list[bool]()
     log.entries = [
         FeedEntry(1, "other", ScopeChanged(MARY)),
         FeedEntry(2, "other", None, "change feed row 2 has format 9"),
@@ -162,16 +143,16 @@ async def test_a_row_the_tail_cannot_read_stops_it_there_until_it_can() -> None:
 
 
 async def test_a_tail_behind_the_pruned_mark_resyncs_everything_then_goes_on() -> None:
-    log, owner = FakeLog(), FakeOwner()
+    log, owner = FakeChangeFeed(origin="me"), FakeOwner()
     log.entries = [FeedEntry(5, "other", ScopeChanged(MARY))]
-    log.pruned = 4
+    log.pruned_through = 4
     tail = tail_over(log, owner, [])
     await tail.catch_up()
     assert owner.resyncs == 1 and tail.position == 5 and owner.applied == [ScopeChanged(MARY)]
 
 
 async def test_the_pruner_deletes_only_rows_older_than_the_retention_on_its_own_clock() -> None:
-    log, now = FakeLog(), [0.0]
+    log, now = FakeChangeFeed(origin="me"), [0.0]
     log.entries = [FeedEntry(i, "x", ScopeChanged(MARY)) for i in (1, 2)]
     pruner = FeedPruner(feed=log, retention_seconds=60, clock=lambda: now[0])
     assert await pruner.prune() == 0  # head 2 seen at t=0

@@ -18,7 +18,7 @@ from episodic.bootstrap.wiring import build_core
 from episodic.config.values import retention_caps
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.model import Caller, Episode, NewMessage, PiiPolicy, Role
-from episodic.domain.ports.changes import FeedPage, Signals
+from episodic.domain.ports.changes import Signals
 from episodic.domain.ports.compaction import BackgroundCompactions
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
@@ -69,6 +69,7 @@ from tests.fakes import (
     WordEmbedder,
     WordTokenCounter,
 )
+from tests.fakes_feed import FakeChangeFeed
 
 F = TypeVar("F")
 TENANT = "acme"
@@ -102,25 +103,6 @@ class Settings:
 
 def _per_tenant(values: Mapping[str, str]) -> str:
     return ",".join(f"{tenant}={value}" for tenant, value in values.items())
-
-
-class QuietFeed:
-    """The change feed of a process alone (the `ChangeFeed` and `ChangeLog` ports): nothing
-    to read, nobody to wake."""
-
-    origin = "unit"
-
-    def published(self) -> None:
-        pass
-
-    async def head(self) -> int:
-        return 0
-
-    async def after(self, seq: int, limit: int) -> FeedPage:
-        return FeedPage(pruned_through=0, entries=[])
-
-    async def prune(self, through: int) -> int:
-        return 0
 
 
 @dataclass
@@ -328,7 +310,7 @@ def fake_adapters(
         WordEmbedder(),
         FakeEpisodeStore(tables, clock),
         FakeDigestStore(tables),
-        QuietFeed(),
+        FakeChangeFeed(origin="unit"),  # a process alone: nothing to read, nobody to wake
     )
     summarizer = FirstSentenceSummarizer()
     memories = FakeMemoryStore(tables, embedder.model_id, clock)
