@@ -177,7 +177,7 @@ def test_each_command_takes_only_the_flags_of_the_settings_it_uses() -> None:
     migrate = argparse.ArgumentParser()
     config.add_flags(migrate, "migrate")
     flags = {a.dest for a in migrate._actions} - {"help"}
-    assert flags == {"database_url", "db_pool_size", "log_level"}
+    assert flags == {"config", "database_url", "db_pool_size", "log_level"}
     serve = argparse.ArgumentParser()
     config.add_flags(serve, "serve")
     assert {"address", "tls_cert_file", "embedder"} <= {a.dest for a in serve._actions}

@@ -1,6 +1,7 @@
 """The `episodic` command: serve (default), migrate, keygen, healthcheck, config-docs, reindex,
-model-call, mcp; `--version`. The measuring tools are the lab's (`episodic-lab`, in lab/), not the
-product's."""
+model-call, mcp, export, import, erase, backup, restore; `--version`. No command, or flags
+only, means serve; a first word that is neither a command nor a flag is refused (exit 2).
+The measuring tools are the lab's (`episodic-lab`, in lab/), not the product's."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 
 from episodic import config
 from episodic.cli.backup import add_commands as add_backup_commands
+from episodic.cli.erase import add_command as add_erase_command
 from episodic.cli.mcp import add_command as add_mcp_command
 from episodic.cli.transfer import add_transfer_commands
 from episodic.edges.keys import KeyConfigError, KeyRing, config_line, new_key
@@ -30,6 +32,7 @@ COMMANDS = (
     "mcp",
     "export",
     "import",
+    "erase",
     "backup",
     "restore",
 )
@@ -39,7 +42,12 @@ VERSION_FLAGS = ("-V", "--version")
 def main(argv: Sequence[str] | None = None) -> int:
     """A failure to start is one line on stderr and exit code 2; `--debug` adds the
     traceback."""
-    args = _parser().parse_args(_with_default_command(list(sys.argv[1:] if argv is None else argv)))
+    words = list(sys.argv[1:] if argv is None else argv)
+    unknown = _unknown_command(words)
+    if unknown is not None:
+        print(unknown, file=sys.stderr)
+        return 2
+    args = _parser().parse_args(_with_default_command(words))
     debug = bool(getattr(args, "debug", False))
     try:
         return int(args.run(args))
@@ -57,8 +65,18 @@ def _failed(line: str, debug: bool) -> int:
     return 2
 
 
+def _unknown_command(argv: list[str]) -> str | None:
+    """The line refusing a first word that is not a command (flags only still mean serve)."""
+    if not argv or argv[0].startswith("-") or argv[0] in COMMANDS:
+        return None
+    return (
+        f"episodic: unknown command {argv[0]!r} (commands: {', '.join(COMMANDS)}; "
+        "`episodic --help` says what each does)"
+    )
+
+
 def _with_default_command(argv: list[str]) -> list[str]:
-    """No command means `serve`; help and the version are the top level's own."""
+    """No command (or flags only) means `serve`; help and the version are the top level's own."""
     top_level = argv[:1] in (["-h"], ["--help"]) or (argv[:1] and argv[0] in VERSION_FLAGS)
     return argv if (argv[:1] and argv[0] in COMMANDS) or top_level else ["serve", *argv]
 
@@ -100,8 +118,15 @@ def _parser() -> argparse.ArgumentParser:
     health.add_argument("--address", default=None, help="HOST:PORT [default: EPISODIC_ADDRESS]")
     _add_probe_tls_flags(health)
     health.set_defaults(run=_healthcheck)
-    docs = commands.add_parser("config-docs", help="print the configuration table (Markdown)")
-    docs.set_defaults(run=lambda _args: print(config.markdown_table(), end="") or 0)
+    docs = commands.add_parser(
+        "config-docs", help="print the configuration tables (Markdown), or a config file's template"
+    )
+    docs.add_argument(
+        "--toml",
+        action="store_true",
+        help="print a TOML config file: every setting at its default, commented out",
+    )
+    docs.set_defaults(run=_config_docs)
     reindex = commands.add_parser(
         "reindex", help="digest pending episodes and re-embed stale vectors, then exit"
     )
@@ -110,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_model_call(commands)
     add_mcp_command(commands)
     add_transfer_commands(commands)
+    add_erase_command(commands)
     add_backup_commands(commands)
     return parser
 
@@ -119,11 +145,20 @@ def _add_model_call(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "model-call", help="print a stored model call (what a BuildContext rendered) from the database"
     )
     model_call.add_argument("model_call_id", metavar="CALL_ID", help="the model call's id")
-    model_call.add_argument("--tenant", required=True, help="the tenant the call belongs to")
+    model_call.add_argument(
+        "--tenant",
+        default=None,
+        help="the tenant the call belongs to [default: the dev tenant, with --insecure-dev]",
+    )
     model_call.add_argument("--json", action="store_true", help="print the call as the API returns it")
     config.add_flags(model_call, "model-call")
     _add_debug_flag(model_call)
     model_call.set_defaults(run=_model_call)
+
+
+def _config_docs(args: argparse.Namespace) -> int:
+    print(config.toml_template() if args.toml else config.markdown_table(), end="")
+    return 0
 
 
 def _model_call(args: argparse.Namespace) -> int:

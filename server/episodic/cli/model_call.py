@@ -1,7 +1,8 @@
-"""`episodic model-call CALL_ID --tenant TENANT`: one stored model call (what a BuildContext
-rendered for the model, and why), printed for a person to read, or as the API's JSON with
-`--json`. It reads the database directly with the server's settings, like `reindex`: an
-operator's tool on the box, needing no API key, which never writes."""
+"""`episodic model-call CALL_ID [--tenant TENANT]` (in dev mode the dev tenant by default):
+one stored model call (what a BuildContext rendered for the model, and why), printed for a
+person to read, or as the API's JSON with `--json`. It reads the database directly with the
+server's settings, like `reindex`: an operator's tool on the box, needing no API key, which
+never writes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from google.protobuf.json_format import MessageToJson
 
 from episodic.bootstrap.core import open_core
 from episodic.bootstrap.schema import explained_startup_failures
-from episodic.config import Settings
+from episodic.config import ConfigError, Settings
 from episodic.domain.context import ContextReport, ModelCall, RenderedMessage, Section
 from episodic.domain.json_text import json_text
 from episodic.edges.grpc.context_convert import model_call_out
@@ -25,13 +26,24 @@ INDENT = "    "
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Exit 0 with the call printed; 1 when the tenant has no such call."""
+    tenant = tenant_of(settings, args.tenant)
     try:
-        call = asyncio.run(read_model_call(settings, args.tenant, args.model_call_id))
+        call = asyncio.run(read_model_call(settings, tenant, args.model_call_id))
     except NotFound:
-        print(f"episodic: no model call {args.model_call_id!r} in tenant {args.tenant!r}", file=sys.stderr)
+        print(f"episodic: no model call {args.model_call_id!r} in tenant {tenant!r}", file=sys.stderr)
         return 1
     print(as_json(call) if args.json else readable(call))
     return 0
+
+
+def tenant_of(settings: Settings, given: str | None) -> str:
+    """--tenant, else the dev tenant in dev mode (--insecure-dev, by flag, variable or file),
+    which is where the calls of a server without keys are; else --tenant is required."""
+    if given is not None:
+        return given
+    if settings.insecure_dev:
+        return settings.dev_tenant
+    raise ConfigError("model-call: --tenant is required (or --insecure-dev: the dev tenant's calls)")
 
 
 async def read_model_call(settings: Settings, tenant_id: str, model_call_id: str) -> ModelCall:

@@ -41,7 +41,7 @@ def add_transfer_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
     export.add_argument("--out", required=True, help="the export file to write (a zip)")
     export.add_argument("--replace", action="store_true", help="overwrite --out if it exists")
-    _add_connection_flags(export)
+    add_connection_flags(export)
     export.set_defaults(run=_export)
     load = commands.add_parser(
         "import", help="load an export file (or another system's export) into a server"
@@ -56,11 +56,12 @@ def add_transfer_commands(commands: argparse._SubParsersAction[argparse.Argument
         help="the file's format [default: an `episodic export` file]",
     )
     load.add_argument("--agent", default="", help="--from openai-chat / mem0: the agent to import into")
-    _add_connection_flags(load)
+    add_connection_flags(load)
     load.set_defaults(run=_import)
 
 
-def _add_connection_flags(parser: argparse.ArgumentParser) -> None:
+def add_connection_flags(parser: argparse.ArgumentParser) -> None:
+    """--address and the TLS flags of a command that calls a running server."""
     parser.add_argument("--address", default=None, help="HOST:PORT of the server [default: EPISODIC_ADDRESS]")
     parser.add_argument("--tls", action="store_true", help="speak TLS, trusting the system's CAs")
     parser.add_argument(
@@ -71,7 +72,8 @@ def _add_connection_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _connect(args: argparse.Namespace) -> tuple[grpc.Channel, Auth]:
+def connect(args: argparse.Namespace) -> tuple[grpc.Channel, Auth]:
+    """The channel to the server the flags name, and the key (EPISODIC_API_KEY) as metadata."""
     address = str(args.address or config.address_of_process())
     tls = probe_tls(args.tls_ca, "", "", args.tls_server_name, args.tls)
     key = config.api_key_of_process()
@@ -86,7 +88,7 @@ def _export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not args.replace:
         return _say(f"episodic: {out} exists; pass --replace to overwrite it", 2)
-    channel, auth = _connect(args)
+    channel, auth = connect(args)
     started = time.monotonic()
     temporary = out.with_name(f".{out.name}.partial")
     try:
@@ -115,7 +117,7 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     if not Path(args.file).is_file():  # a device or a pipe could be read without end
         return _say(f"episodic: import failed: {args.file} is not a regular file", 1)
-    channel, auth = _connect(args)
+    channel, auth = connect(args)
     started = time.monotonic()
     try:
         with channel:

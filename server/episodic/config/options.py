@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ ENGINE = frozenset({"serve", "mcp", "reindex"})  # what the memory engine needs,
 BACKUP = frozenset({"backup", "restore"})  # the operator's copies of a SQLite database
 DATABASE = ENGINE | {"migrate", "model-call"} | BACKUP  # every command that opens the database
 CALLERS = frozenset({"serve", "mcp"})  # who may call and how callers are held back
+DEV_MODE = CALLERS | {"model-call"}  # whether calls without a key are the dev tenant's
 GRPC = frozenset({"serve"})  # the gRPC listener itself
 MCP = frozenset({"mcp"})
 
@@ -29,6 +31,50 @@ E = TypeVar("E", bound=enum.Enum)
 
 class ConfigError(ValueError):
     """A setting has a value that cannot be used; the message names it."""
+
+
+class Section(enum.StrEnum):
+    """The concern a setting belongs to: its group in `--help`, its table in a config file
+    (`[server]`, ...) and in docs/configuration.md. Declared in the order they are shown."""
+
+    SERVER = "server"
+    DATABASE = "database"
+    CALLERS = "callers"
+    TLS = "tls"
+    CONNECTIONS = "connections"
+    REQUESTS = "requests"
+    SHARES = "shares"
+    WATCH = "watch"
+    CACHES = "caches"
+    MODELS = "models"
+    RETENTION = "retention"
+    PRIVACY = "privacy"
+    REPLICAS = "replicas"
+    HTTP = "http"
+    MCP = "mcp"
+
+    @property
+    def heading(self) -> str:
+        return _SECTION_HEADINGS[self]
+
+
+_SECTION_HEADINGS = {
+    Section.SERVER: "the server: its address, logs and shutdown",
+    Section.DATABASE: "the database",
+    Section.CALLERS: "who may call: API keys, dev mode",
+    Section.TLS: "TLS of the gRPC listener",
+    Section.CONNECTIONS: "gRPC connections and messages",
+    Section.REQUESTS: "what one request may hold",
+    Section.SHARES: "each tenant's share",
+    Section.WATCH: "WatchEpisode",
+    Section.CACHES: "RAM held for what SQL keeps",
+    Section.MODELS: "models: embedder, summarizer, memory extractor",
+    Section.RETENTION: "retention and background sweeps",
+    Section.PRIVACY: "PII redaction",
+    Section.REPLICAS: "replicas: the change feed",
+    Section.HTTP: "HTTP listeners: inspector, metrics",
+    Section.MCP: "episodic mcp",
+}
 
 
 # --- parsers: the text of a variable or flag -> the setting's value (ValueError says why) ---
@@ -169,8 +215,30 @@ class Option:
     default: Any
     help: str
     commands: frozenset[str]
+    section: Section
     parse: Callable[[str], Any]  # the text of its variable or flag -> its value
     check: Callable[[Any], None] | None  # its value -> ValueError if it cannot be used
+    brief: str = ""  # its line in --help, when the help's first clause is too long for one
+    shown: str = ""  # what an empty default means, when it means more than nothing
+
+    @property
+    def short_help(self) -> str:
+        """One line for --help: `brief`, else the help's first clause without its asides."""
+        if self.brief:
+            return self.brief
+        text = re.sub(r"\s*\([^()]*\)", "", self.help)
+        return re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".").split("; ")[0]
+
+    @property
+    def shown_default(self) -> str:
+        """The default as --help, the docs and a config file's template show it."""
+        if self.shown:
+            return self.shown
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        if isinstance(self.default, enum.Enum):
+            return str(self.default.value)
+        return str(self.default) if self.default != "" else "(empty)"
 
     @property
     def env(self) -> str:
@@ -204,12 +272,18 @@ def setting(
     default: T,
     help: str,
     *,
+    section: Section,
     commands: frozenset[str] = ENGINE,
     check: Callable[[T], None] | None = None,
     parse: Callable[[str], T] | None = None,
+    brief: str = "",
+    shown: str = "",
 ) -> T:
-    """A field of Settings that is also a setting; its name comes from the field's."""
-    option = Option("", default, help, commands, parse or _parser_for(default), check)
+    """A field of Settings that is also a setting; its name comes from the field's. `brief`
+    is its line in --help when the first clause of `help` is too long for one; `shown`, what
+    an empty default means, when it means more than nothing."""
+    parse = parse or _parser_for(default)
+    option = Option("", default, help, commands, section, parse, check, brief, shown)
     return dataclasses.field(default=default, metadata={_OPTION: option})
 
 
@@ -237,9 +311,20 @@ def split_address(name: str, address: str) -> tuple[str, int]:
 
 
 def table_of(options: Sequence[Option]) -> str:
-    """The Markdown table of `options`: flag, variable, default, meaning."""
-    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
-    for o in options:
-        default = "off" if o.default is False else f"`{o.default}`" if o.default != "" else "(empty)"
-        rows.append(f"| `{o.flag}` | `{o.env}` | {default} | {o.help} |")
-    return "\n".join(rows) + "\n"
+    """The Markdown tables of `options`, one per section (its config file table): flag,
+    variable, default, meaning."""
+    out: list[str] = []
+    for section in Section:
+        members = [o for o in options if o.section is section]
+        if not members:
+            continue
+        if out:
+            out.append("")
+        out += [f"#### `[{section.value}]`: {section.heading}", ""]
+        out += ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
+        for o in members:
+            default = o.shown_default if o.kind is bool or o.default == "" else f"`{o.shown_default}`"
+            if o.default == "" and o.shown:
+                default = "(empty)"  # the meaning says what empty means
+            out.append(f"| `{o.flag}` | `{o.env}` | {default} | {o.help} |")
+    return "\n".join(out) + "\n"
