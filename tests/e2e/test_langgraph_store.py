@@ -461,29 +461,33 @@ async def test_an_agent_restricted_key_is_refused_by_name_and_leaves_nothing(dat
 
 
 class RacedStore(EpisodicStore):
-    """Its first `misses` updates find nothing, as when another writer creates the keys
-    between our update and our create."""
+    """Another writer deletes each key between our create (which found it taken) and our
+    update: its first `misses` updates delete the memory and find nothing."""
 
     misses = 2
 
     def _update(self, w: Any) -> bool:
         if self.misses:
             self.misses -= 1
-            return False
+            self._client.delete_memory(w.memory_id)
         return super()._update(w)
 
 
-async def test_a_key_another_writer_created_meanwhile_is_updated_not_refused(server: RunningServer) -> None:
+async def test_a_key_another_writer_stored_is_updated_not_refused(server: RunningServer) -> None:
+    """A store that has not seen the keys creates them, finds them taken, and updates; when
+    they are deleted in between, it creates them again."""
+
     def work(store: EpisodicStore) -> list[Any]:
         store.put(("mary",), "a", {"v": 1})
         store.put(("mary",), "b", {"v": 1})
+        EpisodicStore(store._client, store.agent_id).batch([PutOp(("mary",), "a", {"v": 2})])
         raced = RacedStore(store._client, store.agent_id)
-        raced.batch([PutOp(("mary",), "a", {"v": 2}), PutOp(("mary",), "b", {"v": 2})])
-        return [store.get(("mary",), "a"), store.get(("mary",), "b")]
+        raced.batch([PutOp(("mary",), "a", {"v": 3}), PutOp(("mary",), "b", {"v": 3})])
+        return [store.get(("mary",), "a"), store.get(("mary",), "b"), raced.misses]
 
-    got = await in_thread(server, work)
+    *got, misses = await in_thread(server, work)
 
-    assert [i.value for i in got] == [{"v": 2}, {"v": 2}]
+    assert [i.value for i in got] == [{"v": 3}, {"v": 3}] and misses == 0
 
 
 # --- the same ops as InMemoryStore --------------------------------------------------------

@@ -3,12 +3,14 @@ against a live server and the real SDK: items round-trip exactly, a limit reads 
 pop_item retracts, clear_session moves on to the next episode, what cannot be stored is
 refused by name, a Runner's model sees what it would see with the SDK's own SQLiteSession,
 and a second session's context (EpisodicContextSession) carries what the user said in the
-first. The example is run against the server too."""
+first. The example and the doc's usage snippet are run against the server too."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
@@ -33,6 +35,7 @@ from tests.server_harness import KEY_A, RunningServer
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "clients" / "python" / "examples" / "integrations" / "openai_agents.py"
+DOC = REPO / "docs" / "integrations" / "openai-agents.md"
 NO_TRACES = RunConfig(tracing_disabled=True)  # nothing leaves the machine
 
 # a digest's settled states, in the client's enum: a call waiting for one ends on them
@@ -356,6 +359,40 @@ async def test_the_example_runs_against_the_server(sqlite_server: RunningServer)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Miso" in done.stdout
+    assert "trace export" not in done.stderr, "the SDK's tracing is off: it says nothing"
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```$", markdown, flags=re.DOTALL | re.MULTILINE)
+
+
+async def test_the_docs_usage_snippet_runs_and_its_second_session_recalls_the_first(
+    sqlite_server: RunningServer,
+) -> None:
+    """The snippet as written, its address and model name swapped for the test server's and
+    a scripted model: nothing but `clear_session` stands between the two sessions."""
+    (snippet,) = python_blocks(DOC.read_text(encoding="utf-8"))
+    swaps = {'"127.0.0.1:50051"': "address", 'model="gpt-4o"': "model=model"}
+    for written, swapped in swaps.items():
+        assert snippet.count(written) == 1, f"the snippet names {written} once"
+        snippet = snippet.replace(written, swapped)
+    model = ScriptedModel(
+        [
+            [assistant_message("Exciting! Good luck with the move.", item_id="m1")],
+            [assistant_message("Zürich.")],
+        ]
+    )
+    given = {"address": sqlite_server.address, "key": KEY_A, "model": model}
+    code = compile(snippet, str(DOC), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    running = eval(code, given)  # top-level `async with`: evaluating the module makes a coroutine
+    await running
+
+    first, second = (call.input for call in model.calls)
+    assert isinstance(first, list) and isinstance(second, list) and len(model.calls) == 2
+    assert second[-1] == {"role": "user", "content": "Where do I live now?"}
+    assert "moving to Zürich in June" in json.dumps(second[:-1], ensure_ascii=False), (
+        "the second session's model input carries what the user said in the first"
+    )
 
 
 # --- property: any conversation of supported items round-trips ----------------------------

@@ -8,8 +8,9 @@ ADDRESS defaults to $EPISODIC_ADDRESS or 127.0.0.1:50051; API_KEY to $EPISODIC_A
 none at all, which a server started with `episodic serve --insecure-dev` accepts.
 
 No model API is called: a scripted model (the SDK's `agents.testing.ScriptedModel`) answers
-from what it receives, and tracing is off, so nothing leaves the machine. Session 1 keeps the
-raw conversation (`EpisodicSession`), with a tool call; `clear_session` closes its episode.
+from what it receives, and the SDK's tracing is off (`set_tracing_disabled`), so nothing leaves
+the machine. Session 1 keeps the raw conversation (`EpisodicSession`), with a tool call;
+`clear_session` closes its episode and waits for its digest, so it can be recalled at once.
 Session 2 (`EpisodicContextSession`) gets Episodic's budgeted context, where the first
 session is recalled. Prints what the model received in session 2; exits 0 only if something
 the user said in session 1 reached it."""
@@ -23,7 +24,7 @@ import os
 import sys
 import uuid
 
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
 from episodic_client import AlreadyExistsError, AsyncEpisodicClient
@@ -31,7 +32,6 @@ from episodic_client.integrations.openai_agents import EpisodicContextSession, E
 
 AGENT_ID = "openai-agents-example"
 REMEMBERED = "Miso"  # what the user says in session 1 and the model should know in session 2
-NO_TRACES = RunConfig(tracing_disabled=True)
 
 
 @function_tool
@@ -62,17 +62,15 @@ async def main(address: str, api_key: str | None) -> int:
         )
         agent = Agent(name="assistant", model=model, tools=[weather])
         said = f"My cat {REMEMBERED} hates rain. What's the weather in Zürich tomorrow?"
-        result = await Runner.run(agent, said, session=first, run_config=NO_TRACES)
+        result = await Runner.run(agent, said, session=first)
         print(f"session 1 ({first.episode_id}): {said!r} -> {result.final_output!r}")
-        closed = first.episode_id
-        await first.clear_session()  # closes the episode: it is digested and recalled later
-        await client.close_episode(closed, wait_for_digest=True)  # already closed: waits for the digest
+        await first.clear_session()  # closes the episode, once its digest is made: recallable now
 
         second = EpisodicContextSession(f"{user_id}-chat-2", client, AGENT_ID, user_id)
         model = ScriptedModel([ModelStep.respond(answer_from_context)])
         agent = Agent(name="assistant", model=model, tools=[weather])
         asked = "What is my cat called?"
-        result = await Runner.run(agent, asked, session=second, run_config=NO_TRACES)
+        result = await Runner.run(agent, asked, session=second)
         print(f"session 2 ({second.episode_id}): {asked!r} -> {result.final_output!r}")
 
     received = model.calls[0].input
@@ -82,6 +80,7 @@ async def main(address: str, api_key: str | None) -> int:
 
 
 if __name__ == "__main__":
+    set_tracing_disabled(True)  # the SDK exports traces to OpenAI by default (needs OPENAI_API_KEY)
     args = sys.argv[1:]
     address = args[0] if args else os.environ.get("EPISODIC_ADDRESS", "127.0.0.1:50051")
     api_key = args[1] if len(args) > 1 else os.environ.get("EPISODIC_API_KEY") or None

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias
 
 import grpc
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from episodic.domain.model import Caller
-from episodic.edges.grpc.access_log import AccessLog
+from episodic.edges.grpc.access_log import AccessLog, StatusName
 from episodic.edges.grpc.handlers import Deserializer, Streaming, Unary, wrap_handler
 from episodic.edges.grpc.status import internal_status, rich_status
 from episodic.edges.keys import KeyRing
@@ -77,6 +77,7 @@ def _unary_edge(method: str, inner: Unary, access: AccessLog) -> Unary:
             response = await inner(request, context)
         except Exception as exc:
             outcome.code, status = _status_for(exc)
+            outcome.reason = _reason(status)
             await _abort(context, outcome.code, status)
         outcome.finished = True
         return response
@@ -97,6 +98,7 @@ def _streaming_edge(method: str, inner: Streaming, access: AccessLog) -> Streami
                     yield item
         except Exception as exc:
             outcome.code, status = _status_for(exc)
+            outcome.reason = _reason(status)
             await _abort(context, outcome.code, status)
         outcome.finished = True
 
@@ -114,6 +116,7 @@ class _Outcome:
     peer: str
     trace_id: str
     code: grpc.StatusCode | None = None
+    reason: str = ""  # the ErrorInfo reason of the status the call failed with
     finished: bool = False
 
     @classmethod
@@ -125,7 +128,8 @@ class _Outcome:
 
     def record(self, context: grpc.aio.ServicerContext[Any, Any], access: AccessLog) -> None:
         duration_ms = (time.perf_counter() - self.started) * 1000
-        access.record(self.method, self._final_code(context).name, duration_ms, self.peer, self.trace_id)
+        code = StatusName(self._final_code(context).name, self.reason)
+        access.record(self.method, code, duration_ms, self.peer, self.trace_id)
 
     def _final_code(self, context: grpc.aio.ServicerContext[Any, Any]) -> grpc.StatusCode:
         if self.code is not None:
@@ -160,6 +164,16 @@ def _status_for(exc: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
         return rich_status(exc)
     log.exception("unexpected error serving an RPC")
     return internal_status()
+
+
+def _reason(status: status_pb2.Status) -> str:
+    """The ErrorInfo reason the error table put on the status (a constant, not user text)."""
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return str(info.reason)
+    return ""
 
 
 async def _abort(

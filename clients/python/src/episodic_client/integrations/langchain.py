@@ -12,7 +12,9 @@ What maps to what:
   `add_messages` appends nothing twice; read back, a message's id is that id, else its seq;
 - `clear()` cannot delete from an append-only log: it closes the episode (its digest makes it
   recallable, the inspector and audit keep it) and opens a new one; the history then reads
-  empty. Erasing a user is `EpisodicClient.erase_user`.
+  empty. It waits for the digest (at most the client's timeout, 30 s on the server), so the
+  user's next conversation recalls this one at once; `wait_for_digest=False` returns at the
+  close. Erasing a user is `EpisodicClient.erase_user`.
 
 Limits: content is text; a multi-part content's text parts are joined, and any other part
 (image, audio, file) is refused with a ValueError naming it, never dropped. Tool-call
@@ -39,9 +41,19 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")  # the server's rule for
 
 class EpisodicChatMessageHistory(BaseChatMessageHistory):
     """The chat history of (agent_id, user_id) in one episode: `episode_id` names an existing
-    or a new one (empty: the server picks an id)."""
+    or a new one (empty: the server picks an id). `wait_for_digest`: `clear()` returns once the
+    closed episode's digest is made (READY or FAILED), so the next conversation recalls it."""
 
-    def __init__(self, client: EpisodicClient, agent_id: str, user_id: str, *, episode_id: str = "") -> None:
+    def __init__(
+        self,
+        client: EpisodicClient,
+        agent_id: str,
+        user_id: str,
+        *,
+        episode_id: str = "",
+        wait_for_digest: bool = True,
+    ) -> None:
+        self.wait_for_digest = wait_for_digest
         self._client = client
         self._agent_id = agent_id
         self._user_id = user_id
@@ -60,8 +72,9 @@ class EpisodicChatMessageHistory(BaseChatMessageHistory):
             self._client.add_messages(self.episode_id, inputs)
 
     def clear(self) -> None:
-        """Closes this episode and opens a new one: the log keeps what was said."""
-        self._client.close_episode(self.episode_id)
+        """Closes this episode (waiting for its digest, unless `wait_for_digest` is False) and
+        opens a new one: the log keeps what was said."""
+        self._client.close_episode(self.episode_id, wait_for_digest=self.wait_for_digest)
         self.episode_id = self._client.open_episode(self._agent_id, self._user_id).episode.episode_id
 
 

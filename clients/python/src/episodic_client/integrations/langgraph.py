@@ -19,10 +19,15 @@ What maps to what (the store is bound to one agent):
   (hashed: any label fits the 64-character topic rule and no PII redaction rewrites it), so
   a search or listing under a prefix is filtered by the server (ListMemories and
   SearchMemories `topics`); the exact prefix is checked again on the metadata;
-- put is UpdateMemory (text, kind, topics, metadata, expiry), or CreateMemories with
-  `keep_separate` (no merging into a repeat, no superseding) when the key is new; a value
-  None deletes; a batch's reads see the store as it was before the batch's writes, as in
-  `InMemoryStore`, and every write of a batch is checked before any is sent;
+- put is CreateMemories with `keep_separate` (no merging into a repeat, no superseding) for
+  a key this store has not seen stored, or UpdateMemory (text, kind, topics, metadata,
+  expiry) for one it has (read, listed, searched or written by it: it remembers the latest
+  4096 such ids). There is no upsert RPC, so each falls back to the other: a create that
+  finds the id taken (ALREADY_EXISTS, `MEMORY_ID_CONFLICT`: another writer's key) updates,
+  an update that finds none (NOT_FOUND: deleted or expired meanwhile) creates. A new key is
+  one call that succeeds, as is a key read before it is put; a value None deletes; a batch's
+  reads see the store as it was before the batch's writes, as in `InMemoryStore`, and every
+  write of a batch is checked before any is sent;
 - search with a query is SearchMemories (hybrid by default: meaning fused with word
   matches), best first with the server's scores; without one it lists the prefix's items,
   most recently updated first; `filter` is applied to the values here (exact match, nested
@@ -56,6 +61,8 @@ import hashlib
 import json
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -84,7 +91,7 @@ from episodic_client import values
 from episodic_client.errors import AlreadyExistsError, NotFoundError
 from episodic_client.memory_requests import memory_input, memory_kind
 from episodic_client.sync_client import EpisodicClient
-from episodic_client.v1 import memory_pb2
+from episodic_client.v1 import memory_pb2, memory_service_pb2
 from episodic_client.values import MAX_EXACT_INT, integral_numbers
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")  # the server's rule for ids
@@ -95,6 +102,7 @@ MAX_JSON_DEPTH = 32  # the server's nesting limit of JSON payloads
 MAX_RANKED = 100  # SearchMemories' top_k
 MAX_TTL_MINUTES = 100 * 366 * 24 * 60
 MAX_BATCH = 100  # CreateMemories
+KNOWN_IDS = 4096  # memory ids seen stored, which a put updates rather than creates
 PAGE = 1000  # ListMemories' largest page
 _KINDS = ("fact", "preference", "event")
 _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
@@ -157,6 +165,7 @@ class EpisodicStore(BaseStore):
         self.index_config = _checked_index(index)
         self.ttl_config = ttl
         self._mode = search_mode
+        self._known = _KnownIds(KNOWN_IDS)
 
     # --- the BaseStore contract -----------------------------------------------------------
 
@@ -339,6 +348,7 @@ class EpisodicStore(BaseStore):
         ):
             return None
         ttl = fields.get("ttl_minutes")
+        self._known.add(memory.memory_id)
         return _Stored(
             memory, tuple(namespace), key, integral_numbers(value), ttl if isinstance(ttl, float) else None
         )
@@ -349,18 +359,20 @@ class EpisodicStore(BaseStore):
         for w in writes:
             if w.metadata is None:
                 self._delete(w)
-        missing = [w for w in writes if w.metadata is not None and not self._update(w)]
-        for user_id in dict.fromkeys(w.user_id for w in missing):
-            mine = [w for w in missing if w.user_id == user_id]
+        puts = [w for w in writes if w.metadata is not None]
+        new = [w for w in puts if w.memory_id not in self._known or not self._update(w)]
+        for user_id in dict.fromkeys(w.user_id for w in new):
+            mine = [w for w in new if w.user_id == user_id]
             for start in range(0, len(mine), MAX_BATCH):
                 self._create(user_id, mine[start : start + MAX_BATCH])
 
     def _delete(self, w: _Write) -> None:
+        self._known.discard(w.memory_id)
         with contextlib.suppress(NotFoundError):  # deleting what is not there is done
             self._client.delete_memory(w.memory_id)
 
     def _update(self, w: _Write) -> bool:
-        """Overwrites the key's memory; False when there is none yet."""
+        """Overwrites the key's memory; False when there is none (any more)."""
         memory = memory_pb2.Memory(
             memory_id=w.memory_id,
             text=w.text,
@@ -372,10 +384,48 @@ class EpisodicStore(BaseStore):
         try:
             self._client.update_memory(memory, _MASK)
         except NotFoundError:
+            self._known.discard(w.memory_id)
             return False
+        self._known.add(w.memory_id)
         return True
 
     def _create(self, user_id: str, writes: Sequence[_Write]) -> None:
+        """Creates the keys' memories; one whose id is taken (another writer's key) is updated."""
+        try:
+            results = self._create_memories(user_id, writes)
+        except AlreadyExistsError as exc:
+            self._after_conflict(user_id, writes, exc)
+            return
+        self._check_ids(writes, [r.memory.memory_id for r in results])
+        for w, result in zip(writes, results, strict=True):
+            self._known.add(w.memory_id)
+            if result.outcome == memory_service_pb2.MEMORY_OUTCOME_UNCHANGED:
+                self._update(w)  # the same value put again: it is still an update (updated_at)
+
+    def _after_conflict(self, user_id: str, writes: Sequence[_Write], exc: AlreadyExistsError) -> None:
+        """A create found an id taken: another writer stored that key (it is updated now)."""
+        if len(writes) > 1:
+            for w in writes:  # which of them: one at a time
+                self._create(user_id, [w])
+            return
+        w = writes[0]
+        if self._update(w):
+            return
+        self._create_again(user_id, w, exc)
+
+    def _create_again(self, user_id: str, w: _Write, exc: AlreadyExistsError) -> None:
+        """Taken when created, gone when updated: deleted (or expired) in between."""
+        try:
+            self._create_memories(user_id, [w])
+        except AlreadyExistsError as again:
+            raise AlreadyExistsError(
+                again.code, f"key {w.key!r} of {w.namespace!r}: {again.message}", again.reason
+            ) from exc
+        self._known.add(w.memory_id)
+
+    def _create_memories(
+        self, user_id: str, writes: Sequence[_Write]
+    ) -> list[memory_service_pb2.MemoryResult]:
         inputs = [
             memory_input(
                 w.text,
@@ -387,32 +437,10 @@ class EpisodicStore(BaseStore):
             )
             for w in writes
         ]
-        try:
-            results = self._client.create_memories(
-                inputs, agent_id=self.agent_id, user_id=user_id, placement="eager", keep_separate=True
-            ).results
-        except AlreadyExistsError as exc:
-            self._after_conflict(user_id, writes, exc)
-            return
-        self._check_ids(writes, [r.memory.memory_id for r in results])
-
-    def _after_conflict(self, user_id: str, writes: Sequence[_Write], exc: AlreadyExistsError) -> None:
-        """A create found an id taken: another writer created it since our update found
-        nothing (it is updated now), or its memory has expired and is not deleted yet."""
-        if len(writes) > 1:
-            for w in writes:  # which of them: one at a time
-                if not self._update(w):
-                    self._create(user_id, [w])
-            return
-        w = writes[0]
-        if self._update(w):
-            return
-        raise AlreadyExistsError(
-            exc.code,
-            f"key {w.key!r} of {w.namespace!r}: {exc.message}. Its memory has expired but keeps "
-            "its id until the server's retention sweep deletes it; put it again after that",
-            exc.reason,
-        ) from exc
+        created = self._client.create_memories(
+            inputs, agent_id=self.agent_id, user_id=user_id, placement="eager", keep_separate=True
+        )
+        return list(created.results)
 
     def _check_ids(self, writes: Sequence[_Write], stored: Sequence[str]) -> None:
         renamed = [(w, got) for w, got in zip(writes, stored, strict=True) if w.memory_id != got]
@@ -437,6 +465,30 @@ class EpisodicStore(BaseStore):
             )
             with contextlib.suppress(NotFoundError):  # expired or deleted since it was read
                 self._client.update_memory(memory, ["expire_time"])
+
+
+class _KnownIds:
+    """Memory ids seen stored, the latest `size` of them (the store is used from threads)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, memory_id: object) -> bool:
+        with self._lock:
+            return memory_id in self._ids
+
+    def add(self, memory_id: str) -> None:
+        with self._lock:
+            self._ids[memory_id] = None
+            self._ids.move_to_end(memory_id)
+            while len(self._ids) > self._size:
+                self._ids.popitem(last=False)
+
+    def discard(self, memory_id: str) -> None:
+        with self._lock:
+            self._ids.pop(memory_id, None)
 
 
 # --- namespaces and topics ----------------------------------------------------------------

@@ -21,8 +21,10 @@ What maps to what:
 
 Session ids: the first episode's id is `session_id` (so it must be a valid Episodic id of at
 most 120 characters, unique in the tenant), later ones are `session_id:2`, `:3`, ... The log
-is append-only, so `clear_session` closes the episode (it gets its digest and is recalled
-later) and the session continues in the next one. An episode the server closed (the agent's
+is append-only, so `clear_session` closes the episode and the session continues in the next
+one. It waits for the episode's digest (at most the client's timeout, and 30 s on the server),
+so the user's next session recalls it at once; `wait_for_digest=False` returns at the close
+(recall finds the episode once the digest is made, a moment later). An episode the server closed (the agent's
 idle timeout) ends the same way: the session's next write opens the next episode. A new
 `EpisodicSession` of a session id finds its current episode (a few GetEpisode calls).
 
@@ -78,7 +80,10 @@ _PAGE = 1000  # the server's largest page of messages
 class EpisodicSession:
     """The Agents SDK session `session_id` of (agent_id, user_id), kept in Episodic episodes;
     the agent must exist (`create_agent`). `session_settings.limit` (or `get_items(limit)`)
-    reads the latest items only, as in the SDK's SQLiteSession."""
+    reads the latest items only, as in the SDK's SQLiteSession. `wait_for_digest`:
+    `clear_session` returns once the closed episode's digest is made (READY or FAILED; at most
+    the client's timeout, 30 s on the server), so the user's next session recalls it; False
+    returns at the close."""
 
     session_settings: SessionSettings | None = None
 
@@ -90,6 +95,7 @@ class EpisodicSession:
         user_id: str,
         *,
         session_settings: SessionSettings | None = None,
+        wait_for_digest: bool = True,
     ) -> None:
         if not _ID.fullmatch(session_id) or len(session_id) > MAX_SESSION_ID:
             raise ValueError(
@@ -98,6 +104,7 @@ class EpisodicSession:
             )
         self.session_id = session_id
         self.session_settings = session_settings
+        self.wait_for_digest = wait_for_digest
         self._client = client
         self._agent_id = agent_id
         self._user_id = user_id
@@ -146,13 +153,14 @@ class EpisodicSession:
         return cast(TResponseInputItem, items[0])
 
     async def clear_session(self, *, wrapper: Wrapper | None = None) -> None:
-        """Closes the episode (the log keeps it, and recall finds it once digested); the
-        session continues in the next episode, empty."""
+        """Closes the episode (the log keeps it, and recall finds it once digested: with
+        `wait_for_digest`, this returns once it is); the session continues in the next
+        episode, empty."""
         async with self._lock:
             if self._generation == 0:
                 self._generation = await self._latest_generation()
             try:
-                await self._client.close_episode(self.episode_id)
+                await self._client.close_episode(self.episode_id, wait_for_digest=self.wait_for_digest)
             except NotFoundError:
                 return  # never opened: nothing to close, and no gap in the generations
             self._generation += 1
@@ -303,8 +311,16 @@ class EpisodicContextSession(EpisodicSession):
         user_id: str,
         *,
         session_settings: SessionSettings | None = None,
+        wait_for_digest: bool = True,
     ) -> None:
-        super().__init__(session_id, client, agent_id, user_id, session_settings=session_settings)
+        super().__init__(
+            session_id,
+            client,
+            agent_id,
+            user_id,
+            session_settings=session_settings,
+            wait_for_digest=wait_for_digest,
+        )
         self.recall_query = ""
         self.last_context: BuiltContext | None = None  # the latest render, as the server sent it
         self._waiting: _ContextCall | None = None
