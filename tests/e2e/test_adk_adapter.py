@@ -624,3 +624,10 @@ async def test_the_example_shows_the_model_what_the_user_said_in_the_first_sessi
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Zanzibar" in done.stdout.split("the model received")[-1], done.stdout
+
+
+def test_the_docs_scripted_model_is_the_examples() -> None:
+    """docs/integrations/adk.md shows the example's scripted model, as the example has it."""
+    doc = (EXAMPLE.parents[4] / "docs" / "integrations" / "adk.md").read_text(encoding="utf-8")
+    shown = doc.split("class ScriptedModel(BaseLlm):", 1)[1].split("\n\n\n", 1)[0]
+    assert "class ScriptedModel(BaseLlm):" + shown in EXAMPLE.read_text(encoding="utf-8")
