@@ -98,7 +98,8 @@ async def test_a_postgresql_outage_answers_unavailable_flips_health_and_recovers
     try:
         url = postgres_url.replace(f":{target}/", f":{proxy.port}/")
         flags = ("--insecure-dev", "--migrate-on-start", "--embedder", "hashing", "--database-url", url)
-        async with serving(*flags, cwd=tmp_path) as server, server.channel() as channel:
+        ledger = ("--erasure-ledger", str(tmp_path / "erasures.jsonl"))  # without one: a WARNING at start
+        async with serving(*flags, *ledger, cwd=tmp_path) as server, server.channel() as channel:
             client = Client.of(channel, None)
             episode_id = await client.open_episode()
             acked = [m.seq for m in await client.add(episode_id, user_message("before"))]
@@ -200,8 +201,9 @@ async def test_a_hung_postgresql_answers_unavailable_flips_health_and_recovers(
     try:
         url = postgres_url.replace(f":{target}/", f":{proxy.port}/")
         flags = ("--insecure-dev", "--migrate-on-start", "--embedder", "hashing", "--database-url", url)
+        ledger = ("--erasure-ledger", str(tmp_path / "erasures.jsonl"))  # without one: a WARNING at start
         bounds = ("--db-statement-timeout-seconds", "1", "--db-connect-timeout-seconds", "1")
-        async with serving(*flags, *bounds, cwd=tmp_path) as server, server.channel() as channel:
+        async with serving(*flags, *ledger, *bounds, cwd=tmp_path) as server, server.channel() as channel:
             client = Client.of(channel, None)
             episode_id = await client.open_episode()
             acked = [m.seq for m in await client.add(episode_id, user_message("before"))]

@@ -256,8 +256,8 @@ def load_tracing(telemetry: TelemetrySettings) -> Tracing:
 def build_ledger(database: DatabaseSettings) -> ErasureLedger:
     """A ledger whose directory is missing fails the start, not the first erasure."""
     path = ledger_path(database.erasure_ledger, database.database_url)
-    if path is None:  # INFO, not WARNING: a supported setup (the erasure itself is complete), said once
-        log.info(
+    if path is None:  # the erasures are complete, but a restore of an older backup would undo them
+        log.warning(
             "no erasure ledger: restoring an older backup of this database would bring back users "
             "erased since; set EPISODIC_ERASURE_LEDGER to a file every replica shares"
         )
