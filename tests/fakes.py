@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar
 
 from episodic.domain import episodes as episode_rules
+from episodic.domain.agent_deletion import AgentHoldings, AgentRemoved, holds_data
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.digests import pending_digest
@@ -378,6 +379,37 @@ class FakeAgentStore:
         ]
         return found[:limit]
 
+    async def holdings(self, tenant_id: str, agent_id: str) -> AgentHoldings:
+        episodes = [e for (t, _), e in self._t.episodes.items() if (t, e.agent_id) == (tenant_id, agent_id)]
+        memories = [m for (t, _), m in self._memories() if (t, m.agent_id) == (tenant_id, agent_id)]
+        documents = [k for k in self._t.documents if k[:2] == (tenant_id, agent_id)]
+        users = {e.user_id for e in episodes} | {m.user_id for m in memories}
+        return AgentHoldings(len(users), len(episodes), len(memories), len(documents))
+
+    async def user_ids(self, tenant_id: str, agent_id: str, after: str | None, limit: int) -> list[str]:
+        users = {
+            e.user_id for (t, _), e in self._t.episodes.items() if (t, e.agent_id) == (tenant_id, agent_id)
+        }
+        users |= {m.user_id for (t, _), m in self._memories() if (t, m.agent_id) == (tenant_id, agent_id)}
+        return sorted(u for u in users if after is None or u > after)[:limit]
+
+    async def delete_agent(
+        self, tenant_id: str, agent_id: str, declared: Declared[AgentRemoved]
+    ) -> Recorded[AgentRemoved]:
+        agent = self._agent(tenant_id, agent_id)
+        held = await self.holdings(tenant_id, agent_id)
+        if held.episodes or held.memories:
+            raise holds_data(agent_id, held, meanwhile=True)
+        documents = sorted(k for k in self._t.documents if k[:2] == (tenant_id, agent_id))
+        for key in documents:
+            del self._t.documents[key]
+            self._t.chunks.pop(key, None)
+        del self._t.agents[(tenant_id, agent_id)]
+        return recorded(AgentRemoved(agent, [k[2] for k in documents]), declared)
+
+    def _memories(self) -> list[tuple[tuple[str, str], Memory]]:
+        return [(k, stored.memory) for k, stored in self._t.memories.items()]
+
     def _agent(self, tenant_id: str, agent_id: str) -> Agent:
         found = self._t.agents.get((tenant_id, agent_id))
         if found is None:
@@ -521,14 +553,30 @@ class FakeEpisodeStore:
         self, tenant_id: str, agent_id: str, after_user_id: str | None, limit: int
     ) -> list[UserSummary]:
         users: dict[str, UserSummary] = {}
+
+        def later(user_id: str) -> bool:
+            return after_user_id is None or user_id > after_user_id
+
         for key, e in self._t.episodes.items():
             if (e.tenant_id, e.agent_id) != (tenant_id, agent_id) or key in self._t.deleted_at:
                 continue
-            if after_user_id is not None and e.user_id <= after_user_id:
+            if not later(e.user_id):
                 continue
-            seen = users.get(e.user_id)
-            last = e.last_activity_at if seen is None else max(seen.last_activity_at, e.last_activity_at)
-            users[e.user_id] = UserSummary(e.user_id, 1 if seen is None else seen.episodes + 1, last)
+            seen = users.get(e.user_id) or UserSummary(e.user_id, 0, e.last_activity_at)
+            users[e.user_id] = dataclasses.replace(
+                seen,
+                episodes=seen.episodes + 1,
+                open_episodes=seen.open_episodes + (e.state is EpisodeState.OPEN),
+                last_activity_at=max(seen.last_activity_at, e.last_activity_at),
+            )
+        for stored in self._t.memories.values():
+            m = stored.memory
+            if (m.tenant_id, m.agent_id) != (tenant_id, agent_id) or m.superseded_by or not later(m.user_id):
+                continue
+            seen = users.get(m.user_id) or UserSummary(m.user_id, 0, m.updated_at)
+            users[m.user_id] = dataclasses.replace(
+                seen, memories=seen.memories + 1, last_activity_at=max(seen.last_activity_at, m.updated_at)
+            )
         return [users[u] for u in sorted(users)][:limit]
 
     async def list_messages(

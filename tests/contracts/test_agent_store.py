@@ -1,4 +1,5 @@
-"""The `AgentStore` port: create, get, update, list (by id, paged, restricted), per tenant."""
+"""The `AgentStore` port: create, get, update, list (by id, paged, restricted), per tenant; what an
+agent holds, its users, and its deletion (refused while episodes or memories are left)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import dataclasses
 
 import pytest
 
+from episodic.domain.agent_deletion import AgentHoldings, AgentRemoved
 from episodic.domain.changes import NO_CHANGES
 from episodic.domain.model import Agent, RecallMode
-from episodic.errors import AlreadyExists, InvalidArgument, NotFound
+from episodic.domain.recall import Scope
+from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from tests.conftest import unique
 from tests.contracts.conftest import World
 
@@ -86,3 +89,58 @@ async def test_the_listing_can_be_restricted_to_some_agents(world: World) -> Non
     assert [a.agent_id for a in listed] == [made[0], made[2]]
     assert await world.agents.list_agents(world.tenant, made[0], 10, only=only) == [listed[1]]
     assert await world.agents.list_agents(world.tenant, None, 10, only=frozenset()) == []
+
+
+async def test_what_an_agent_holds_counts_users_of_episodes_and_memories_and_its_documents(
+    world: World,
+) -> None:
+    agent, other = await world.agent(), await world.agent()
+    empty = await world.agents.holdings(world.tenant, agent.agent_id)
+    assert empty == AgentHoldings(0, 0, 0, 0) and empty.empty
+    await world.episode(agent, "u1")
+    await world.episode(agent, "u1")
+    await world.episode(agent, "u2")
+    await world.episode(other, "u9")
+    await world.remember(world.memory(Scope(world.tenant, agent.agent_id, "u3")))
+    await world.remember(world.memory(Scope(world.tenant, agent.agent_id, "u1")))
+    await world.learn(world.document(agent.agent_id, "# Care\n\nBasil likes sun."))
+    held = await world.agents.holdings(world.tenant, agent.agent_id)
+    assert held == AgentHoldings(users=3, episodes=3, memories=2, documents=1)
+    assert "3 user(s)" in held.described()
+    assert await world.agents.user_ids(world.tenant, agent.agent_id, None, 2) == ["u1", "u2"]
+    assert await world.agents.user_ids(world.tenant, agent.agent_id, "u2", 10) == ["u3"]
+    assert (await world.agents.holdings(unique("tenant"), agent.agent_id)).empty
+
+
+async def test_deleting_an_agent_takes_its_documents_and_leaves_the_others(world: World) -> None:
+    agent, other = await world.agent(), await world.agent()
+    [doc] = await world.learn(world.document(agent.agent_id, "# Care\n\nBasil likes sun."))
+    [kept] = await world.learn(world.document(other.agent_id, "# Care\n\nMint likes shade."))
+    removed = await world.agents.delete_agent(world.tenant, agent.agent_id, NO_CHANGES)
+    assert removed.result == AgentRemoved(agent, [doc.document_id])
+    with pytest.raises(NotFound):
+        await world.agents.get_agent(world.tenant, agent.agent_id)
+    assert (await world.agents.holdings(world.tenant, agent.agent_id)).empty
+    assert await world.knowledge.get(world.tenant, other.agent_id, kept.document_id, world.clock()) == kept
+    assert [a.agent_id for a in await world.agents.list_agents(world.tenant, None, 10)] == [other.agent_id]
+    again = await world.agents.create_agent(agent)  # the id is free again, with nothing of the old one
+    assert (await world.agents.holdings(world.tenant, again.agent_id)).empty
+
+
+async def test_an_agent_with_episodes_or_memories_left_is_not_deleted(world: World) -> None:
+    with_episode, with_memory = await world.agent(), await world.agent()
+    await world.episode(with_episode, "u1")
+    await world.remember(world.memory(Scope(world.tenant, with_memory.agent_id, "u2")))
+    for agent in (with_episode, with_memory):
+        with pytest.raises(FailedPrecondition) as refused:
+            await world.agents.delete_agent(world.tenant, agent.agent_id, NO_CHANGES)
+        assert refused.value.reason == "AGENT_HOLDS_DATA"
+        assert await world.agents.get_agent(world.tenant, agent.agent_id) == agent
+
+
+async def test_deleting_a_missing_agent_is_not_found(world: World) -> None:
+    agent = await world.agent()
+    with pytest.raises(NotFound):
+        await world.agents.delete_agent(unique("tenant"), agent.agent_id, NO_CHANGES)
+    with pytest.raises(NotFound):
+        await world.agents.delete_agent(world.tenant, "nobody", NO_CHANGES)

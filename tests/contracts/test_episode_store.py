@@ -16,6 +16,7 @@ from episodic.domain.changes import NO_CHANGES
 from episodic.domain.context import Summary
 from episodic.domain.digests import pending_digest
 from episodic.domain.episodes import OpenRequest
+from episodic.domain.inspection import UserSummary
 from episodic.domain.log import PreparedMessage
 from episodic.domain.memories import MemoryState
 from episodic.domain.model import CloseReason, Episode, EpisodeState, NewMessage, Role
@@ -178,6 +179,29 @@ async def test_the_users_of_an_agent_by_id_with_their_episodes(world: World) -> 
         ("u3", 1, episode.last_activity_at)
     ]
     assert await users.list_users(unique("tenant"), agent.agent_id, None, 10) == []
+
+
+async def test_the_users_of_an_agent_count_open_episodes_and_memories_and_memory_only_users(
+    world: World,
+) -> None:
+    agent, other = await world.agent(), await world.agent()
+    closed = await world.close(await world.episode(agent, "u1"))
+    world.later()
+    still_open = await world.episode(agent, "u1")
+    await world.episode(other, "u1")
+    world.later()
+    noted = world.memory(Scope(world.tenant, agent.agent_id, "u1"))
+    gone = world.memory(Scope(world.tenant, agent.agent_id, "u1"), superseded_by="mem_newer")
+    only = world.memory(Scope(world.tenant, agent.agent_id, "u0"))
+    await world.remember(noted, gone, only)
+    users = cast(UserDirectory, world.episodes)
+    listed = await users.list_users(world.tenant, agent.agent_id, None, 10)
+    assert listed == [
+        UserSummary("u0", 0, only.updated_at, open_episodes=0, memories=1),
+        UserSummary("u1", 2, noted.updated_at, open_episodes=1, memories=1),
+    ]
+    assert closed.last_activity_at < still_open.last_activity_at < noted.updated_at
+    assert [u.user_id for u in await users.list_users(world.tenant, agent.agent_id, "u0", 10)] == ["u1"]
 
 
 @own_database

@@ -15,6 +15,7 @@ from episodic.config import ExtractorKind, Settings, SummarizerKind, values
 from episodic.config.concerns import CacheSettings
 from episodic.domain.digests import indexed_with
 from episodic.index.words import Bm25WordIndex
+from episodic.service.agent_deletion import AgentDeletion
 from episodic.service.agents import AgentService
 from episodic.service.compaction import SharedCompactions, SummaryMaker, TailCompaction
 from episodic.service.context import ContextService
@@ -36,6 +37,7 @@ from episodic.service.services import Services
 from episodic.service.session_data import SessionDataService
 from episodic.service.transfer import TransferService
 from episodic.service.turn_searches import TurnSearches
+from episodic.service.users import UserService
 from episodic.service.watch import LiveEpisodes, WatchService
 from episodic.state.chunk_cache import ChunkCache
 from episodic.state.digest_memo import RememberedDigestReads
@@ -258,6 +260,9 @@ def build_services(
     agents = AgentService(
         store=a.agents, tokens=a.tokens, limits=limits, clock=clock, changes=state.visibility
     )
+    erasure = EraseService(
+        eraser=a.eraser, changes=state.visibility, clock=clock, new_id=a.new_id, ledger=a.erasure_ledger
+    )
     return Services(
         episodes=episodes,
         agents=agents,
@@ -277,9 +282,7 @@ def build_services(
         )
         if a.transfer is not None
         else None,
-        erasure=EraseService(
-            eraser=a.eraser, changes=state.visibility, clock=clock, new_id=a.new_id, ledger=a.erasure_ledger
-        ),
+        erasure=erasure,
         index_checker=IndexChecker(
             store=a.digest_keys, index=state.index, model=indexed_with(a.embedder.model_id)
         ),
@@ -309,6 +312,12 @@ def build_services(
             users=a.users,
             log=a.episodes,
             calls=a.context,
+        ),
+        users=UserService(users=a.users, agents=a.agents, limits=limits),
+        agent_deletion=AgentDeletion(
+            agents=a.agents,
+            erasure=erasure,
+            known_agents=(knowledge.known_agents, recall.known_agents, memory_search.known_agents),
         ),
     )
 

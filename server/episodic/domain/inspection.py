@@ -85,11 +85,15 @@ class FateRun:
 
 @dataclass(frozen=True, slots=True)
 class UserSummary:
-    """A user of an agent, as the inspector lists them."""
+    """A user of an agent, as ListUsers and the inspector list them: episodes (open and
+    closed), those open, memories (not superseded), and the newest of the episodes' last
+    activity and the memories' last update."""
 
     user_id: str
     episodes: int
     last_activity_at: datetime
+    open_episodes: int = 0
+    memories: int = 0
 
 
 def last_seq(call: ModelCall) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from episodic.service.agent_deletion import AgentDeletion
 from episodic.service.agents import AgentService
 from episodic.service.context import ContextService
 from episodic.service.episodes import EpisodeService
@@ -20,6 +21,7 @@ from episodic.service.model_calls import ModelCallService
 from episodic.service.recall import RecallService
 from episodic.service.session_data import SessionDataService
 from episodic.service.transfer import TransferService
+from episodic.service.users import UserService
 from episodic.service.watch import WatchService
 
 
@@ -40,4 +42,6 @@ class Services:
     memory_tools: MemoryTools
     watch: WatchService
     inspection: InspectionService
+    users: UserService  # ListUsers
+    agent_deletion: AgentDeletion  # DeleteAgent
     transfer: TransferService | None = None  # over SQL only

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import CompoundSelect, Connection, bindparam, delete, func, select, union, update
 
+from episodic.domain.agent_deletion import AgentHoldings, AgentRemoved, holds_data
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.model import Agent
 from episodic.errors import AlreadyExists, NotFound
@@ -15,7 +17,7 @@ from episodic.store.dialect import InsertIgnoringConflicts
 from episodic.store.rows import agent_from_row, agent_values
 from episodic.store.writer import GroupCommitWriter
 
-A = s.agents
+A, E, MEM, DOC, CHUNK = s.agents, s.episodes, s.memories, s.knowledge_documents, s.knowledge_chunks
 _AGENT = select(A).where(A.c.tenant_id == bindparam("b_tenant"), A.c.agent_id == bindparam("b_agent"))
 _INSERT_AGENT = InsertIgnoringConflicts(A)
 
@@ -61,6 +63,57 @@ class SqlAgentStore:
             stmt = stmt.where(A.c.agent_id > after)
         stmt = stmt.order_by(A.c.agent_id).limit(limit)
         return await self._db.read(lambda conn: [agent_from_row(r) for r in conn.execute(stmt).mappings()])
+
+    async def holdings(self, tenant_id: str, agent_id: str) -> AgentHoldings:
+        return await self._db.read(lambda conn: _holdings(conn, tenant_id, agent_id))
+
+    async def user_ids(self, tenant_id: str, agent_id: str, after: str | None, limit: int) -> list[str]:
+        both = _users_of(tenant_id, agent_id, after).subquery()
+        stmt = select(both.c.user_id).order_by(both.c.user_id).limit(limit)
+        return await self._db.read(lambda conn: [r[0] for r in conn.execute(stmt)])
+
+    async def delete_agent(
+        self, tenant_id: str, agent_id: str, declared: Declared[AgentRemoved]
+    ) -> Recorded[AgentRemoved]:
+        def op(conn: Connection) -> AgentRemoved:
+            row = conn.execute(_AGENT.with_for_update(), _key(tenant_id, agent_id)).mappings().first()
+            agent = _agent_or_missing(row, agent_id)
+            held = _holdings(conn, tenant_id, agent_id)
+            if held.episodes or held.memories:
+                raise holds_data(agent_id, held, meanwhile=True)
+            mine = (DOC.c.tenant_id == tenant_id, DOC.c.agent_id == agent_id)
+            documents = [r[0] for r in conn.execute(select(DOC.c.document_id).where(*mine))]
+            # The chunks would go in the cascade; named here so no setting of the connection
+            # (SQLite's foreign_keys) decides it, as the knowledge store's delete does.
+            conn.execute(delete(CHUNK).where(CHUNK.c.tenant_id == tenant_id, CHUNK.c.agent_id == agent_id))
+            conn.execute(delete(DOC).where(*mine))
+            conn.execute(delete(A).where(A.c.tenant_id == tenant_id, A.c.agent_id == agent_id))
+            return AgentRemoved(agent, sorted(documents))
+
+        return await self._writer.run(op, declared)
+
+
+def _users_of(tenant_id: str, agent_id: str, after: str | None) -> CompoundSelect[str]:
+    """Every user with rows of the agent: episodes (soft-deleted ones too) or memories."""
+    episodes = select(E.c.user_id).where(E.c.tenant_id == tenant_id, E.c.agent_id == agent_id)
+    memories = select(MEM.c.user_id).where(MEM.c.tenant_id == tenant_id, MEM.c.agent_id == agent_id)
+    if after is not None:
+        episodes, memories = episodes.where(E.c.user_id > after), memories.where(MEM.c.user_id > after)
+    return union(episodes, memories)
+
+
+def _holdings(conn: Connection, tenant_id: str, agent_id: str) -> AgentHoldings:
+    def counted(table: Any) -> int:
+        stmt = (
+            select(func.count())
+            .select_from(table)
+            .where(table.c.tenant_id == tenant_id, table.c.agent_id == agent_id)
+        )
+        return int(conn.execute(stmt).scalar_one())
+
+    users = _users_of(tenant_id, agent_id, None).subquery()
+    count_users = int(conn.execute(select(func.count()).select_from(users)).scalar_one())
+    return AgentHoldings(count_users, counted(E), counted(MEM), counted(DOC))
 
 
 def _key(tenant_id: str, agent_id: str) -> dict[str, object]:

@@ -9,7 +9,20 @@ import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, delete, func, or_, select, update
+from sqlalchemy import (
+    Connection,
+    RowMapping,
+    Select,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    union,
+    update,
+)
 
 from episodic.domain import episodes as rules
 from episodic.domain.changes import Declared, Recorded
@@ -36,6 +49,7 @@ from episodic.store.rows import (
 from episodic.store.writer import GroupCommitWriter
 
 E, M, D, SM, TC = s.episodes, s.messages, s.digests, s.summaries, s.tool_calls
+MEM = s.memories
 _SCOPE = (bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID))
 _ANY_EPISODE = select(E).where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
 # Soft-deleted episodes (retention) are invisible to every read; only OpenEpisode sees
@@ -161,16 +175,10 @@ class SqlEpisodeStore:
     async def list_users(
         self, tenant_id: str, agent_id: str, after_user_id: str | None, limit: int
     ) -> list[UserSummary]:
-        """One group per user over the (tenant, agent, user, started_at) index."""
-        stmt = select(E.c.user_id, func.count(), func.max(E.c.last_activity_at)).where(
-            E.c.tenant_id == tenant_id, E.c.agent_id == agent_id, E.c.deleted_at.is_(None)
-        )
-        if after_user_id is not None:
-            stmt = stmt.where(E.c.user_id > after_user_id)
-        stmt = stmt.group_by(E.c.user_id).order_by(E.c.user_id).limit(limit)
-        return await self._db.read(
-            lambda conn: [UserSummary(r[0], int(r[1]), r[2]) for r in conn.execute(stmt)]
-        )
+        """A page of ids from the union of episodes' and memories' users (each a range scan
+        of an index that starts (tenant, agent, user)), then one group per user of each."""
+        stmts = _user_listing(tenant_id, agent_id, after_user_id, limit)
+        return await self._db.read(lambda conn: _users(conn, tenant_id, agent_id, stmts))
 
     async def list_messages(
         self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int
@@ -185,6 +193,51 @@ class SqlEpisodeStore:
             return [message_from_row(r) for r in conn.execute(stmt).mappings()]
 
         return await self._db.read(read)
+
+
+def _user_listing(tenant_id: str, agent_id: str, after: str | None, limit: int) -> Select[str]:
+    episodes = select(E.c.user_id).where(
+        E.c.tenant_id == tenant_id, E.c.agent_id == agent_id, E.c.deleted_at.is_(None)
+    )
+    memories = select(MEM.c.user_id).where(
+        MEM.c.tenant_id == tenant_id, MEM.c.agent_id == agent_id, MEM.c.superseded_by == ""
+    )
+    if after is not None:
+        episodes, memories = episodes.where(E.c.user_id > after), memories.where(MEM.c.user_id > after)
+    both = union(episodes, memories).subquery()
+    return select(both.c.user_id).order_by(both.c.user_id).limit(limit)
+
+
+def _users(conn: Connection, tenant_id: str, agent_id: str, page: Select[str]) -> list[UserSummary]:
+    ids = [r[0] for r in conn.execute(page)]
+    if not ids:
+        return []
+    opened = func.sum(case((E.c.state == "open", 1), else_=0))
+    episodes = {
+        r[0]: (int(r[1]), int(r[2] or 0), r[3])
+        for r in conn.execute(
+            select(E.c.user_id, func.count(), opened, func.max(E.c.last_activity_at))
+            .where(E.c.tenant_id == tenant_id, E.c.agent_id == agent_id, E.c.deleted_at.is_(None))
+            .where(E.c.user_id.in_(ids))
+            .group_by(E.c.user_id)
+        )
+    }
+    memories = {
+        r[0]: (int(r[1]), r[2])
+        for r in conn.execute(
+            select(MEM.c.user_id, func.count(), func.max(MEM.c.updated_at))
+            .where(MEM.c.tenant_id == tenant_id, MEM.c.agent_id == agent_id, MEM.c.superseded_by == "")
+            .where(MEM.c.user_id.in_(ids))
+            .group_by(MEM.c.user_id)
+        )
+    }
+    found: list[UserSummary] = []
+    for user_id in ids:
+        count, open_count, episode_last = episodes.get(user_id, (0, 0, None))
+        memory_count, memory_last = memories.get(user_id, (0, None))
+        last = max(t for t in (episode_last, memory_last) if t is not None)
+        found.append(UserSummary(user_id, count, last, open_count, memory_count))
+    return found
 
 
 def _episode_and_digest(row: RowMapping) -> Episode:

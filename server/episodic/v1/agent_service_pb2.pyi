@@ -8,6 +8,7 @@ from episodic.v1 import agent_pb2 as _agent_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
@@ -224,3 +225,148 @@ class ListAgentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAgentsResponse: _TypeAlias = ListAgentsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteAgentRequest(_message.Message):
+    """Request of DeleteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    ERASE_DATA_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Required. Identifier of the agent to delete."""
+    erase_data: _builtins.bool
+    """Whether to erase everything the agent holds (every user's episodes, memories and
+    session data, and the agent's documents) before deleting it. When false, an agent that
+    holds anything is refused with FAILED_PRECONDITION.
+    """
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        erase_data: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "erase_data", b"erase_data"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteAgentRequest: _TypeAlias = DeleteAgentRequest  # noqa: Y015
+
+@_typing.final
+class AgentDeletionReceipt(_message.Message):
+    """What deleting one agent removed. The counts add up the erasures of its users (see
+    ErasureReceipt); each erasure is in the audit log under its id.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    DELETE_TIME_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    ERASURE_IDS_FIELD_NUMBER: _builtins.int
+    EPISODES_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    SUMMARIES_FIELD_NUMBER: _builtins.int
+    DIGESTS_FIELD_NUMBER: _builtins.int
+    DIGEST_VECTORS_FIELD_NUMBER: _builtins.int
+    TEXT_ROWS_FIELD_NUMBER: _builtins.int
+    MODEL_CALLS_FIELD_NUMBER: _builtins.int
+    MEMORIES_FIELD_NUMBER: _builtins.int
+    SESSION_DATA_FIELD_NUMBER: _builtins.int
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    INDEX_VECTORS_FIELD_NUMBER: _builtins.int
+    STORAGE_SCRUBBED_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The deleted agent."""
+    users: _builtins.int
+    """Users whose data was erased."""
+    episodes: _builtins.int
+    """Episodes removed."""
+    messages: _builtins.int
+    """Messages removed."""
+    tool_calls: _builtins.int
+    """Tool-call records removed."""
+    summaries: _builtins.int
+    """Compaction summaries removed."""
+    digests: _builtins.int
+    """Episode digests removed."""
+    digest_vectors: _builtins.int
+    """Stored embedding vectors of digests removed."""
+    text_rows: _builtins.int
+    """Full-text rows removed."""
+    model_calls: _builtins.int
+    """Model calls removed."""
+    memories: _builtins.int
+    """Long-term memories removed."""
+    session_data: _builtins.int
+    """Episodes' session data removed."""
+    documents: _builtins.int
+    """The agent's documents removed (with their chunks)."""
+    index_vectors: _builtins.int
+    """Vectors removed from this server's in-memory indexes."""
+    storage_scrubbed: _builtins.bool
+    """True when freed database space was also scrubbed (as for EraseUser)."""
+    @_builtins.property
+    def delete_time(self) -> _timestamp_pb2.Timestamp:
+        """When the agent was deleted."""
+
+    @_builtins.property
+    def erasure_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The erasures made, one per user (empty when the agent held no user data)."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        delete_time: _timestamp_pb2.Timestamp | None = ...,
+        users: _builtins.int = ...,
+        erasure_ids: _abc.Iterable[_builtins.str] | None = ...,
+        episodes: _builtins.int = ...,
+        messages: _builtins.int = ...,
+        tool_calls: _builtins.int = ...,
+        summaries: _builtins.int = ...,
+        digests: _builtins.int = ...,
+        digest_vectors: _builtins.int = ...,
+        text_rows: _builtins.int = ...,
+        model_calls: _builtins.int = ...,
+        memories: _builtins.int = ...,
+        session_data: _builtins.int = ...,
+        documents: _builtins.int = ...,
+        index_vectors: _builtins.int = ...,
+        storage_scrubbed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delete_time", b"delete_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "delete_time", b"delete_time", "digest_vectors", b"digest_vectors", "digests", b"digests", "documents", b"documents", "episodes", b"episodes", "erasure_ids", b"erasure_ids", "index_vectors", b"index_vectors", "memories", b"memories", "messages", b"messages", "model_calls", b"model_calls", "session_data", b"session_data", "storage_scrubbed", b"storage_scrubbed", "summaries", b"summaries", "text_rows", b"text_rows", "tool_calls", b"tool_calls", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentDeletionReceipt: _TypeAlias = AgentDeletionReceipt  # noqa: Y015
+
+@_typing.final
+class DeleteAgentResponse(_message.Message):
+    """Response of DeleteAgent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def receipt(self) -> Global___AgentDeletionReceipt:
+        """What was removed."""
+
+    def __init__(
+        self,
+        *,
+        receipt: Global___AgentDeletionReceipt | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteAgentResponse: _TypeAlias = DeleteAgentResponse  # noqa: Y015

@@ -56,6 +56,11 @@ class AgentServiceStub:
                 request_serializer=episodic_dot_v1_dot_agent__service__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_agent__service__pb2.ListAgentsResponse.FromString,
                 _registered_method=True)
+        self.DeleteAgent = channel.unary_unary(
+                '/episodic.v1.AgentService/DeleteAgent',
+                request_serializer=episodic_dot_v1_dot_agent__service__pb2.DeleteAgentRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_agent__service__pb2.DeleteAgentResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -91,6 +96,19 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteAgent(self, request, context):
+        """Deletes an agent of the caller's tenant. NOT_FOUND if it does not exist. An agent that
+        still holds data (its users' episodes or long-term memories, or its documents) is
+        refused with FAILED_PRECONDITION (reason AGENT_HOLDS_DATA, the message says what it
+        holds) unless erase_data is set: then each of its users' data is erased as EraseUser
+        with this agent_id erases it (one audited erasure per user), its documents are
+        deleted, and the agent goes; the receipt says what was removed. Data written for the
+        agent while it is being deleted makes the call FAILED_PRECONDITION again (call again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -113,6 +131,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ListAgents,
                     request_deserializer=episodic_dot_v1_dot_agent__service__pb2.ListAgentsRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_agent__service__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'DeleteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAgent,
+                    request_deserializer=episodic_dot_v1_dot_agent__service__pb2.DeleteAgentRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_agent__service__pb2.DeleteAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -225,6 +248,33 @@ class AgentService:
             '/episodic.v1.AgentService/ListAgents',
             episodic_dot_v1_dot_agent__service__pb2.ListAgentsRequest.SerializeToString,
             episodic_dot_v1_dot_agent__service__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.AgentService/DeleteAgent',
+            episodic_dot_v1_dot_agent__service__pb2.DeleteAgentRequest.SerializeToString,
+            episodic_dot_v1_dot_agent__service__pb2.DeleteAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

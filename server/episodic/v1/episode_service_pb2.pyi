@@ -767,6 +767,106 @@ class EraseUserResponse(_message.Message):
 Global___EraseUserResponse: _TypeAlias = EraseUserResponse  # noqa: Y015
 
 @_typing.final
+class ListUsersRequest(_message.Message):
+    """Request of ListUsers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Required. The agent whose users to list."""
+    page_size: _builtins.int
+    """Maximum number of users to return. Default 50; values above 1000 are read as 1000."""
+    page_token: _builtins.str
+    """Token from a previous ListUsersResponse; agent_id must be unchanged."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListUsersRequest: _TypeAlias = ListUsersRequest  # noqa: Y015
+
+@_typing.final
+class UserSummary(_message.Message):
+    """One user of an agent, as ListUsers returns it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    EPISODE_COUNT_FIELD_NUMBER: _builtins.int
+    OPEN_EPISODE_COUNT_FIELD_NUMBER: _builtins.int
+    MEMORY_COUNT_FIELD_NUMBER: _builtins.int
+    LAST_ACTIVITY_TIME_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """Opaque id of the end user."""
+    episode_count: _builtins.int
+    """The user's episodes with the agent (open and closed)."""
+    open_episode_count: _builtins.int
+    """Of those, the episodes still open."""
+    memory_count: _builtins.int
+    """The user's long-term memories of the agent (PENDING and PROMOTED, not superseded)."""
+    @_builtins.property
+    def last_activity_time(self) -> _timestamp_pb2.Timestamp:
+        """The newest of the last activity of the user's episodes and the last update of the
+        user's memories.
+        """
+
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        episode_count: _builtins.int = ...,
+        open_episode_count: _builtins.int = ...,
+        memory_count: _builtins.int = ...,
+        last_activity_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_activity_time", b"last_activity_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["episode_count", b"episode_count", "last_activity_time", b"last_activity_time", "memory_count", b"memory_count", "open_episode_count", b"open_episode_count", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UserSummary: _TypeAlias = UserSummary  # noqa: Y015
+
+@_typing.final
+class ListUsersResponse(_message.Message):
+    """Response of ListUsers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last page."""
+    @_builtins.property
+    def users(self) -> _containers.RepeatedCompositeFieldContainer[Global___UserSummary]:
+        """The users of this page, by user_id."""
+
+    def __init__(
+        self,
+        *,
+        users: _abc.Iterable[Global___UserSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListUsersResponse: _TypeAlias = ListUsersResponse  # noqa: Y015
+
+@_typing.final
 class WatchEpisodeRequest(_message.Message):
     """Request of WatchEpisode."""
 

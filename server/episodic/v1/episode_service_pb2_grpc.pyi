@@ -61,6 +61,11 @@ class EpisodeServiceStub:
     caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
     and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
     """
+    ListUsers: _grpc.UnaryUnaryMultiCallable[_episode_service_pb2.ListUsersRequest, _episode_service_pb2.ListUsersResponse]
+    """Lists the users of one agent in the caller's tenant (those it holds episodes or
+    long-term memories of), ordered by user_id, each with its episode and memory counts
+    and its last activity. Episodes soft-deleted by retention are not counted.
+    """
     WatchEpisode: _grpc.UnaryStreamMultiCallable[_episode_service_pb2.WatchEpisodeRequest, _episode_service_pb2.WatchEpisodeResponse]
     """Live view of an episode: the messages after after_seq (replayed first), then every
     message appended, the text of assistant replies in progress as it is pushed, their
@@ -131,6 +136,11 @@ class EpisodeServiceAsyncStub(EpisodeServiceStub):
     """Erases every row and vector of one user (of one agent, or of all agents) in the
     caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
     and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
+    """
+    ListUsers: _aio.UnaryUnaryMultiCallable[_episode_service_pb2.ListUsersRequest, _episode_service_pb2.ListUsersResponse]  # type: ignore[assignment]
+    """Lists the users of one agent in the caller's tenant (those it holds episodes or
+    long-term memories of), ordered by user_id, each with its episode and memory counts
+    and its last activity. Episodes soft-deleted by retention are not counted.
     """
     WatchEpisode: _aio.UnaryStreamMultiCallable[_episode_service_pb2.WatchEpisodeRequest, _episode_service_pb2.WatchEpisodeResponse]  # type: ignore[assignment]
     """Live view of an episode: the messages after after_seq (replayed first), then every
@@ -253,6 +263,17 @@ class EpisodeServiceServicer(metaclass=_abc_1.ABCMeta):
         """Erases every row and vector of one user (of one agent, or of all agents) in the
         caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
         and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def ListUsers(
+        self,
+        request: _episode_service_pb2.ListUsersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_episode_service_pb2.ListUsersResponse, _abc.Awaitable[_episode_service_pb2.ListUsersResponse]]:
+        """Lists the users of one agent in the caller's tenant (those it holds episodes or
+        long-term memories of), ordered by user_id, each with its episode and memory counts
+        and its last activity. Episodes soft-deleted by retention are not counted.
         """
 
     @_abc_1.abstractmethod

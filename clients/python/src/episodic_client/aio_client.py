@@ -163,6 +163,15 @@ class AsyncEpisodicClient:
             for agent in page.agents:
                 yield agent
 
+    async def delete_agent(
+        self, agent_id: str, *, erase_data: bool = False
+    ) -> agent_service_pb2.DeleteAgentResponse:
+        """Deletes the agent. One that holds data (its users' episodes or memories, its
+        documents) is refused (FailedPrecondition, reason AGENT_HOLDS_DATA) unless
+        `erase_data`: then each user's data is erased as `erase_user(agent_id=...)` does, and
+        the receipt says what was removed."""
+        return await self._call(self._agents.DeleteAgent, rq.delete_agent(agent_id, erase_data=erase_data))
+
     # --- episodes -----------------------------------------------------------------------
 
     async def open_episode(
@@ -225,6 +234,22 @@ class AsyncEpisodicClient:
         async for page in apages(partial(self._call, self._episodes.ListEpisodes), request):
             for episode in page.episodes:
                 yield episode
+
+    async def list_users(
+        self, agent_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> episode_service_pb2.ListUsersResponse:
+        request = rq.list_users(agent_id, page_size=page_size, page_token=page_token)
+        return await self._call(self._episodes.ListUsers, request)
+
+    async def iter_users(
+        self, agent_id: str, *, page_size: int = 0
+    ) -> AsyncIterator[episode_service_pb2.UserSummary]:
+        """Every user of the agent (with episodes or memories), by user_id, with their
+        episode and memory counts and last activity, fetching pages as needed."""
+        request = rq.list_users(agent_id, page_size=page_size)
+        async for page in apages(partial(self._call, self._episodes.ListUsers), request):
+            for user in page.users:
+                yield user
 
     async def erase_user(self, user_id: str, *, agent_id: str = "") -> episode_service_pb2.EraseUserResponse:
         """Erases the user's episodes, messages, digests, memories and model calls (every agent's,

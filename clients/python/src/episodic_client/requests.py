@@ -69,6 +69,16 @@ def list_agents(*, page_size: int = 0, page_token: str = "") -> agent_service_pb
     return agent_service_pb2.ListAgentsRequest(page_size=page_size, page_token=page_token)
 
 
+def delete_agent(agent_id: str, *, erase_data: bool = False) -> agent_service_pb2.DeleteAgentRequest:
+    return agent_service_pb2.DeleteAgentRequest(agent_id=agent_id, erase_data=erase_data)
+
+
+def list_users(
+    agent_id: str, *, page_size: int = 0, page_token: str = ""
+) -> episode_service_pb2.ListUsersRequest:
+    return episode_service_pb2.ListUsersRequest(agent_id=agent_id, page_size=page_size, page_token=page_token)
+
+
 # --- episodes ---------------------------------------------------------------------------
 
 

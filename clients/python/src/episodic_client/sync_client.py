@@ -159,6 +159,15 @@ class EpisodicClient:
         for page in pages(fetch, rq.list_agents(page_size=page_size)):
             yield from page.agents
 
+    def delete_agent(
+        self, agent_id: str, *, erase_data: bool = False
+    ) -> agent_service_pb2.DeleteAgentResponse:
+        """Deletes the agent. One that holds data (its users' episodes or memories, its
+        documents) is refused (FailedPrecondition, reason AGENT_HOLDS_DATA) unless
+        `erase_data`: then each user's data is erased as `erase_user(agent_id=...)` does, and
+        the receipt says what was removed."""
+        return self._call(self._agents.DeleteAgent, rq.delete_agent(agent_id, erase_data=erase_data))
+
     # --- episodes -----------------------------------------------------------------------
 
     def open_episode(
@@ -220,6 +229,19 @@ class EpisodicClient:
         request = rq.list_episodes(agent_id=agent_id, user_id=user_id, state=state, page_size=page_size)
         for page in pages(partial(self._call, self._episodes.ListEpisodes), request):
             yield from page.episodes
+
+    def list_users(
+        self, agent_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> episode_service_pb2.ListUsersResponse:
+        request = rq.list_users(agent_id, page_size=page_size, page_token=page_token)
+        return self._call(self._episodes.ListUsers, request)
+
+    def iter_users(self, agent_id: str, *, page_size: int = 0) -> Iterator[episode_service_pb2.UserSummary]:
+        """Every user of the agent (with episodes or memories), by user_id, with their
+        episode and memory counts and last activity, fetching pages as needed."""
+        request = rq.list_users(agent_id, page_size=page_size)
+        for page in pages(partial(self._call, self._episodes.ListUsers), request):
+            yield from page.users
 
     def erase_user(self, user_id: str, *, agent_id: str = "") -> episode_service_pb2.EraseUserResponse:
         """Erases the user's episodes, messages, digests, memories and model calls (every agent's,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from episodic.domain.agent_deletion import AgentHoldings, AgentRemoved
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.context import ModelCall, ModelReply, Summary
 from episodic.domain.drafts import DraftLimits, Push, Pushed
@@ -68,6 +69,23 @@ class AgentStore(Protocol):
         """`only`, when given, restricts the listing to those agent ids."""
         ...
 
+    async def holdings(self, tenant_id: str, agent_id: str) -> AgentHoldings:
+        """What the agent holds (see AgentHoldings); all zero for an agent that does not exist."""
+        ...
+
+    async def user_ids(self, tenant_id: str, agent_id: str, after: str | None, limit: int) -> list[str]:
+        """The users the agent has episodes (soft-deleted ones too) or memories of, by id,
+        after `after`: whose data DeleteAgent erases."""
+        ...
+
+    async def delete_agent(
+        self, tenant_id: str, agent_id: str, declared: Declared[AgentRemoved]
+    ) -> Recorded[AgentRemoved]:
+        """The agent row with its documents (and their chunks), in one transaction. NotFound
+        when it does not exist; FailedPrecondition (AGENT_HOLDS_DATA) when episodes or
+        memories of it are left (written since they were erased)."""
+        ...
+
 
 class EpisodeStore(Protocol):
     async def open_episode(
@@ -116,12 +134,14 @@ class EpisodeStore(Protocol):
 
 
 class UserDirectory(Protocol):
-    """The users an agent has episodes with (the inspector's navigation)."""
+    """The users an agent has episodes or long-term memories of (ListUsers, and the
+    inspector's navigation)."""
 
     async def list_users(
         self, tenant_id: str, agent_id: str, after_user_id: str | None, limit: int
     ) -> list[UserSummary]:
-        """By user id; episodes soft-deleted by retention or erasure are not counted."""
+        """By user id; episodes soft-deleted by retention are not counted, nor superseded
+        memories. A user with only such rows is not listed."""
         ...
 
 

@@ -8,6 +8,7 @@ import grpc
 
 from episodic.edges.grpc import convert as c
 from episodic.edges.grpc.interceptors import current_caller
+from episodic.service.agent_deletion import AgentDeletion
 from episodic.service.agents import AgentService
 from episodic.v1 import agent_service_pb2 as pb
 from episodic.v1 import agent_service_pb2_grpc as pb_grpc
@@ -16,8 +17,9 @@ Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 
 class AgentServicer(pb_grpc.AgentServiceServicer):
-    def __init__(self, service: AgentService) -> None:
+    def __init__(self, service: AgentService, deletion: AgentDeletion) -> None:
         self._service = service
+        self._deletion = deletion
 
     async def CreateAgent(self, request: pb.CreateAgentRequest, context: Context) -> pb.CreateAgentResponse:
         agent = await self._service.create_agent(current_caller(), c.agent_draft_in(request.agent, "agent"))
@@ -38,3 +40,7 @@ class AgentServicer(pb_grpc.AgentServiceServicer):
         return pb.ListAgentsResponse(
             agents=[c.agent_out(a) for a in page.items], next_page_token=page.next_token
         )
+
+    async def DeleteAgent(self, request: pb.DeleteAgentRequest, context: Context) -> pb.DeleteAgentResponse:
+        deleted = await self._deletion.delete_agent(current_caller(), request.agent_id, request.erase_data)
+        return pb.DeleteAgentResponse(receipt=c.agent_deletion_out(deleted))

@@ -11,8 +11,10 @@ from typing import TypeVar, cast
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 from google.protobuf.json_format import MessageToDict
 
+from episodic.domain.agent_deletion import AgentDeleted
 from episodic.domain.agents import AgentDraft, MemoryDraft
 from episodic.domain.erasure import Receipt
+from episodic.domain.inspection import UserSummary
 from episodic.domain.model import (
     Agent,
     CloseReason,
@@ -32,7 +34,7 @@ from episodic.domain.model import (
 from episodic.domain.recall import Digest, DigestState, SearchMode, Signal, Snippet
 from episodic.errors import InvalidArgument
 from episodic.service.recall import SearchRequest
-from episodic.v1 import agent_pb2, episode_pb2, episode_service_pb2
+from episodic.v1 import agent_pb2, agent_service_pb2, episode_pb2, episode_service_pb2
 
 E = TypeVar("E")
 K = TypeVar("K", bound=int)
@@ -420,6 +422,28 @@ def memory_out(m: MemoryConfig) -> agent_pb2.MemoryConfig:
         known_facts_budget_percent=m.known_facts_budget_percent,
         recall_budget_percent=m.recall_budget_percent,
         earlier_budget_percent=m.earlier_budget_percent,
+    )
+
+
+def user_summary_out(u: UserSummary) -> episode_service_pb2.UserSummary:
+    return episode_service_pb2.UserSummary(
+        user_id=u.user_id,
+        episode_count=u.episodes,
+        open_episode_count=u.open_episodes,
+        memory_count=u.memories,
+        last_activity_time=time_out(u.last_activity_at),
+    )
+
+
+def agent_deletion_out(d: AgentDeleted) -> agent_service_pb2.AgentDeletionReceipt:
+    return agent_service_pb2.AgentDeletionReceipt(
+        agent_id=d.agent_id,
+        delete_time=time_out(d.deleted_at),
+        users=d.users,
+        erasure_ids=d.erasure_ids,
+        index_vectors=d.index_vectors,
+        storage_scrubbed=d.storage_scrubbed,
+        **d.counts,
     )
 
 

@@ -17,6 +17,7 @@ from episodic.service.episodes import EpisodeService
 from episodic.service.erasure import EraseService
 from episodic.service.recall import RecallService
 from episodic.service.transfer import TransferService
+from episodic.service.users import UserService
 from episodic.service.watch import WatchService
 from episodic.v1 import episode_service_pb2 as pb
 from episodic.v1 import episode_service_pb2_grpc as pb_grpc
@@ -33,6 +34,7 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
         max_send_message_bytes: int,
         watch: WatchService,
         transfer: TransferService | None,
+        users: UserService,
     ) -> None:
         self._service = service
         self._recall = recall
@@ -40,6 +42,7 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
         self._max_send_bytes = max_send_message_bytes
         self._watch = watch
         self._transfer = transfer
+        self._users = users
 
     async def OpenEpisode(self, request: pb.OpenEpisodeRequest, context: Context) -> pb.OpenEpisodeResponse:
         episode, created = await self._service.open_episode(
@@ -121,6 +124,14 @@ class EpisodeServicer(pb_grpc.EpisodeServiceServicer):
             snippets=[c.snippet_out(s) for s in result.snippets], pending_digests=result.pending_digests
         )
         return require_fits(response, self._max_send_bytes, "ask for a smaller top_k, or raise the limit")
+
+    async def ListUsers(self, request: pb.ListUsersRequest, context: Context) -> pb.ListUsersResponse:
+        page = await self._users.list_users(
+            current_caller(), request.agent_id, request.page_size, request.page_token
+        )
+        return pb.ListUsersResponse(
+            users=[c.user_summary_out(u) for u in page.items], next_page_token=page.next_token
+        )
 
     async def EraseUser(self, request: pb.EraseUserRequest, context: Context) -> pb.EraseUserResponse:
         receipt = await self._erasure.erase_user(current_caller(), request.user_id, request.agent_id)

@@ -165,10 +165,13 @@ async def build_server(
             listener.max_send_message_bytes,
             services.watch,
             services.transfer,
+            services.users,
         ),
         server,
     )
-    agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(services.agents), server)
+    agent_service_pb2_grpc.add_AgentServiceServicer_to_server(
+        AgentServicer(services.agents, services.agent_deletion), server
+    )
     context_service_pb2_grpc.add_ContextServiceServicer_to_server(
         ContextServicer(services.context, services.model_calls, listener.max_send_message_bytes), server
     )

@@ -22,8 +22,12 @@ UNMETERED = (*OPEN_METHOD_PREFIXES, "/episodic.v1.DiagnosticsService/Echo")
 WAITING_STREAMS = frozenset({"/episodic.v1.EpisodeService/WatchEpisode"})
 Refused = Callable[[Share, str], None]  # (share, tenant id): counted by metrics
 # Calls that cost far more than most spend more of their tenant's rate: an erasure counts,
-# deletes, audits and writes the change feed in one transaction (~10 ms of the server each).
-RATE_COST: dict[str, float] = {"/episodic.v1.EpisodeService/EraseUser": 20.0}
+# deletes, audits and writes the change feed in one transaction (~10 ms of the server each);
+# deleting an agent may erase many users (each is an erasure), and is rare.
+RATE_COST: dict[str, float] = {
+    "/episodic.v1.EpisodeService/EraseUser": 20.0,
+    "/episodic.v1.AgentService/DeleteAgent": 20.0,
+}
 
 
 class ShareInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]

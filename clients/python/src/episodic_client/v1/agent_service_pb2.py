@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from episodic_client.v1 import agent_pb2 as episodic_dot_v1_dot_agent__pb2
 from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65pisodic/v1/agent_service.proto\x12\x0b\x65pisodic.v1\x1a\x17\x65pisodic/v1/agent.proto\x1a google/protobuf/field_mask.proto\"7\n\x12\x43reateAgentRequest\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\"8\n\x13\x43reateAgentResponse\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\"#\n\x0fGetAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"5\n\x10GetAgentResponse\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\"h\n\x12UpdateAgentRequest\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"8\n\x13UpdateAgentResponse\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\":\n\x11ListAgentsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Q\n\x12ListAgentsResponse\x12\"\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x12.episodic.v1.Agent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xca\x02\n\x0c\x41gentService\x12P\n\x0b\x43reateAgent\x12\x1f.episodic.v1.CreateAgentRequest\x1a .episodic.v1.CreateAgentResponse\x12G\n\x08GetAgent\x12\x1c.episodic.v1.GetAgentRequest\x1a\x1d.episodic.v1.GetAgentResponse\x12P\n\x0bUpdateAgent\x12\x1f.episodic.v1.UpdateAgentRequest\x1a .episodic.v1.UpdateAgentResponse\x12M\n\nListAgents\x12\x1e.episodic.v1.ListAgentsRequest\x1a\x1f.episodic.v1.ListAgentsResponseB\x87\x01\n\x0f\x63om.episodic.v1B\x11\x41gentServiceProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x65pisodic/v1/agent_service.proto\x12\x0b\x65pisodic.v1\x1a\x17\x65pisodic/v1/agent.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"7\n\x12\x43reateAgentRequest\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\"8\n\x13\x43reateAgentResponse\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\"#\n\x0fGetAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"5\n\x10GetAgentResponse\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\"h\n\x12UpdateAgentRequest\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"8\n\x13UpdateAgentResponse\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x12.episodic.v1.Agent\":\n\x11ListAgentsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Q\n\x12ListAgentsResponse\x12\"\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x12.episodic.v1.Agent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\":\n\x12\x44\x65leteAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nerase_data\x18\x02 \x01(\x08\"\x85\x03\n\x14\x41gentDeletionReceipt\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12/\n\x0b\x64\x65lete_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05users\x18\x03 \x01(\x03\x12\x13\n\x0b\x65rasure_ids\x18\x04 \x03(\t\x12\x10\n\x08\x65pisodes\x18\x05 \x01(\x03\x12\x10\n\x08messages\x18\x06 \x01(\x03\x12\x12\n\ntool_calls\x18\x07 \x01(\x03\x12\x11\n\tsummaries\x18\x08 \x01(\x03\x12\x0f\n\x07\x64igests\x18\t \x01(\x03\x12\x16\n\x0e\x64igest_vectors\x18\n \x01(\x03\x12\x11\n\ttext_rows\x18\x0b \x01(\x03\x12\x13\n\x0bmodel_calls\x18\x0c \x01(\x03\x12\x10\n\x08memories\x18\r \x01(\x03\x12\x14\n\x0csession_data\x18\x0e \x01(\x03\x12\x11\n\tdocuments\x18\x0f \x01(\x03\x12\x15\n\rindex_vectors\x18\x10 \x01(\x03\x12\x18\n\x10storage_scrubbed\x18\x11 \x01(\x08\"I\n\x13\x44\x65leteAgentResponse\x12\x32\n\x07receipt\x18\x01 \x01(\x0b\x32!.episodic.v1.AgentDeletionReceipt2\x9c\x03\n\x0c\x41gentService\x12P\n\x0b\x43reateAgent\x12\x1f.episodic.v1.CreateAgentRequest\x1a .episodic.v1.CreateAgentResponse\x12G\n\x08GetAgent\x12\x1c.episodic.v1.GetAgentRequest\x1a\x1d.episodic.v1.GetAgentResponse\x12P\n\x0bUpdateAgent\x12\x1f.episodic.v1.UpdateAgentRequest\x1a .episodic.v1.UpdateAgentResponse\x12M\n\nListAgents\x12\x1e.episodic.v1.ListAgentsRequest\x1a\x1f.episodic.v1.ListAgentsResponse\x12P\n\x0b\x44\x65leteAgent\x12\x1f.episodic.v1.DeleteAgentRequest\x1a .episodic.v1.DeleteAgentResponseB\x87\x01\n\x0f\x63om.episodic.v1B\x11\x41gentServiceProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,22 +35,28 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'episodic_client.v1.agent_se
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.episodic.v1B\021AgentServiceProtoP\001Z.episodic/clients/go/gen/episodic/v1;episodicv1\242\002\003EXX\252\002\013Episodic.V1\312\002\013Episodic\\V1\352\002\014Episodic::V1'
-  _globals['_CREATEAGENTREQUEST']._serialized_start=107
-  _globals['_CREATEAGENTREQUEST']._serialized_end=162
-  _globals['_CREATEAGENTRESPONSE']._serialized_start=164
-  _globals['_CREATEAGENTRESPONSE']._serialized_end=220
-  _globals['_GETAGENTREQUEST']._serialized_start=222
-  _globals['_GETAGENTREQUEST']._serialized_end=257
-  _globals['_GETAGENTRESPONSE']._serialized_start=259
-  _globals['_GETAGENTRESPONSE']._serialized_end=312
-  _globals['_UPDATEAGENTREQUEST']._serialized_start=314
-  _globals['_UPDATEAGENTREQUEST']._serialized_end=418
-  _globals['_UPDATEAGENTRESPONSE']._serialized_start=420
-  _globals['_UPDATEAGENTRESPONSE']._serialized_end=476
-  _globals['_LISTAGENTSREQUEST']._serialized_start=478
-  _globals['_LISTAGENTSREQUEST']._serialized_end=536
-  _globals['_LISTAGENTSRESPONSE']._serialized_start=538
-  _globals['_LISTAGENTSRESPONSE']._serialized_end=619
-  _globals['_AGENTSERVICE']._serialized_start=622
-  _globals['_AGENTSERVICE']._serialized_end=952
+  _globals['_CREATEAGENTREQUEST']._serialized_start=140
+  _globals['_CREATEAGENTREQUEST']._serialized_end=195
+  _globals['_CREATEAGENTRESPONSE']._serialized_start=197
+  _globals['_CREATEAGENTRESPONSE']._serialized_end=253
+  _globals['_GETAGENTREQUEST']._serialized_start=255
+  _globals['_GETAGENTREQUEST']._serialized_end=290
+  _globals['_GETAGENTRESPONSE']._serialized_start=292
+  _globals['_GETAGENTRESPONSE']._serialized_end=345
+  _globals['_UPDATEAGENTREQUEST']._serialized_start=347
+  _globals['_UPDATEAGENTREQUEST']._serialized_end=451
+  _globals['_UPDATEAGENTRESPONSE']._serialized_start=453
+  _globals['_UPDATEAGENTRESPONSE']._serialized_end=509
+  _globals['_LISTAGENTSREQUEST']._serialized_start=511
+  _globals['_LISTAGENTSREQUEST']._serialized_end=569
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=571
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=652
+  _globals['_DELETEAGENTREQUEST']._serialized_start=654
+  _globals['_DELETEAGENTREQUEST']._serialized_end=712
+  _globals['_AGENTDELETIONRECEIPT']._serialized_start=715
+  _globals['_AGENTDELETIONRECEIPT']._serialized_end=1104
+  _globals['_DELETEAGENTRESPONSE']._serialized_start=1106
+  _globals['_DELETEAGENTRESPONSE']._serialized_end=1179
+  _globals['_AGENTSERVICE']._serialized_start=1182
+  _globals['_AGENTSERVICE']._serialized_end=1594
 # @@protoc_insertion_point(module_scope)

@@ -43,6 +43,15 @@ class AgentServiceStub:
     """Updates the fields of an agent named by update_mask."""
     ListAgents: _grpc.UnaryUnaryMultiCallable[_agent_service_pb2.ListAgentsRequest, _agent_service_pb2.ListAgentsResponse]
     """Lists the agents of the caller's tenant, ordered by agent_id."""
+    DeleteAgent: _grpc.UnaryUnaryMultiCallable[_agent_service_pb2.DeleteAgentRequest, _agent_service_pb2.DeleteAgentResponse]
+    """Deletes an agent of the caller's tenant. NOT_FOUND if it does not exist. An agent that
+    still holds data (its users' episodes or long-term memories, or its documents) is
+    refused with FAILED_PRECONDITION (reason AGENT_HOLDS_DATA, the message says what it
+    holds) unless erase_data is set: then each of its users' data is erased as EraseUser
+    with this agent_id erases it (one audited erasure per user), its documents are
+    deleted, and the agent goes; the receipt says what was removed. Data written for the
+    agent while it is being deleted makes the call FAILED_PRECONDITION again (call again).
+    """
 
 @_typing.type_check_only
 class AgentServiceAsyncStub(AgentServiceStub):
@@ -59,6 +68,15 @@ class AgentServiceAsyncStub(AgentServiceStub):
     """Updates the fields of an agent named by update_mask."""
     ListAgents: _aio.UnaryUnaryMultiCallable[_agent_service_pb2.ListAgentsRequest, _agent_service_pb2.ListAgentsResponse]  # type: ignore[assignment]
     """Lists the agents of the caller's tenant, ordered by agent_id."""
+    DeleteAgent: _aio.UnaryUnaryMultiCallable[_agent_service_pb2.DeleteAgentRequest, _agent_service_pb2.DeleteAgentResponse]  # type: ignore[assignment]
+    """Deletes an agent of the caller's tenant. NOT_FOUND if it does not exist. An agent that
+    still holds data (its users' episodes or long-term memories, or its documents) is
+    refused with FAILED_PRECONDITION (reason AGENT_HOLDS_DATA, the message says what it
+    holds) unless erase_data is set: then each of its users' data is erased as EraseUser
+    with this agent_id erases it (one audited erasure per user), its documents are
+    deleted, and the agent goes; the receipt says what was removed. Data written for the
+    agent while it is being deleted makes the call FAILED_PRECONDITION again (call again).
+    """
 
 class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
     """AgentService manages agent definitions: system prompt, model and memory configuration.
@@ -96,5 +114,20 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_agent_service_pb2.ListAgentsResponse, _abc.Awaitable[_agent_service_pb2.ListAgentsResponse]]:
         """Lists the agents of the caller's tenant, ordered by agent_id."""
+
+    @_abc_1.abstractmethod
+    def DeleteAgent(
+        self,
+        request: _agent_service_pb2.DeleteAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_service_pb2.DeleteAgentResponse, _abc.Awaitable[_agent_service_pb2.DeleteAgentResponse]]:
+        """Deletes an agent of the caller's tenant. NOT_FOUND if it does not exist. An agent that
+        still holds data (its users' episodes or long-term memories, or its documents) is
+        refused with FAILED_PRECONDITION (reason AGENT_HOLDS_DATA, the message says what it
+        holds) unless erase_data is set: then each of its users' data is erased as EraseUser
+        with this agent_id erases it (one audited erasure per user), its documents are
+        deleted, and the agent goes; the receipt says what was removed. Data written for the
+        agent while it is being deleted makes the call FAILED_PRECONDITION again (call again).
+        """
 
 def add_AgentServiceServicer_to_server(servicer: AgentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -82,6 +82,11 @@ class EpisodeServiceStub:
                 request_serializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.SerializeToString,
                 response_deserializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.FromString,
                 _registered_method=True)
+        self.ListUsers = channel.unary_unary(
+                '/episodic.v1.EpisodeService/ListUsers',
+                request_serializer=episodic_dot_v1_dot_episode__service__pb2.ListUsersRequest.SerializeToString,
+                response_deserializer=episodic_dot_v1_dot_episode__service__pb2.ListUsersResponse.FromString,
+                _registered_method=True)
         self.WatchEpisode = channel.unary_stream(
                 '/episodic.v1.EpisodeService/WatchEpisode',
                 request_serializer=episodic_dot_v1_dot_episode__service__pb2.WatchEpisodeRequest.SerializeToString,
@@ -182,6 +187,15 @@ class EpisodeServiceServicer:
         """Erases every row and vector of one user (of one agent, or of all agents) in the
         caller's tenant: episodes, messages, tool calls, summaries, digests and their vectors
         and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUsers(self, request, context):
+        """Lists the users of one agent in the caller's tenant (those it holds episodes or
+        long-term memories of), ordered by user_id, each with its episode and memory counts
+        and its last activity. Episodes soft-deleted by retention are not counted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -295,6 +309,11 @@ def add_EpisodeServiceServicer_to_server(servicer, server):
                     servicer.EraseUser,
                     request_deserializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.FromString,
                     response_serializer=episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.SerializeToString,
+            ),
+            'ListUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsers,
+                    request_deserializer=episodic_dot_v1_dot_episode__service__pb2.ListUsersRequest.FromString,
+                    response_serializer=episodic_dot_v1_dot_episode__service__pb2.ListUsersResponse.SerializeToString,
             ),
             'WatchEpisode': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchEpisode,
@@ -573,6 +592,33 @@ class EpisodeService:
             '/episodic.v1.EpisodeService/EraseUser',
             episodic_dot_v1_dot_episode__service__pb2.EraseUserRequest.SerializeToString,
             episodic_dot_v1_dot_episode__service__pb2.EraseUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/episodic.v1.EpisodeService/ListUsers',
+            episodic_dot_v1_dot_episode__service__pb2.ListUsersRequest.SerializeToString,
+            episodic_dot_v1_dot_episode__service__pb2.ListUsersResponse.FromString,
             options,
             channel_credentials,
             insecure,

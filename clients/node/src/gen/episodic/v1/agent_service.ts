@@ -19,6 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { FieldMask } from "../../google/protobuf/field_mask.js";
+import { Timestamp } from "../../google/protobuf/timestamp.js";
 import { Agent } from "./agent.js";
 
 export const protobufPackage = "episodic.v1";
@@ -83,6 +84,67 @@ export interface ListAgentsResponse {
   agents: Agent[];
   /** Token for the next page; empty on the last page. */
   nextPageToken: string;
+}
+
+/** Request of DeleteAgent. */
+export interface DeleteAgentRequest {
+  /** Required. Identifier of the agent to delete. */
+  agentId: string;
+  /**
+   * Whether to erase everything the agent holds (every user's episodes, memories and
+   * session data, and the agent's documents) before deleting it. When false, an agent that
+   * holds anything is refused with FAILED_PRECONDITION.
+   */
+  eraseData: boolean;
+}
+
+/**
+ * What deleting one agent removed. The counts add up the erasures of its users (see
+ * ErasureReceipt); each erasure is in the audit log under its id.
+ */
+export interface AgentDeletionReceipt {
+  /** The deleted agent. */
+  agentId: string;
+  /** When the agent was deleted. */
+  deleteTime:
+    | Date
+    | undefined;
+  /** Users whose data was erased. */
+  users: number;
+  /** The erasures made, one per user (empty when the agent held no user data). */
+  erasureIds: string[];
+  /** Episodes removed. */
+  episodes: number;
+  /** Messages removed. */
+  messages: number;
+  /** Tool-call records removed. */
+  toolCalls: number;
+  /** Compaction summaries removed. */
+  summaries: number;
+  /** Episode digests removed. */
+  digests: number;
+  /** Stored embedding vectors of digests removed. */
+  digestVectors: number;
+  /** Full-text rows removed. */
+  textRows: number;
+  /** Model calls removed. */
+  modelCalls: number;
+  /** Long-term memories removed. */
+  memories: number;
+  /** Episodes' session data removed. */
+  sessionData: number;
+  /** The agent's documents removed (with their chunks). */
+  documents: number;
+  /** Vectors removed from this server's in-memory indexes. */
+  indexVectors: number;
+  /** True when freed database space was also scrubbed (as for EraseUser). */
+  storageScrubbed: boolean;
+}
+
+/** Response of DeleteAgent. */
+export interface DeleteAgentResponse {
+  /** What was removed. */
+  receipt: AgentDeletionReceipt | undefined;
 }
 
 function createBaseCreateAgentRequest(): CreateAgentRequest {
@@ -697,6 +759,551 @@ export const ListAgentsResponse: MessageFns<ListAgentsResponse> = {
   },
 };
 
+function createBaseDeleteAgentRequest(): DeleteAgentRequest {
+  return { agentId: "", eraseData: false };
+}
+
+export const DeleteAgentRequest: MessageFns<DeleteAgentRequest> = {
+  encode(message: DeleteAgentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    if (message.eraseData !== false) {
+      writer.uint32(16).bool(message.eraseData);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteAgentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteAgentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.eraseData = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteAgentRequest {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+      eraseData: isSet(object.eraseData)
+        ? globalThis.Boolean(object.eraseData)
+        : isSet(object.erase_data)
+        ? globalThis.Boolean(object.erase_data)
+        : false,
+    };
+  },
+
+  toJSON(message: DeleteAgentRequest): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    if (message.eraseData !== false) {
+      obj.eraseData = message.eraseData;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<DeleteAgentRequest>): DeleteAgentRequest {
+    return DeleteAgentRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<DeleteAgentRequest>): DeleteAgentRequest {
+    const message = createBaseDeleteAgentRequest();
+    message.agentId = object.agentId ?? "";
+    message.eraseData = object.eraseData ?? false;
+    return message;
+  },
+};
+
+function createBaseAgentDeletionReceipt(): AgentDeletionReceipt {
+  return {
+    agentId: "",
+    deleteTime: undefined,
+    users: 0,
+    erasureIds: [],
+    episodes: 0,
+    messages: 0,
+    toolCalls: 0,
+    summaries: 0,
+    digests: 0,
+    digestVectors: 0,
+    textRows: 0,
+    modelCalls: 0,
+    memories: 0,
+    sessionData: 0,
+    documents: 0,
+    indexVectors: 0,
+    storageScrubbed: false,
+  };
+}
+
+export const AgentDeletionReceipt: MessageFns<AgentDeletionReceipt> = {
+  encode(message: AgentDeletionReceipt, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    if (message.deleteTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.deleteTime), writer.uint32(18).fork()).join();
+    }
+    if (message.users !== 0) {
+      writer.uint32(24).int64(message.users);
+    }
+    for (const v of message.erasureIds) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.episodes !== 0) {
+      writer.uint32(40).int64(message.episodes);
+    }
+    if (message.messages !== 0) {
+      writer.uint32(48).int64(message.messages);
+    }
+    if (message.toolCalls !== 0) {
+      writer.uint32(56).int64(message.toolCalls);
+    }
+    if (message.summaries !== 0) {
+      writer.uint32(64).int64(message.summaries);
+    }
+    if (message.digests !== 0) {
+      writer.uint32(72).int64(message.digests);
+    }
+    if (message.digestVectors !== 0) {
+      writer.uint32(80).int64(message.digestVectors);
+    }
+    if (message.textRows !== 0) {
+      writer.uint32(88).int64(message.textRows);
+    }
+    if (message.modelCalls !== 0) {
+      writer.uint32(96).int64(message.modelCalls);
+    }
+    if (message.memories !== 0) {
+      writer.uint32(104).int64(message.memories);
+    }
+    if (message.sessionData !== 0) {
+      writer.uint32(112).int64(message.sessionData);
+    }
+    if (message.documents !== 0) {
+      writer.uint32(120).int64(message.documents);
+    }
+    if (message.indexVectors !== 0) {
+      writer.uint32(128).int64(message.indexVectors);
+    }
+    if (message.storageScrubbed !== false) {
+      writer.uint32(136).bool(message.storageScrubbed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AgentDeletionReceipt {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAgentDeletionReceipt();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deleteTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.users = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.erasureIds.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.episodes = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.messages = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.toolCalls = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.summaries = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.digests = longToNumber(reader.int64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.digestVectors = longToNumber(reader.int64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.textRows = longToNumber(reader.int64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.modelCalls = longToNumber(reader.int64());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.memories = longToNumber(reader.int64());
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.sessionData = longToNumber(reader.int64());
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.documents = longToNumber(reader.int64());
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.indexVectors = longToNumber(reader.int64());
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.storageScrubbed = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AgentDeletionReceipt {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+      deleteTime: isSet(object.deleteTime)
+        ? fromJsonTimestamp(object.deleteTime)
+        : isSet(object.delete_time)
+        ? fromJsonTimestamp(object.delete_time)
+        : undefined,
+      users: isSet(object.users) ? globalThis.Number(object.users) : 0,
+      erasureIds: globalThis.Array.isArray(object?.erasureIds)
+        ? object.erasureIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.erasure_ids)
+        ? object.erasure_ids.map((e: any) => globalThis.String(e))
+        : [],
+      episodes: isSet(object.episodes) ? globalThis.Number(object.episodes) : 0,
+      messages: isSet(object.messages) ? globalThis.Number(object.messages) : 0,
+      toolCalls: isSet(object.toolCalls)
+        ? globalThis.Number(object.toolCalls)
+        : isSet(object.tool_calls)
+        ? globalThis.Number(object.tool_calls)
+        : 0,
+      summaries: isSet(object.summaries) ? globalThis.Number(object.summaries) : 0,
+      digests: isSet(object.digests) ? globalThis.Number(object.digests) : 0,
+      digestVectors: isSet(object.digestVectors)
+        ? globalThis.Number(object.digestVectors)
+        : isSet(object.digest_vectors)
+        ? globalThis.Number(object.digest_vectors)
+        : 0,
+      textRows: isSet(object.textRows)
+        ? globalThis.Number(object.textRows)
+        : isSet(object.text_rows)
+        ? globalThis.Number(object.text_rows)
+        : 0,
+      modelCalls: isSet(object.modelCalls)
+        ? globalThis.Number(object.modelCalls)
+        : isSet(object.model_calls)
+        ? globalThis.Number(object.model_calls)
+        : 0,
+      memories: isSet(object.memories) ? globalThis.Number(object.memories) : 0,
+      sessionData: isSet(object.sessionData)
+        ? globalThis.Number(object.sessionData)
+        : isSet(object.session_data)
+        ? globalThis.Number(object.session_data)
+        : 0,
+      documents: isSet(object.documents) ? globalThis.Number(object.documents) : 0,
+      indexVectors: isSet(object.indexVectors)
+        ? globalThis.Number(object.indexVectors)
+        : isSet(object.index_vectors)
+        ? globalThis.Number(object.index_vectors)
+        : 0,
+      storageScrubbed: isSet(object.storageScrubbed)
+        ? globalThis.Boolean(object.storageScrubbed)
+        : isSet(object.storage_scrubbed)
+        ? globalThis.Boolean(object.storage_scrubbed)
+        : false,
+    };
+  },
+
+  toJSON(message: AgentDeletionReceipt): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    if (message.deleteTime !== undefined) {
+      obj.deleteTime = message.deleteTime.toISOString();
+    }
+    if (message.users !== 0) {
+      obj.users = Math.round(message.users);
+    }
+    if (message.erasureIds?.length) {
+      obj.erasureIds = message.erasureIds;
+    }
+    if (message.episodes !== 0) {
+      obj.episodes = Math.round(message.episodes);
+    }
+    if (message.messages !== 0) {
+      obj.messages = Math.round(message.messages);
+    }
+    if (message.toolCalls !== 0) {
+      obj.toolCalls = Math.round(message.toolCalls);
+    }
+    if (message.summaries !== 0) {
+      obj.summaries = Math.round(message.summaries);
+    }
+    if (message.digests !== 0) {
+      obj.digests = Math.round(message.digests);
+    }
+    if (message.digestVectors !== 0) {
+      obj.digestVectors = Math.round(message.digestVectors);
+    }
+    if (message.textRows !== 0) {
+      obj.textRows = Math.round(message.textRows);
+    }
+    if (message.modelCalls !== 0) {
+      obj.modelCalls = Math.round(message.modelCalls);
+    }
+    if (message.memories !== 0) {
+      obj.memories = Math.round(message.memories);
+    }
+    if (message.sessionData !== 0) {
+      obj.sessionData = Math.round(message.sessionData);
+    }
+    if (message.documents !== 0) {
+      obj.documents = Math.round(message.documents);
+    }
+    if (message.indexVectors !== 0) {
+      obj.indexVectors = Math.round(message.indexVectors);
+    }
+    if (message.storageScrubbed !== false) {
+      obj.storageScrubbed = message.storageScrubbed;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AgentDeletionReceipt>): AgentDeletionReceipt {
+    return AgentDeletionReceipt.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AgentDeletionReceipt>): AgentDeletionReceipt {
+    const message = createBaseAgentDeletionReceipt();
+    message.agentId = object.agentId ?? "";
+    message.deleteTime = object.deleteTime ?? undefined;
+    message.users = object.users ?? 0;
+    message.erasureIds = object.erasureIds?.map((e) => e) || [];
+    message.episodes = object.episodes ?? 0;
+    message.messages = object.messages ?? 0;
+    message.toolCalls = object.toolCalls ?? 0;
+    message.summaries = object.summaries ?? 0;
+    message.digests = object.digests ?? 0;
+    message.digestVectors = object.digestVectors ?? 0;
+    message.textRows = object.textRows ?? 0;
+    message.modelCalls = object.modelCalls ?? 0;
+    message.memories = object.memories ?? 0;
+    message.sessionData = object.sessionData ?? 0;
+    message.documents = object.documents ?? 0;
+    message.indexVectors = object.indexVectors ?? 0;
+    message.storageScrubbed = object.storageScrubbed ?? false;
+    return message;
+  },
+};
+
+function createBaseDeleteAgentResponse(): DeleteAgentResponse {
+  return { receipt: undefined };
+}
+
+export const DeleteAgentResponse: MessageFns<DeleteAgentResponse> = {
+  encode(message: DeleteAgentResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.receipt !== undefined) {
+      AgentDeletionReceipt.encode(message.receipt, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteAgentResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteAgentResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.receipt = AgentDeletionReceipt.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteAgentResponse {
+    return { receipt: isSet(object.receipt) ? AgentDeletionReceipt.fromJSON(object.receipt) : undefined };
+  },
+
+  toJSON(message: DeleteAgentResponse): unknown {
+    const obj: any = {};
+    if (message.receipt !== undefined) {
+      obj.receipt = AgentDeletionReceipt.toJSON(message.receipt);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<DeleteAgentResponse>): DeleteAgentResponse {
+    return DeleteAgentResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<DeleteAgentResponse>): DeleteAgentResponse {
+    const message = createBaseDeleteAgentResponse();
+    message.receipt = (object.receipt !== undefined && object.receipt !== null)
+      ? AgentDeletionReceipt.fromPartial(object.receipt)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * AgentService manages agent definitions: system prompt, model and memory configuration.
  * Every RPC is scoped to the tenant of the caller's credential.
@@ -743,6 +1350,24 @@ export const AgentServiceService = {
     responseSerialize: (value: ListAgentsResponse): Buffer => Buffer.from(ListAgentsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListAgentsResponse => ListAgentsResponse.decode(value),
   },
+  /**
+   * Deletes an agent of the caller's tenant. NOT_FOUND if it does not exist. An agent that
+   * still holds data (its users' episodes or long-term memories, or its documents) is
+   * refused with FAILED_PRECONDITION (reason AGENT_HOLDS_DATA, the message says what it
+   * holds) unless erase_data is set: then each of its users' data is erased as EraseUser
+   * with this agent_id erases it (one audited erasure per user), its documents are
+   * deleted, and the agent goes; the receipt says what was removed. Data written for the
+   * agent while it is being deleted makes the call FAILED_PRECONDITION again (call again).
+   */
+  deleteAgent: {
+    path: "/episodic.v1.AgentService/DeleteAgent" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteAgentRequest): Buffer => Buffer.from(DeleteAgentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteAgentRequest => DeleteAgentRequest.decode(value),
+    responseSerialize: (value: DeleteAgentResponse): Buffer => Buffer.from(DeleteAgentResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteAgentResponse => DeleteAgentResponse.decode(value),
+  },
 } as const;
 
 export interface AgentServiceServer extends UntypedServiceImplementation {
@@ -754,6 +1379,16 @@ export interface AgentServiceServer extends UntypedServiceImplementation {
   updateAgent: handleUnaryCall<UpdateAgentRequest, UpdateAgentResponse>;
   /** Lists the agents of the caller's tenant, ordered by agent_id. */
   listAgents: handleUnaryCall<ListAgentsRequest, ListAgentsResponse>;
+  /**
+   * Deletes an agent of the caller's tenant. NOT_FOUND if it does not exist. An agent that
+   * still holds data (its users' episodes or long-term memories, or its documents) is
+   * refused with FAILED_PRECONDITION (reason AGENT_HOLDS_DATA, the message says what it
+   * holds) unless erase_data is set: then each of its users' data is erased as EraseUser
+   * with this agent_id erases it (one audited erasure per user), its documents are
+   * deleted, and the agent goes; the receipt says what was removed. Data written for the
+   * agent while it is being deleted makes the call FAILED_PRECONDITION again (call again).
+   */
+  deleteAgent: handleUnaryCall<DeleteAgentRequest, DeleteAgentResponse>;
 }
 
 export interface AgentServiceClient extends Client {
@@ -821,6 +1456,30 @@ export interface AgentServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListAgentsResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Deletes an agent of the caller's tenant. NOT_FOUND if it does not exist. An agent that
+   * still holds data (its users' episodes or long-term memories, or its documents) is
+   * refused with FAILED_PRECONDITION (reason AGENT_HOLDS_DATA, the message says what it
+   * holds) unless erase_data is set: then each of its users' data is erased as EraseUser
+   * with this agent_id erases it (one audited erasure per user), its documents are
+   * deleted, and the agent goes; the receipt says what was removed. Data written for the
+   * agent while it is being deleted makes the call FAILED_PRECONDITION again (call again).
+   */
+  deleteAgent(
+    request: DeleteAgentRequest,
+    callback: (error: ServiceError | null, response: DeleteAgentResponse) => void,
+  ): ClientUnaryCall;
+  deleteAgent(
+    request: DeleteAgentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteAgentResponse) => void,
+  ): ClientUnaryCall;
+  deleteAgent(
+    request: DeleteAgentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteAgentResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const AgentServiceClient = makeGenericClientConstructor(
@@ -839,6 +1498,39 @@ export type DeepPartial<T> = T extends Builtin ? T
   : T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepPartial<U>>
   : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
   : Partial<T>;
+
+function toTimestamp(date: Date): Timestamp {
+  const seconds = Math.trunc(date.getTime() / 1_000);
+  const nanos = (date.getTime() % 1_000) * 1_000_000;
+  return { seconds, nanos };
+}
+
+function fromTimestamp(t: Timestamp): Date {
+  let millis = (t.seconds || 0) * 1_000;
+  millis += (t.nanos || 0) / 1_000_000;
+  return new globalThis.Date(millis);
+}
+
+function fromJsonTimestamp(o: any): Date {
+  if (o instanceof globalThis.Date) {
+    return o;
+  } else if (typeof o === "string") {
+    return new globalThis.Date(o);
+  } else {
+    return fromTimestamp(Timestamp.fromJSON(o));
+  }
+}
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 function isSet(value: any): boolean {
   return value !== null && value !== undefined;

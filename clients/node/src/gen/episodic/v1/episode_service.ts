@@ -389,6 +389,41 @@ export interface EraseUserResponse {
   receipt: ErasureReceipt | undefined;
 }
 
+/** Request of ListUsers. */
+export interface ListUsersRequest {
+  /** Required. The agent whose users to list. */
+  agentId: string;
+  /** Maximum number of users to return. Default 50; values above 1000 are read as 1000. */
+  pageSize: number;
+  /** Token from a previous ListUsersResponse; agent_id must be unchanged. */
+  pageToken: string;
+}
+
+/** One user of an agent, as ListUsers returns it. */
+export interface UserSummary {
+  /** Opaque id of the end user. */
+  userId: string;
+  /** The user's episodes with the agent (open and closed). */
+  episodeCount: number;
+  /** Of those, the episodes still open. */
+  openEpisodeCount: number;
+  /** The user's long-term memories of the agent (PENDING and PROMOTED, not superseded). */
+  memoryCount: number;
+  /**
+   * The newest of the last activity of the user's episodes and the last update of the
+   * user's memories.
+   */
+  lastActivityTime: Date | undefined;
+}
+
+/** Response of ListUsers. */
+export interface ListUsersResponse {
+  /** The users of this page, by user_id. */
+  users: UserSummary[];
+  /** Token for the next page; empty on the last page. */
+  nextPageToken: string;
+}
+
 /** Request of WatchEpisode. */
 export interface WatchEpisodeRequest {
   /** Required. The episode to watch. */
@@ -2980,6 +3015,361 @@ export const EraseUserResponse: MessageFns<EraseUserResponse> = {
   },
 };
 
+function createBaseListUsersRequest(): ListUsersRequest {
+  return { agentId: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListUsersRequest: MessageFns<ListUsersRequest> = {
+  encode(message: ListUsersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListUsersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListUsersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListUsersRequest {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListUsersRequest): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListUsersRequest>): ListUsersRequest {
+    return ListUsersRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListUsersRequest>): ListUsersRequest {
+    const message = createBaseListUsersRequest();
+    message.agentId = object.agentId ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseUserSummary(): UserSummary {
+  return { userId: "", episodeCount: 0, openEpisodeCount: 0, memoryCount: 0, lastActivityTime: undefined };
+}
+
+export const UserSummary: MessageFns<UserSummary> = {
+  encode(message: UserSummary, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.userId !== "") {
+      writer.uint32(10).string(message.userId);
+    }
+    if (message.episodeCount !== 0) {
+      writer.uint32(16).int64(message.episodeCount);
+    }
+    if (message.openEpisodeCount !== 0) {
+      writer.uint32(24).int64(message.openEpisodeCount);
+    }
+    if (message.memoryCount !== 0) {
+      writer.uint32(32).int64(message.memoryCount);
+    }
+    if (message.lastActivityTime !== undefined) {
+      Timestamp.encode(toTimestamp(message.lastActivityTime), writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UserSummary {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUserSummary();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.userId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.episodeCount = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.openEpisodeCount = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.memoryCount = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.lastActivityTime = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UserSummary {
+    return {
+      userId: isSet(object.userId)
+        ? globalThis.String(object.userId)
+        : isSet(object.user_id)
+        ? globalThis.String(object.user_id)
+        : "",
+      episodeCount: isSet(object.episodeCount)
+        ? globalThis.Number(object.episodeCount)
+        : isSet(object.episode_count)
+        ? globalThis.Number(object.episode_count)
+        : 0,
+      openEpisodeCount: isSet(object.openEpisodeCount)
+        ? globalThis.Number(object.openEpisodeCount)
+        : isSet(object.open_episode_count)
+        ? globalThis.Number(object.open_episode_count)
+        : 0,
+      memoryCount: isSet(object.memoryCount)
+        ? globalThis.Number(object.memoryCount)
+        : isSet(object.memory_count)
+        ? globalThis.Number(object.memory_count)
+        : 0,
+      lastActivityTime: isSet(object.lastActivityTime)
+        ? fromJsonTimestamp(object.lastActivityTime)
+        : isSet(object.last_activity_time)
+        ? fromJsonTimestamp(object.last_activity_time)
+        : undefined,
+    };
+  },
+
+  toJSON(message: UserSummary): unknown {
+    const obj: any = {};
+    if (message.userId !== "") {
+      obj.userId = message.userId;
+    }
+    if (message.episodeCount !== 0) {
+      obj.episodeCount = Math.round(message.episodeCount);
+    }
+    if (message.openEpisodeCount !== 0) {
+      obj.openEpisodeCount = Math.round(message.openEpisodeCount);
+    }
+    if (message.memoryCount !== 0) {
+      obj.memoryCount = Math.round(message.memoryCount);
+    }
+    if (message.lastActivityTime !== undefined) {
+      obj.lastActivityTime = message.lastActivityTime.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<UserSummary>): UserSummary {
+    return UserSummary.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<UserSummary>): UserSummary {
+    const message = createBaseUserSummary();
+    message.userId = object.userId ?? "";
+    message.episodeCount = object.episodeCount ?? 0;
+    message.openEpisodeCount = object.openEpisodeCount ?? 0;
+    message.memoryCount = object.memoryCount ?? 0;
+    message.lastActivityTime = object.lastActivityTime ?? undefined;
+    return message;
+  },
+};
+
+function createBaseListUsersResponse(): ListUsersResponse {
+  return { users: [], nextPageToken: "" };
+}
+
+export const ListUsersResponse: MessageFns<ListUsersResponse> = {
+  encode(message: ListUsersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.users) {
+      UserSummary.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListUsersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListUsersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.users.push(UserSummary.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListUsersResponse {
+    return {
+      users: globalThis.Array.isArray(object?.users) ? object.users.map((e: any) => UserSummary.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListUsersResponse): unknown {
+    const obj: any = {};
+    if (message.users?.length) {
+      obj.users = message.users.map((e) => UserSummary.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListUsersResponse>): ListUsersResponse {
+    return ListUsersResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListUsersResponse>): ListUsersResponse {
+    const message = createBaseListUsersResponse();
+    message.users = object.users?.map((e) => UserSummary.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
 function createBaseWatchEpisodeRequest(): WatchEpisodeRequest {
   return { episodeId: "", afterSeq: undefined };
 }
@@ -5062,6 +5452,20 @@ export const EpisodeServiceService = {
     responseDeserialize: (value: Buffer): EraseUserResponse => EraseUserResponse.decode(value),
   },
   /**
+   * Lists the users of one agent in the caller's tenant (those it holds episodes or
+   * long-term memories of), ordered by user_id, each with its episode and memory counts
+   * and its last activity. Episodes soft-deleted by retention are not counted.
+   */
+  listUsers: {
+    path: "/episodic.v1.EpisodeService/ListUsers" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListUsersRequest): Buffer => Buffer.from(ListUsersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListUsersRequest => ListUsersRequest.decode(value),
+    responseSerialize: (value: ListUsersResponse): Buffer => Buffer.from(ListUsersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListUsersResponse => ListUsersResponse.decode(value),
+  },
+  /**
    * Live view of an episode: the messages after after_seq (replayed first), then every
    * message appended, the text of assistant replies in progress as it is pushed, their
    * finalization and the close. A watcher that joins while a reply is in progress first
@@ -5192,6 +5596,12 @@ export interface EpisodeServiceServer extends UntypedServiceImplementation {
    * and full-text rows, model calls, long-term memories and session data. Returns what was removed, per kind. Idempotent.
    */
   eraseUser: handleUnaryCall<EraseUserRequest, EraseUserResponse>;
+  /**
+   * Lists the users of one agent in the caller's tenant (those it holds episodes or
+   * long-term memories of), ordered by user_id, each with its episode and memory counts
+   * and its last activity. Episodes soft-deleted by retention are not counted.
+   */
+  listUsers: handleUnaryCall<ListUsersRequest, ListUsersResponse>;
   /**
    * Live view of an episode: the messages after after_seq (replayed first), then every
    * message appended, the text of assistant replies in progress as it is pushed, their
@@ -5391,6 +5801,26 @@ export interface EpisodeServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: EraseUserResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Lists the users of one agent in the caller's tenant (those it holds episodes or
+   * long-term memories of), ordered by user_id, each with its episode and memory counts
+   * and its last activity. Episodes soft-deleted by retention are not counted.
+   */
+  listUsers(
+    request: ListUsersRequest,
+    callback: (error: ServiceError | null, response: ListUsersResponse) => void,
+  ): ClientUnaryCall;
+  listUsers(
+    request: ListUsersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListUsersResponse) => void,
+  ): ClientUnaryCall;
+  listUsers(
+    request: ListUsersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListUsersResponse) => void,
   ): ClientUnaryCall;
   /**
    * Live view of an episode: the messages after after_seq (replayed first), then every
