@@ -12,6 +12,7 @@ import math
 import os
 import re
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -488,6 +489,25 @@ async def test_a_key_another_writer_stored_is_updated_not_refused(server: Runnin
     *got, misses = await in_thread(server, work)
 
     assert [i.value for i in got] == [{"v": 3}, {"v": 3}] and misses == 0
+
+
+async def test_a_key_whose_ttl_ran_out_can_be_put_again_at_once(server: RunningServer) -> None:
+    """By the store that wrote it (which updates first) and by one that never saw it."""
+
+    def work(store: EpisodicStore) -> list[Any]:
+        store.put(("mary",), "a", {"v": 1}, ttl=0.01)  # 0.6 s
+        store.put(("mary",), "b", {"v": 1}, ttl=0.01)
+        deadline = time.monotonic() + 10
+        while any(store.get(("mary",), k, refresh_ttl=False) for k in "ab"):  # a refresh moves it on
+            assert time.monotonic() < deadline, "the items did not expire"
+            time.sleep(0.1)
+        store.put(("mary",), "a", {"v": 2})
+        EpisodicStore(store._client, store.agent_id).put(("mary",), "b", {"v": 2})
+        return [store.get(("mary",), "a"), store.get(("mary",), "b")]
+
+    got = await in_thread(server, work)
+
+    assert [i.value for i in got] == [{"v": 2}, {"v": 2}]
 
 
 # --- the same ops as InMemoryStore --------------------------------------------------------

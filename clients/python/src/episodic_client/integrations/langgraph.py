@@ -50,8 +50,8 @@ positive and at most 100 years. The searched text is the first 2000 characters o
 indexed fields (the value is kept whole); an item with no indexed text (`index=False`) is
 searched by its key. Numbers read back as JSON numbers: an integral one as an int. An
 agent-restricted API key renames the ids it creates (docs/api.md), so the store needs a
-key of the whole tenant. A key whose TTL ran out cannot be put again until the server's
-retention sweep deletes its expired memory (the id stays taken): ALREADY_EXISTS says so."""
+key of the whole tenant. A key whose TTL ran out can be put again at once (the server frees
+an expired memory's id when a create names it)."""
 
 from __future__ import annotations
 
