@@ -24,6 +24,7 @@ import {
   AgentServiceClient,
   CreateAgentRequest,
   type CreateAgentResponse,
+  type DeleteAgentResponse,
   type GetAgentResponse,
   type ListAgentsResponse,
   UpdateAgentRequest,
@@ -66,9 +67,11 @@ import {
   ListEpisodesRequest,
   type ListEpisodesResponse,
   type ListMessagesResponse,
+  type ListUsersResponse,
   OpenEpisodeRequest,
   type OpenEpisodeResponse,
   type RetractMessageResponse,
+  type UserSummary,
   type ExportUserResponse,
   ImportUserRequest,
   type ImportUserResponse,
@@ -158,6 +161,15 @@ export interface ListEpisodesOptions extends PageOptions {
   userId?: string;
   /** Only episodes in this state (any state when absent). */
   state?: EpisodeStateLike;
+}
+
+export interface DeleteAgentOptions extends CallSettings {
+  /**
+   * Erase everything the agent holds first (each user's data as `eraseUser` with its
+   * `agentId` erases it, and its documents); without it, an agent holding data is refused
+   * with FailedPreconditionError (reason AGENT_HOLDS_DATA).
+   */
+  eraseData?: boolean;
 }
 
 export interface EraseUserOptions extends CallSettings {
@@ -403,6 +415,12 @@ export class EpisodicClient {
     return this.unary((md, opts, cb) => this.agents.listAgents(request, md, opts, cb), options.deadlineMs);
   }
 
+  /** Deletes the agent; the receipt counts what was erased with it (see DeleteAgentOptions). */
+  deleteAgent(agentId: string, options: DeleteAgentOptions = {}): Promise<DeleteAgentResponse> {
+    const request = { agentId, eraseData: options.eraseData ?? false };
+    return this.unary((md, opts, cb) => this.agents.deleteAgent(request, md, opts, cb), options.deadlineMs);
+  }
+
   // --- episodes -------------------------------------------------------------------------
 
   openEpisode(agentId: string, userId: string, options: OpenEpisodeOptions = {}): Promise<OpenEpisodeResponse> {
@@ -430,6 +448,25 @@ export class EpisodicClient {
     const { deadlineMs, state, ...rest } = options;
     const request = ListEpisodesRequest.fromPartial({ ...rest, state: toEpisodeState(state) });
     return this.unary((md, opts, cb) => this.episodes.listEpisodes(request, md, opts, cb), deadlineMs);
+  }
+
+  /**
+   * One page of the agent's users (those it holds episodes or memories of), by user id, each
+   * with its episode, open-episode and memory counts and its last activity.
+   */
+  listUsers(agentId: string, options: PageOptions = {}): Promise<ListUsersResponse> {
+    const request = { agentId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" };
+    return this.unary((md, opts, cb) => this.episodes.listUsers(request, md, opts, cb), options.deadlineMs);
+  }
+
+  /** Every user of the agent, by user id, fetching pages of `pageSize` as needed. */
+  async *iterUsers(agentId: string, options: Omit<PageOptions, "pageToken"> = {}): AsyncGenerator<UserSummary> {
+    let pageToken = "";
+    do {
+      const page = await this.listUsers(agentId, { ...options, pageToken });
+      yield* page.users;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
   }
 
   /**

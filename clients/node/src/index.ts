@@ -35,8 +35,10 @@ export {
   type ExportUserResponse,
   type ImportUserRequest,
   type ImportUserResponse,
+  type UserSummary,
   type WatchEpisodeResponse,
 } from "./gen/episodic/v1/episode_service.js";
+export type { AgentDeletionReceipt } from "./gen/episodic/v1/agent_service.js";
 export {
   DocumentFormat,
   KnowledgeFate,

@@ -16,7 +16,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 import { EpisodicClient } from "../src/index.js";
 import type { Agent } from "../src/gen/episodic/v1/agent.js";
-import type { ListAgentsRequest } from "../src/gen/episodic/v1/agent_service.js";
+import type { DeleteAgentRequest, ListAgentsRequest } from "../src/gen/episodic/v1/agent_service.js";
 import type {
   BuildContextRequest,
   ListModelCallsRequest,
@@ -32,6 +32,7 @@ import type {
   FinalizeAssistantMessageRequest,
   ListEpisodesRequest,
   ListMessagesRequest,
+  ListUsersRequest,
   OpenEpisodeRequest,
   PushAssistantDeltaRequest,
   SearchEpisodesRequest,
@@ -160,6 +161,7 @@ export const optionCoverage: Record<string, true> = {
     Options<"updateAgent", 1> | "agentId"
   >,
   listAgents: true satisfies Covers<ListAgentsRequest, Options<"listAgents", 0>>,
+  deleteAgent: true satisfies Covers<DeleteAgentRequest, Options<"deleteAgent", 1> | "agentId">,
   // episodes and messages
   openEpisode: true satisfies Covers<OpenEpisodeRequest, Options<"openEpisode", 2> | "agentId" | "userId">,
   addMessage: true satisfies Covers<MessageInput, Options<"addMessage", 3> | "role" | "content">,
@@ -171,6 +173,7 @@ export const optionCoverage: Record<string, true> = {
     Options<"searchEpisodes", 3> | "agentId" | "userId" | "query"
   >,
   eraseUser: true satisfies Covers<EraseUserRequest, Options<"eraseUser", 1> | "userId">,
+  listUsers: true satisfies Covers<ListUsersRequest, Options<"listUsers", 1> | "agentId">,
   exportUser: true satisfies Covers<ExportUserRequest, Options<"exportUser", 1> | "userId">,
   retractMessage: true satisfies Covers<RetractMessageRequest, "episodeId" | "seq">,
   watchEpisode: true satisfies Covers<WatchEpisodeRequest, Options<"watchEpisode", 1> | "episodeId">,
