@@ -35,6 +35,7 @@ TOOLS = {
     "add_message",
     "close_episode",
     "search_memories",
+    "list_users",
     "remember",
     "forget",
     "create_agent",
@@ -107,6 +108,9 @@ async def _record_render_close_and_find(session: ClientSession) -> None:
         return episode_id in [e["episode_id"] for e in hits["episodes"]]
 
     assert await eventually(found, timeout=30), "the closed conversation never became searchable"
+    users = await call(session, "list_users", agent_id="travel")
+    assert [(u["user_id"], u["episodes"], u["open_episodes"]) for u in users["users"]] == [("u-1", 1, 0)]
+    assert users["next_page_token"] == ""
 
 
 async def _remember_find_and_forget(session: ClientSession) -> None:

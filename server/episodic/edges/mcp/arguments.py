@@ -17,6 +17,7 @@ MAX_EPISODE_RESULTS = 20
 MAX_MEMORY_RESULTS = 50
 MAX_KNOWLEDGE_RESULTS = 20
 MAX_LABELS = 20  # topics or entities of one memory
+MAX_USER_RESULTS = 100
 
 
 class Arguments(BaseModel):
@@ -198,4 +199,14 @@ class DeleteDocumentArguments(Arguments):
         min_length=1,
         max_length=MAX_ID_CHARS,
         description="The document's id, as given to add_document (search_knowledge returns it).",
+    )
+
+
+class ListUsersArguments(Arguments):
+    agent_id: AgentId
+    limit: int = Field(20, ge=1, le=MAX_USER_RESULTS, strict=True, description="Most users to return.")
+    page_token: str = Field(
+        "",
+        max_length=1024,
+        description="next_page_token of the previous call, for the next page; empty: the first.",
     )

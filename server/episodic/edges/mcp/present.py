@@ -7,9 +7,10 @@ import json
 from datetime import datetime
 
 from episodic.domain.context import ModelCall, RenderedMessage
+from episodic.domain.inspection import UserSummary
 from episodic.domain.knowledge import Document, KnowledgeHit
 from episodic.domain.memories import Memory, MemoryHit
-from episodic.domain.model import Agent, Episode, Message
+from episodic.domain.model import Agent, Episode, Message, Page
 from episodic.domain.recall import Snippet
 from episodic.service.memories import Created
 from episodic.service.recall import SearchResult
@@ -23,6 +24,22 @@ def _time(value: datetime | None) -> str | None:
 
 def agent(a: Agent) -> Json:
     return {"agent_id": a.agent_id, "model": a.model, "token_encoding": a.token_encoding}
+
+
+def users(page: Page[UserSummary]) -> Json:
+    return {
+        "users": [
+            {
+                "user_id": u.user_id,
+                "episodes": u.episodes,
+                "open_episodes": u.open_episodes,
+                "memories": u.memories,
+                "last_activity_at": _time(u.last_activity_at),
+            }
+            for u in page.items
+        ],
+        "next_page_token": page.next_token,
+    }
 
 
 def episode(e: Episode) -> Json:

@@ -163,6 +163,10 @@ async def delete_document(s: Services, caller: Caller, a: args.DeleteDocumentArg
     return Reply({"agent_id": gone.agent_id, "document_id": gone.document_id, "deleted": True})
 
 
+async def list_users(s: Services, caller: Caller, a: args.ListUsersArguments) -> Reply:
+    return Reply(present.users(await s.users.list_users(caller, a.agent_id, a.limit, a.page_token)))
+
+
 def _utc(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
@@ -222,6 +226,18 @@ TOOLS: tuple[ToolSpec[Any], ...] = (
         args.CloseEpisodeArguments,
         close_episode,
         ADDS,
+    ),
+    ToolSpec(
+        "list_users",
+        "List an agent's users",
+        "List the users an agent has conversations or long-term memories of, by user id, each "
+        "with how many conversations (and how many still open) and memories it has and when it "
+        "was last active. Use it to find a user_id for search_episodes or search_memories; pass "
+        "next_page_token back as page_token for more.",
+        args.ListUsersArguments,
+        list_users,
+        READS,
+        {"page_size": "limit"},
     ),
     ToolSpec(
         "search_memories",
