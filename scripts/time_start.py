@@ -4,10 +4,11 @@ health service answers SERVING; and counts the lines it printed (stdout and stde
 its "serving" log line, which names the port the health checks then poll.
 
 Every run shares one cache home (HOME and XDG_CACHE_HOME point at it), new and empty unless
---cache-home names one: the first run starts cold (it derives the int8 model and caches it),
+--cache-home names one: the first run starts cold (it derives the int8 model and caches it,
+and compiles the modules into the cache home's pycache, as an installed package has them),
 the others warm. Prints each run, then the cold run and the median of the warm ones.
 
-    .venv/bin/python scripts/time_start.py [--runs 6] [--cache-home DIR]
+    .venv/bin/python scripts/time_start.py [--runs 6] [--cache-home DIR] [--restart] [--no-bytecode]
 """
 
 from __future__ import annotations
@@ -60,14 +61,25 @@ def is_serving(port: int) -> bool:
     return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def one_start(cache_home: Path) -> Start:
+def one_start(cache_home: Path, *, bytecode: bool = True, database: Path | None = None) -> Start:
+    """One start in a new directory, on a new SQLite file there unless `database` names one
+    (a restart: the schema is there, only checked)."""
     with tempfile.TemporaryDirectory(prefix="episodic-start-") as workdir:
-        env = {name: value for name, value in os.environ.items() if not name.startswith("EPISODIC_")}
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith("EPISODIC_") and name != "PYTHONDONTWRITEBYTECODE"
+        }
         env.update(
             HOME=str(cache_home),
             XDG_CACHE_HOME=str(cache_home / ".cache"),
-            EPISODIC_DATABASE_URL=f"sqlite:///{workdir}/episodic.db",
+            # compiled modules kept with the cache, as an installed package keeps its .pyc
+            # files: the first run compiles them, the others load them (unless --no-bytecode)
+            PYTHONPYCACHEPREFIX=str(cache_home / ".cache" / "pycache"),
+            EPISODIC_DATABASE_URL=f"sqlite:///{database or Path(workdir) / 'episodic.db'}",
         )
+        if not bytecode:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
         command = [str(EPISODIC), "serve", "--insecure-dev", "--migrate-on-start", "--address", "127.0.0.1:0"]
         started = time.perf_counter()
         process = subprocess.Popen(  # our own entry point, fixed arguments
@@ -120,12 +132,24 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=6, help="starts in all (the first is cold); default 6")
     parser.add_argument("--cache-home", type=Path, help="HOME for the server (default: a new, empty one)")
     parser.add_argument("--show-output", action="store_true", help="print what the first run printed")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="never write compiled modules (PYTHONDONTWRITEBYTECODE): every run compiles ours again",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="the warm runs restart on one database the first run made (its schema only checked), "
+        "instead of each making a new one",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="episodic-cache-home-") as fresh:
         cache_home = args.cache_home or Path(fresh)
         starts = []
+        database = Path(fresh) / "restarted.db" if args.restart else None
         for run in range(args.runs):
-            start = one_start(cache_home)
+            start = one_start(cache_home, bytecode=not args.no_bytecode, database=database)
             starts.append(start)
             lines = start.lines_before_serving
             print(f"run {run + 1}: {start.seconds:.2f} s to SERVING, {lines} lines before serving")

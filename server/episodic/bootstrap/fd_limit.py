@@ -17,8 +17,9 @@ NOTE_EVERY_SECONDS = 10.0
 
 
 def raise_open_files_limit() -> tuple[int, int]:
-    """Raises the soft RLIMIT_NOFILE to the hard limit where allowed, logs one line with
-    the values, and returns (soft, hard) as they end up."""
+    """Raises the soft RLIMIT_NOFILE to the hard limit where allowed and returns (soft, hard)
+    as they end up. Says so (INFO) only when it raised the limit, warns when it could not;
+    a limit already at its hardest is a DEBUG line."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     before = soft
     if hard == resource.RLIM_INFINITY or soft < hard:
@@ -28,7 +29,8 @@ def raise_open_files_limit() -> tuple[int, int]:
             soft = target
         except (ValueError, OSError) as exc:  # e.g. a hard limit above the kernel's nr_open
             log.warning("open-file limit not raised", extra={"soft": soft, "hard": hard, "error": str(exc)})
-    log.info("open-file limit", extra={"soft_before": before, "soft": soft, "hard": _shown(hard)})
+    level = logging.INFO if soft != before else logging.DEBUG
+    log.log(level, "open-file limit", extra={"soft_before": before, "soft": soft, "hard": _shown(hard)})
     return soft, hard
 
 

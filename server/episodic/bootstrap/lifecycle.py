@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
 from episodic.bootstrap.adapters import load_keys, load_tracing
 from episodic.bootstrap.containers import (
@@ -40,7 +40,6 @@ from episodic.edges.grpc.access_log import AccessLog, JsonLinesAccessLog, NoAcce
 from episodic.edges.grpc.arrivals import QUIET_SECONDS
 from episodic.edges.grpc.server import GrpcServer, build_server
 from episodic.edges.grpc.shares import Refused
-from episodic.edges.inspector.serving import serving_inspector
 from episodic.telemetry.instrumentation import server_interceptor
 from episodic.telemetry.metrics import MeteredAccessLog, Metrics, Watched, build_metrics
 from episodic.telemetry.metrics_endpoint import serving_metrics
@@ -153,7 +152,7 @@ async def serve_app(
     listener, inspector = GrpcSettings.of(app.settings), InspectorSettings.of(app.settings)
     async with (
         serving_metrics(app.metrics, app.settings.metrics_address, HttpLimits.of(app.settings)),
-        serving_inspector(inspector, app.services.inspection, app.keys, app.state.shares),
+        _inspector(inspector, app),
     ):
         grpc_server = await build_server(
             listener,
@@ -180,3 +179,13 @@ async def serve_app(
             # gRPC cancels what is still running after the grace; a handler that then does not
             # finish must not hold the process
             await within(grace + WORKER_STOP_SECONDS, grpc_server.server.stop(grace), "stop gRPC server")
+
+
+def _inspector(settings: InspectorSettings, app: App) -> AbstractAsyncContextManager[int | None]:
+    """The inspector served for the block when it is on; its web stack (Starlette, uvicorn) is
+    imported only then, so a server without it starts that much sooner."""
+    if not settings.inspector_address:
+        return nullcontext()
+    from episodic.edges.inspector.serving import serving_inspector
+
+    return serving_inspector(settings, app.services.inspection, app.keys, app.state.shares)

@@ -33,29 +33,36 @@ def dev_banner(tenant: str) -> str:
 
 
 async def serve(settings: Settings) -> None:
+    """Serves until SIGTERM/SIGINT. An address that cannot be listened on is the first thing
+    said; when serving, one line says where (gRPC, inspector, metrics) and on what database."""
+    problem = address_problem(settings.address)  # before anything is said or opened: fail fast
+    if problem is not None:
+        raise AddressInUse(f"address: cannot listen on {settings.address}: {problem}")
     raise_open_files_limit()
     quiet_accept_failures()
     if settings.insecure_dev:
         print(dev_banner(settings.dev_tenant), file=sys.stderr, flush=True)
     stop = stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
-    problem = address_problem(settings.address)  # before the database is opened: fail fast
-    if problem is not None:
-        raise AddressInUse(f"address: cannot listen on {settings.address}: {problem}")
     async with open_app(settings) as app, serve_app(app) as grpc_server:
         freeze_start_up()  # before "serving" is told: nobody calls yet
-        log.info(
-            "serving",
-            extra={
-                "address": settings.address,
-                "port": grpc_server.port,
-                "database": normalize_url(settings.database_url).render_as_string(hide_password=True),
-                "insecure_dev": settings.insecure_dev,
-                "transport": transport_of(app.tls),
-            },
-        )
+        log.info("serving", extra=serving_fields(settings, grpc_server.port, transport_of(app.tls)))
         await stop.wait()
         log.info("shutting down", extra={"grace_seconds": settings.shutdown_grace_seconds})
     log.info("stopped")
+
+
+def serving_fields(settings: Settings, port: int, transport: str) -> dict[str, object]:
+    """What the one "serving" line says: where gRPC listens (the port it bound), the
+    inspector and metrics when on, the database (its password hidden); `port`, `address`
+    and `transport` as before, for what reads the JSON line."""
+    host = settings.address.rpartition(":")[0]
+    fields: dict[str, object] = {"grpc": f"{host}:{port}", "transport": transport}
+    if settings.inspector_address:
+        fields["inspector"] = f"http://{settings.inspector_address}/"
+    if settings.metrics_address:
+        fields["metrics"] = f"http://{settings.metrics_address}/metrics"
+    fields["database"] = normalize_url(settings.database_url).render_as_string(hide_password=True)
+    return fields | {"insecure_dev": settings.insecure_dev, "address": settings.address, "port": port}
 
 
 def transport_of(tls: TlsMaterial | None) -> str:
