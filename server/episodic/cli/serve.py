@@ -76,9 +76,11 @@ def freeze_start_up() -> None:
     tracks) live as long as the process: frozen, a full collection walks only what calls and
     caches made since. Unfrozen, one took 110-150 ms with an agent of 100k chunks resident
     (bench-knowledge), stalling every call, and reading an agent's words or chunks in set off
-    several; frozen, 27-39 ms."""
+    several; frozen, 27-39 ms. The collector, off while start-up ran (cli/main.py), is on
+    again from here."""
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 def stop_on_signals() -> asyncio.Event:
