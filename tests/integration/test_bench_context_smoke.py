@@ -12,6 +12,8 @@ import pytest
 
 from episodic_lab.cli import main
 
+pytestmark = pytest.mark.slow  # the lab's benchmark, seconds of load: `pytest -m slow` runs it
+
 ROWS = [(recall, level) for level in (1, 2) for recall in ("recency", "hybrid")]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from episodic_lab.cli import main
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # slow: the lab's benchmark, seconds of load
 
 
 def test_bench_replicas_reports_visibility_startup_and_throughput(

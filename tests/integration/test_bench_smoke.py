@@ -11,6 +11,8 @@ import pytest
 
 from episodic_lab.cli import main
 
+pytestmark = pytest.mark.slow  # the lab's benchmark, seconds of load: `pytest -m slow` runs it
+
 
 def test_bench_reports_figures_and_finds_every_acknowledged_message_stored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

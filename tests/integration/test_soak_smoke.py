@@ -14,6 +14,8 @@ import pytest
 
 from episodic_lab.cli import main
 
+pytestmark = pytest.mark.slow  # the lab's benchmark, seconds of load: `pytest -m slow` runs it
+
 SUMMARY_LINES = (
     r"^BuildContext +[\d,]+ +[\d,.]+ +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +0$",
     r"^AddMessage +[\d,]+ +[\d,.]+ +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +0$",
