@@ -83,6 +83,39 @@ def database_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name))
 
 
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A PostgreSQL database migrated once per run that nobody connects to afterwards (a
+    template must have no sessions): each fresh database is a copy of it."""
+    name = f"episodic_template_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        asyncio.run(_create_migrated(POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"))
+        yield name
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_template: str) -> Iterator[str]:
+    """A migrated PostgreSQL database of the test's own, copied from the template (~0.1 s)."""
+    name = f"episodic_fresh_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"'))
+    try:
+        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=BACKENDS)
+def fresh_database_url(request: pytest.FixtureRequest) -> str:
+    """Like `database_url`, but a database of the test's own on both backends: for work that
+    serves every tenant (re-embedding, retention sweeps), which on the shared PostgreSQL
+    database would take every other test's rows too and grow with the suite."""
+    name = "sqlite_url" if request.param == "sqlite" else "fresh_postgres_url"
+    return str(request.getfixturevalue(name))
+
+
 @pytest.fixture
 async def no_leaked_tasks() -> AsyncIterator[None]:
     yield

@@ -55,3 +55,10 @@ async def stack_on(url: str, caller: Caller) -> AsyncIterator[Stack]:
 async def stack(database_url: str) -> AsyncIterator[Stack]:
     async with stack_on(database_url, Caller(unique("tenant"))) as opened:
         yield opened
+
+
+@pytest.fixture
+async def fresh_stack(fresh_database_url: str) -> AsyncIterator[Stack]:
+    """A stack over a database of the test's own (see `fresh_database_url`)."""
+    async with stack_on(fresh_database_url, Caller(unique("tenant"))) as opened:
+        yield opened

@@ -191,7 +191,8 @@ async def test_search_while_digests_are_pending_returns_only_ready_ones_and_says
     assert result.snippets == [] and result.pending_digests == 1
 
 
-async def test_vectors_of_an_old_model_are_re_embedded_with_the_new_one(stack: Stack) -> None:
+async def test_vectors_of_an_old_model_are_re_embedded_with_the_new_one(fresh_stack: Stack) -> None:
+    stack = fresh_stack  # re-embedding serves every tenant: on a database of its own
     marker = unique("Ithaca")
     episode_id, scope = await closed_episode(stack, marker)
     now = datetime.now(UTC) + timedelta(seconds=1)
@@ -212,8 +213,9 @@ async def test_vectors_of_an_old_model_are_re_embedded_with_the_new_one(stack: S
 
 
 async def test_a_new_index_recipe_re_embeds_digests_made_with_the_old_one(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
+    fresh_stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    stack = fresh_stack  # re-embedding serves every tenant: on a database of its own
     marker = unique("Knossos")
     episode_id, scope = await closed_episode(stack, marker)
     now = datetime.now(UTC) + timedelta(seconds=1)

@@ -24,6 +24,12 @@ from tests.integration.conftest import Stack
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
 
 
+@pytest.fixture
+def stack(fresh_stack: Stack) -> Stack:
+    """The retention job serves every tenant: each test sweeps a database of its own."""
+    return fresh_stack
+
+
 async def agent_with(stack: Stack, retention_days: int) -> str:
     agent_id = unique("agent")
     memory = MemoryDraft(retention_days=retention_days)
@@ -72,14 +78,14 @@ async def test_expired_episodes_are_soft_deleted_then_purged_and_others_kept(sta
     assert stack.services.recall.index.keys(scope)
     now = [T0 + timedelta(hours=12)]
     retention = job(stack, now)
-    await retention.sweep()  # not due yet (other tests' rows on the shared PostgreSQL may be)
+    await retention.sweep()  # not due yet
     for episode_id in expired:
         assert (await stack.services.episodes.get_episode(stack.caller, episode_id)).episode_id == episode_id
 
     now[0] = T0 + timedelta(days=2)
     swept = await retention.sweep()  # batches of 1: a round each
-    # The job serves every tenant: on the shared PostgreSQL database other tests' episodes
-    # may be swept too, so counts are lower bounds and the rows themselves are checked.
+    # Counts are lower bounds and the rows themselves are checked (the job serves every
+    # tenant; the database is this test's own).
     assert swept.soft_deleted >= 3 and swept.vectors_removed > 0
     assert not stack.services.recall.index.keys(scope)
     for episode_id in expired:
