@@ -24,9 +24,11 @@ import pytest
 
 from episodic.v1 import (
     agent_pb2,
+    agent_service_pb2,
     diagnostics_service_pb2,
     episode_pb2,
     episode_service_pb2,
+    knowledge_service_pb2,
     memory_pb2,
     memory_service_pb2,
 )
@@ -37,7 +39,7 @@ from tests.e2e.replicas import Cluster, Replica, running_cluster
 pytestmark = pytest.mark.postgres
 
 T = TypeVar("T")
-es, ms = episode_service_pb2, memory_service_pb2
+es, ms, ks = episode_service_pb2, memory_service_pb2, knowledge_service_pb2
 NAMES = ("A", "B", "C")
 # The bound is 1 s p99; on a loaded 2-core machine a test only asks for "soon".
 VISIBILITY_DEADLINE_SECONDS = 10.0
@@ -236,6 +238,33 @@ async def test_a_user_erased_through_one_replica_is_gone_from_the_others_and_fro
         gone = other.episodes.GetEpisode(es.GetEpisodeRequest(episode_id=erased[0]), timeout=10)
         await expect_code(gone, grpc.StatusCode.NOT_FOUND)
     await assert_index_agrees_everywhere(replicas, agent_id)
+
+
+async def test_an_agent_deleted_through_one_replica_is_not_found_on_the_others(replicas: Replicas) -> None:
+    a, b, c = replicas["A"], replicas["B"], replicas["C"]
+    agent_id = await create_agent(a)
+    await remember(a, agent_id, "erin", "Erin is allergic to peanuts")
+    document = ks.DocumentInput(document_id="care", text="# Care\n\nBasil likes sun.")
+    create = ks.CreateDocumentsRequest(agent_id=agent_id, documents=[document])
+    await b.knowledge.CreateDocuments(create, timeout=CALL_TIMEOUT_SECONDS)  # B knows the agent exists
+    await memories_found(b, agent_id, "erin", "peanuts")
+    search = ks.SearchKnowledgeRequest(agent_id=agent_id, mode=es.SEARCH_MODE_RECENCY)
+
+    delete = agent_service_pb2.DeleteAgentRequest(agent_id=agent_id, erase_data=True)
+    receipt = (await c.agents.DeleteAgent(delete, timeout=CALL_TIMEOUT_SECONDS)).receipt
+    assert (receipt.users, receipt.memories, receipt.documents) == (1, 1, 1)
+
+    async def refused_on_b() -> bool:  # B forgets the agent it knew when the feed brings the change
+        try:
+            await b.knowledge.SearchKnowledge(search, timeout=CALL_TIMEOUT_SECONDS)
+        except grpc.aio.AioRpcError as err:
+            return err.code() == grpc.StatusCode.NOT_FOUND
+        return False
+
+    await eventually("SearchKnowledge on B is NOT_FOUND for the agent deleted on C", refused_on_b)
+    for name in NAMES:
+        users = replicas[name].episodes.ListUsers(es.ListUsersRequest(agent_id=agent_id))
+        await expect_code(users, grpc.StatusCode.NOT_FOUND)
 
 
 # --- watching -----------------------------------------------------------------------------

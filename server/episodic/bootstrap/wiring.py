@@ -25,6 +25,7 @@ from episodic.service.erasure import EraseService
 from episodic.service.index_check import IndexChecker
 from episodic.service.inspection import InspectionService
 from episodic.service.knowledge import KnowledgeService, ResidentKnowledge, SearchTimings
+from episodic.service.known_agents import KnownAgents
 from episodic.service.live_memories import LiveMemories
 from episodic.service.memories import Extraction, MemoryService
 from episodic.service.memory_search import MemorySearch
@@ -213,9 +214,11 @@ def build_services(
     a, limits, clock = adapters, values.limits(settings), adapters.clock
     metered = metrics if metrics is not None and metrics.enabled else None
     queries = QueryVectors(a.embedder, embeddings=memories.embeddings)
+    known = KnownAgents()  # agents known to exist, forgotten when updated or deleted (any replica)
+    state.visibility.watch(known)
     memory_search = MemorySearch(
         store=a.memories, agents=a.agents, embedder=a.embedder, index=state.memory_index, limits=limits,
-        clock=clock, marks=marks, queries=queries,
+        clock=clock, marks=marks, queries=queries, known_agents=known,
     )  # fmt: skip
     episodes = EpisodeService(
         episodes=a.episodes, agents=a.agents, tokens=a.tokens, limits=limits, clock=clock,
@@ -229,12 +232,13 @@ def build_services(
         embed_pool=embed_pool, embeddings=memories.embeddings, queries=queries, quota=state.shares,
         timings=SearchTimings(metered.knowledge_searched, a.monotonic) if metered else None,
     )  # fmt: skip
+    knowledge.known_agents = known
     passages = Passages(messages=a.context, cache=state.spoken)
     recall = RecallService(
         digests=RememberedDigestReads(a.digests, state.versions, clock=a.monotonic), agents=a.agents,
         embedder=a.embedder, index=state.index, limits=limits,
         clock=clock, passages=passages, tracing=tracing, queries=queries,
-        timed=metered.recall_finished if metered else None,
+        timed=metered.recall_finished if metered else None, known_agents=known,
     )  # fmt: skip
     searches = TurnSearches(
         past=recall, memo=RecencyMemo(state.versions, clock=a.monotonic), transcripts=passages,
@@ -314,11 +318,7 @@ def build_services(
             calls=a.context,
         ),
         users=UserService(users=a.users, agents=a.agents, limits=limits),
-        agent_deletion=AgentDeletion(
-            agents=a.agents,
-            erasure=erasure,
-            known_agents=(knowledge.known_agents, recall.known_agents, memory_search.known_agents),
-        ),
+        agent_deletion=AgentDeletion(agents=a.agents, erasure=erasure),
     )
 
 

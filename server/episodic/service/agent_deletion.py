@@ -3,12 +3,12 @@ unless the caller asks to erase it all. Then each of its users is erased through
 own path (`EraseService.apply`: the ledger's intent first, the rows, vectors, caches and
 change feed through the change owner, audited), a page of users at a time, and the agent row
 goes with its documents in one transaction that refuses if data was written for it
-meanwhile. The freed space is scrubbed once, after every user."""
+meanwhile. The freed space is scrubbed once, after every user. Its `AgentChanged` makes every
+replica's caches of the agent (its PII policy, the agents known to exist) forget it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from episodic.domain.access import require_agent
 from episodic.domain.agent_deletion import AgentDeleted, AgentRemoved, holds_data, summed
@@ -29,9 +29,6 @@ USERS_PER_PAGE = 100  # users whose erasure intents are written to the ledger at
 class AgentDeletion:
     agents: AgentStore
     erasure: EraseService
-    # The use cases' sets of agents known to exist (service/known_agents.py): a deleted
-    # agent leaves them here at once (another replica's sets still hold it until cleared).
-    known_agents: Sequence[set[tuple[str, str]]] = field(default_factory=tuple)
 
     async def delete_agent(self, caller: Caller, agent_id: str, erase_data: bool) -> AgentDeleted:
         v = Violations()
@@ -54,8 +51,6 @@ class AgentDeletion:
             lambda declared: self.agents.delete_agent(tenant, agent_id, declared),
             lambda removed: _removed(tenant, removed),
         )
-        for known in self.known_agents:
-            known.discard((tenant, agent_id))
         erased = summed(r.counts for r in receipts)
         scrubbed = await self.erasure.eraser.scrub({k: erased[k] for k in KINDS}) if receipts else False
         return AgentDeleted(

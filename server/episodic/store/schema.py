@@ -412,7 +412,7 @@ draft_pieces = Table(
 # --- agent knowledge (migration 0011) ---------------------------------------------------
 
 # An agent's documents, shared by all of its users. No foreign key to agents (as memories):
-# agents are never deleted. `metadata` is a JSON object of string -> string.
+# DeleteAgent deletes them with the agent. `metadata` is a JSON object of string -> string.
 knowledge_documents = Table(
     "knowledge_documents",
     metadata,
