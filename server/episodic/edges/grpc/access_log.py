@@ -5,8 +5,9 @@ line is formatted by hand and a background thread writes whatever has queued up.
 Each line has a level: DEBUG for health checks and reflection (load balancers probe every
 few seconds; written only when the `episodic.access` logger is enabled for DEBUG, i.e.
 `--log-level DEBUG`), WARNING for a status the server is at fault for (INTERNAL, UNKNOWN,
-DATA_LOSS, UNAVAILABLE), INFO for the rest: a caller's NOT_FOUND or ALREADY_EXISTS is an
-answer, not a failure of the server. A failed call's line carries its ErrorInfo `reason`
+DATA_LOSS), INFO for the rest: a caller's NOT_FOUND or ALREADY_EXISTS is an answer, not a
+failure of the server, and UNAVAILABLE is what every call of an outage answers (the outage
+itself is one WARNING of its own, not one a call). A failed call's line carries its ErrorInfo `reason`
 (`EPISODE_NOT_FOUND`, `MEMORY_ID_CONFLICT`, ...: a constant of the error table, never the
 message, which may quote what the caller sent)."""
 
@@ -24,7 +25,7 @@ from typing import Protocol, TextIO
 _STOP = ""
 LOGGER = "episodic.access"
 QUIET_METHOD_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-SERVER_FAULTS = frozenset({"INTERNAL", "UNKNOWN", "DATA_LOSS", "UNAVAILABLE"})
+SERVER_FAULTS = frozenset({"INTERNAL", "UNKNOWN", "DATA_LOSS"})
 _REASON = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # errors.py: reasons are UPPER_SNAKE_CASE
 
 
