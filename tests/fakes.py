@@ -430,6 +430,8 @@ class FakeEpisodeStore:
     async def open_episode(
         self, tenant_id: str, request: OpenRequest, token_encoding: str
     ) -> tuple[Episode, bool]:
+        if (tenant_id, request.agent_id) not in self._t.agents:  # SQL holds the agent's row
+            raise NotFound("agent", request.agent_id)
         key = (tenant_id, request.episode_id)
         existing = self._t.episodes.get(key)  # soft-deleted ones too: their ids stay taken
         if existing is not None:

@@ -9,11 +9,12 @@ import pytest
 
 from episodic.domain.agent_deletion import AgentHoldings, AgentRemoved
 from episodic.domain.changes import NO_CHANGES
+from episodic.domain.episodes import OpenRequest
 from episodic.domain.model import Agent, RecallMode
 from episodic.domain.recall import Scope
 from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from tests.conftest import unique
-from tests.contracts.conftest import World
+from tests.contracts.conftest import ENCODING, World
 
 
 async def test_an_agent_round_trips_whole(world: World) -> None:
@@ -144,3 +145,12 @@ async def test_deleting_a_missing_agent_is_not_found(world: World) -> None:
         await world.agents.delete_agent(unique("tenant"), agent.agent_id, NO_CHANGES)
     with pytest.raises(NotFound):
         await world.agents.delete_agent(world.tenant, "nobody", NO_CHANGES)
+
+
+async def test_an_episode_of_a_deleted_agent_is_not_opened(world: World) -> None:
+    agent = await world.agent()
+    await world.agents.delete_agent(world.tenant, agent.agent_id, NO_CHANGES)
+    request = OpenRequest(agent.agent_id, "u1", unique("ep"), {}, world.clock())
+    with pytest.raises(NotFound) as refused:
+        await world.episodes.open_episode(world.tenant, request, ENCODING)
+    assert refused.value.reason == "AGENT_NOT_FOUND"

@@ -49,7 +49,7 @@ from episodic.store.rows import (
 from episodic.store.writer import GroupCommitWriter
 
 E, M, D, SM, TC = s.episodes, s.messages, s.digests, s.summaries, s.tool_calls
-MEM = s.memories
+MEM, A = s.memories, s.agents
 _SCOPE = (bindparam("b_tenant", type_=s.ID), bindparam("b_episode", type_=s.ID))
 _ANY_EPISODE = select(E).where(E.c.tenant_id == _SCOPE[0], E.c.episode_id == _SCOPE[1])
 # Soft-deleted episodes (retention) are invisible to every read; only OpenEpisode sees
@@ -83,6 +83,11 @@ class SqlEpisodeStore:
         fresh = rules.new_episode(tenant_id, request, token_encoding, opened_at=self._clock())
 
         def op(conn: Connection) -> tuple[Episode, bool]:
+            # The agent's row, held (FOR SHARE on PostgreSQL) until the commit: a DeleteAgent
+            # committing first makes this NOT_FOUND, one coming after finds the episode.
+            agent = (A.c.tenant_id == tenant_id, A.c.agent_id == request.agent_id)
+            if conn.execute(select(A.c.agent_id).where(*agent).with_for_update(read=True)).first() is None:
+                raise NotFound("agent", request.agent_id)
             if _INSERT_EPISODE.inserted(conn, episode_values(fresh)):
                 return fresh, True
             taken = conn.execute(_ANY_EPISODE, _scope(tenant_id, fresh.episode_id)).mappings().first()
