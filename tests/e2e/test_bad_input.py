@@ -255,6 +255,10 @@ LISTINGS: dict[str, Callable[[Client, str, int, str], Awaitable[object]]] = {
     "ListAgents": lambda c, e, size, token: c.agents.ListAgents(
         agent_service_pb2.ListAgentsRequest(page_size=size, page_token=token), metadata=c.auth
     ),
+    # the request is checked before the agent is looked up: any agent id will do
+    "ListUsers": lambda c, e, size, token: c.episodes.ListUsers(
+        es.ListUsersRequest(agent_id="any-agent", page_size=size, page_token=token), metadata=c.auth
+    ),
 }
 
 
