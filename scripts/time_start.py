@@ -78,8 +78,9 @@ def one_start(cache_home: Path, *, bytecode: bool = True, database: Path | None 
             PYTHONPYCACHEPREFIX=str(cache_home / ".cache" / "pycache"),
             EPISODIC_DATABASE_URL=f"sqlite:///{database or Path(workdir) / 'episodic.db'}",
         )
-        if not bytecode:
+        if not bytecode:  # neither written nor read from the cache home
             env["PYTHONDONTWRITEBYTECODE"] = "1"
+            del env["PYTHONPYCACHEPREFIX"]
         command = [str(EPISODIC), "serve", "--insecure-dev", "--migrate-on-start", "--address", "127.0.0.1:0"]
         started = time.perf_counter()
         process = subprocess.Popen(  # our own entry point, fixed arguments
@@ -135,7 +136,7 @@ def main() -> None:
     parser.add_argument(
         "--no-bytecode",
         action="store_true",
-        help="never write compiled modules (PYTHONDONTWRITEBYTECODE): every run compiles ours again",
+        help="no compiled modules of ours (PYTHONDONTWRITEBYTECODE, no pycache): every run compiles them",
     )
     parser.add_argument(
         "--restart",
