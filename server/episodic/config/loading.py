@@ -7,7 +7,6 @@ captured with the settings, so nothing else reads the environment either."""
 from __future__ import annotations
 
 import argparse
-import enum
 import os
 from collections.abc import Mapping, Sequence
 
@@ -47,8 +46,8 @@ def _metavar(o: Option) -> str:
     for suffix, metavar in _METAVARS:
         if o.name.endswith(suffix):
             return metavar
-    if isinstance(o.default, enum.Enum):
-        return "{" + ",".join(str(v.value) for v in type(o.default)) + "}"
+    if o.choices:
+        return "{" + ",".join(o.choices) + "}"
     return _METAVARS_BY_KIND.get(o.kind, "VALUE")
 
 

@@ -11,7 +11,7 @@ import enum
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from episodic.domain.model import PiiPolicy
 
@@ -89,16 +89,23 @@ def parse_bool(raw: str) -> bool:
     raise ValueError(f"not a boolean: {raw!r}")
 
 
-def choice(*allowed: E) -> Callable[[str], E]:
-    """One of `allowed`, named by its value in any case; nothing else (not even spaces)."""
+class Choice(Generic[E]):
+    """Parses one of `allowed`, named by its value in any case; nothing else (not even
+    spaces). `allowed` is also what --help shows."""
 
-    def parse(raw: str) -> E:
-        for value in allowed:
+    def __init__(self, *allowed: E) -> None:
+        self.allowed = allowed
+
+    def __call__(self, raw: str) -> E:
+        for value in self.allowed:
             if raw.casefold() == str(value.value).casefold():
                 return value
-        raise ValueError(f"{raw!r} is not one of {', '.join(str(v.value) for v in allowed)}")
+        raise ValueError(f"{raw!r} is not one of {', '.join(str(v.value) for v in self.allowed)}")
 
-    return parse
+
+def choice(*allowed: E) -> Callable[[str], E]:
+    """One of `allowed`, named by its value in any case; nothing else (not even spaces)."""
+    return Choice(*allowed)
 
 
 def _integer(raw: str) -> int:
@@ -205,6 +212,7 @@ def check_tenant_pii_policies(raw: str) -> None:
 # --- the declaration ---
 
 _OPTION = "episodic.option"  # the metadata key of a setting's Option
+_EXAMPLE = "\x00eg "  # "e.g. " while a help's first sentence is found: not a sentence's end
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +234,18 @@ class Option:
         """One line for --help: `brief`, else the help's first clause without its asides."""
         if self.brief:
             return self.brief
-        text = re.sub(r"\s*\([^()]*\)", "", self.help)
-        return re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".").split("; ")[0]
+        text = re.sub(r"\s+\([^()]*\)", "", self.help).replace("e.g. ", _EXAMPLE)
+        first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".").split("; ")[0]
+        return re.split(rf",? {_EXAMPLE}", first, maxsplit=1)[0].replace(_EXAMPLE, "e.g. ")
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The values a choice takes (as --help shows them), else ()."""
+        if isinstance(self.parse, Choice):
+            return tuple(str(v.value) for v in self.parse.allowed)
+        if isinstance(self.default, enum.Enum):
+            return tuple(str(v.value) for v in type(self.default))
+        return ()
 
     @property
     def shown_default(self) -> str:
