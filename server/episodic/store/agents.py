@@ -68,9 +68,23 @@ class SqlAgentStore:
         return await self._db.read(lambda conn: _holdings(conn, tenant_id, agent_id))
 
     async def user_ids(self, tenant_id: str, agent_id: str, after: str | None, limit: int) -> list[str]:
-        both = _users_of(tenant_id, agent_id, after).subquery()
-        stmt = select(both.c.user_id).order_by(both.c.user_id).limit(limit)
-        return await self._db.read(lambda conn: [r[0] for r in conn.execute(stmt)])
+        """The first `limit` of the episodes' and the memories' next user ids (each a walk of
+        an index that starts (tenant, agent, user))."""
+        pages = [
+            select(t.c.user_id)
+            .where(
+                t.c.tenant_id == tenant_id,
+                t.c.agent_id == agent_id,
+                *([t.c.user_id > after] if after is not None else []),
+            )
+            .distinct()
+            .order_by(t.c.user_id)
+            .limit(limit)
+            for t in (E, MEM)
+        ]
+        return await self._db.read(
+            lambda conn: sorted({r[0] for page in pages for r in conn.execute(page)})[:limit]
+        )
 
     async def delete_agent(
         self, tenant_id: str, agent_id: str, declared: Declared[AgentRemoved]

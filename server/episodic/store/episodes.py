@@ -20,7 +20,6 @@ from sqlalchemy import (
     func,
     or_,
     select,
-    union,
     update,
 )
 
@@ -180,10 +179,10 @@ class SqlEpisodeStore:
     async def list_users(
         self, tenant_id: str, agent_id: str, after_user_id: str | None, limit: int
     ) -> list[UserSummary]:
-        """A page of ids from the union of episodes' and memories' users (each a range scan
-        of an index that starts (tenant, agent, user)), then one group per user of each."""
-        stmts = _user_listing(tenant_id, agent_id, after_user_id, limit)
-        return await self._db.read(lambda conn: _users(conn, tenant_id, agent_id, stmts))
+        """A page of ids: the first `limit` of the episodes' and the memories' next ones, then
+        one group per user of each."""
+        pages = _user_listing(tenant_id, agent_id, after_user_id, limit)
+        return await self._db.read(lambda conn: _users(conn, tenant_id, agent_id, pages, limit))
 
     async def list_messages(
         self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int
@@ -200,7 +199,11 @@ class SqlEpisodeStore:
         return await self._db.read(read)
 
 
-def _user_listing(tenant_id: str, agent_id: str, after: str | None, limit: int) -> Select[str]:
+def _user_listing(
+    tenant_id: str, agent_id: str, after: str | None, limit: int
+) -> tuple[Select[str], Select[str]]:
+    """The next `limit` user ids of the agent's episodes and of its memories: each a walk of an
+    index that starts (tenant, agent, user), stopping after `limit` distinct ids."""
     episodes = select(E.c.user_id).where(
         E.c.tenant_id == tenant_id, E.c.agent_id == agent_id, E.c.deleted_at.is_(None)
     )
@@ -209,12 +212,16 @@ def _user_listing(tenant_id: str, agent_id: str, after: str | None, limit: int) 
     )
     if after is not None:
         episodes, memories = episodes.where(E.c.user_id > after), memories.where(MEM.c.user_id > after)
-    both = union(episodes, memories).subquery()
-    return select(both.c.user_id).order_by(both.c.user_id).limit(limit)
+    return (
+        episodes.distinct().order_by(E.c.user_id).limit(limit),
+        memories.distinct().order_by(MEM.c.user_id).limit(limit),
+    )
 
 
-def _users(conn: Connection, tenant_id: str, agent_id: str, page: Select[str]) -> list[UserSummary]:
-    ids = [r[0] for r in conn.execute(page)]
+def _users(
+    conn: Connection, tenant_id: str, agent_id: str, pages: tuple[Select[str], Select[str]], limit: int
+) -> list[UserSummary]:
+    ids = sorted({r[0] for page in pages for r in conn.execute(page)})[:limit]
     if not ids:
         return []
     opened = func.sum(case((E.c.state == "open", 1), else_=0))
