@@ -241,3 +241,12 @@ def test_every_setting_has_a_section_and_the_docs_a_table_per_section() -> None:
     for section in Section:
         assert f"#### `[{section.value}]`" in table
     assert all(isinstance(o.section, Section) for o in config.OPTIONS)
+
+
+def test_the_commands_that_call_a_server_find_its_address_in_the_file_unless_the_variable_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EPISODIC_CONFIG", write(tmp_path, '[server]\naddress = "127.0.0.1:7001"\n'))
+    assert config.address_of_process() == "127.0.0.1:7001"
+    monkeypatch.setenv("EPISODIC_ADDRESS", "127.0.0.1:7002")
+    assert config.address_of_process() == "127.0.0.1:7002"
