@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -140,3 +141,40 @@ async def test_a_restricted_key_deletes_only_its_agents_and_a_read_only_one_no_d
         await app.services.agent_deletion.delete_agent(reader, "helper", erase_data=True)
     assert refused.value.reason == "KNOWLEDGE_READ_ONLY"
     assert len(app.tables.episodes) == 1  # refused before anything was erased
+
+
+async def test_the_freed_space_is_scrubbed_once_for_every_user(app: UseCases) -> None:
+    for user in ("mary", "john", "zoe"):
+        await app.open(user_id=user, episode_id=f"ep_{user}")
+    app.eraser.scrubs.clear()
+    receipt = await app.services.agent_deletion.delete_agent(CALLER, "helper", erase_data=True)
+    assert app.eraser.scrubs == [{k: receipt.counts[k] for k in app.eraser.scrubs[0]}]
+    assert app.eraser.scrubs[0]["episodes"] == 3 and receipt.storage_scrubbed
+
+
+class WritesMeanwhile:
+    """The agent store, with a user's episode opened for the agent just before its deletion."""
+
+    def __init__(self, app: UseCases) -> None:
+        self._app = app
+        self._store = app.agent_store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def delete_agent(self, tenant_id: str, agent_id: str, declared: Any) -> Any:
+        await self._app.open(user_id="late", episode_id="ep_late")
+        return await self._store.delete_agent(tenant_id, agent_id, declared)
+
+
+async def test_data_written_during_the_deletion_refuses_its_last_step(app: UseCases) -> None:
+    await app.open(user_id="mary", episode_id="ep_mary")
+    racing = dataclasses.replace(app.services.agent_deletion, agents=WritesMeanwhile(app))
+    with pytest.raises(FailedPrecondition) as refused:
+        await racing.delete_agent(CALLER, "helper", erase_data=True)
+    assert refused.value.reason == "AGENT_HOLDS_DATA" and "call DeleteAgent again" in refused.value.message
+    assert [e.user_id for e in app.tables.episodes.values()] == ["late"]  # mary was erased, scrubbed
+    assert app.eraser.scrubs and app.eraser.scrubs[-1]["episodes"] == 1
+    assert (await app.agents.get_agent(CALLER, "helper")).agent_id == "helper"
+    again = await app.services.agent_deletion.delete_agent(CALLER, "helper", erase_data=True)
+    assert again.users == 1 and not app.tables.episodes

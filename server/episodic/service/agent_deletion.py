@@ -3,8 +3,9 @@ unless the caller asks to erase it all. Then each of its users is erased through
 own path (`EraseService.apply`: the ledger's intent first, the rows, vectors, caches and
 change feed through the change owner, audited), a page of users at a time, and the agent row
 goes with its documents in one transaction that refuses if data was written for it
-meanwhile. The freed space is scrubbed once, after every user. Its `AgentChanged` makes every
-replica's caches of the agent (its PII policy, the agents known to exist) forget it."""
+meanwhile. The freed space is scrubbed once, after every user (before that last step). Its
+`AgentChanged` makes every replica's caches of the agent (its PII policy, the agents known to
+exist) forget it."""
 
 from __future__ import annotations
 
@@ -47,12 +48,13 @@ class AgentDeletion:
                 reason="KNOWLEDGE_READ_ONLY",
             )
         receipts = await self._erase_users(tenant, agent_id) if erase_data else []
+        erased = summed(r.counts for r in receipts)
+        # before the agent goes: a deletion refused at its last step has still erased users
+        scrubbed = await self.erasure.eraser.scrub({k: erased[k] for k in KINDS})
         committed = await self.erasure.changes.commit(
             lambda declared: self.agents.delete_agent(tenant, agent_id, declared),
             lambda removed: _removed(tenant, removed),
         )
-        erased = summed(r.counts for r in receipts)
-        scrubbed = await self.erasure.eraser.scrub({k: erased[k] for k in KINDS}) if receipts else False
         return AgentDeleted(
             agent_id=agent_id,
             deleted_at=self.erasure.clock(),
