@@ -155,6 +155,8 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, Any], str]] = [
     ("remember", {"agent_id": "travel", "user_id": "u-1", "text": "x", "event_time": "soon"}, "event_time"),
     ("get_context", {"episode_id": "ep-1", "append_message": True}, "message"),
     ("forget", {"memory_id": "m-1", "memoryid": "m-1"}, "memoryid"),  # unknown argument
+    ("list_users", {"agent_id": "travel", "limit": 500}, "limit"),
+    ("list_users", {"agent_id": "travel", "page_token": "not a token"}, "page_token"),  # the service's
 ]
 
 
@@ -168,7 +170,7 @@ async def test_bad_arguments_are_tool_errors_naming_the_argument(sqlite_url: str
             named = [f["field"] for f in error["fields"]]
             assert field in named and field in error["message"], (tool, arguments, error)
         still_serving = await session.list_tools()
-    assert len(still_serving.tools) == 10  # KEY_A may not write knowledge here: no add/delete_document
+    assert len(still_serving.tools) == 11  # KEY_A may not write knowledge here: no add/delete_document
 
 
 async def test_an_unknown_tool_is_a_protocol_error(sqlite_url: str) -> None:
