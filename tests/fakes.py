@@ -575,6 +575,8 @@ class FakeEpisodeStore:
             m = stored.memory
             if (m.tenant_id, m.agent_id) != (tenant_id, agent_id) or m.superseded_by or not later(m.user_id):
                 continue
+            if expired(m, self._clock()):
+                continue
             seen = users.get(m.user_id) or UserSummary(m.user_id, 0, m.updated_at)
             users[m.user_id] = dataclasses.replace(
                 seen, memories=seen.memories + 1, last_activity_at=max(seen.last_activity_at, m.updated_at)

@@ -193,7 +193,8 @@ async def test_the_users_of_an_agent_count_open_episodes_and_memories_and_memory
     noted = world.memory(Scope(world.tenant, agent.agent_id, "u1"))
     gone = world.memory(Scope(world.tenant, agent.agent_id, "u1"), superseded_by="mem_newer")
     only = world.memory(Scope(world.tenant, agent.agent_id, "u0"))
-    await world.remember(noted, gone, only)
+    lapsed = world.memory(Scope(world.tenant, agent.agent_id, "u9"), expires_at=world.clock())
+    await world.remember(noted, gone, only, lapsed)
     users = cast(UserDirectory, world.episodes)
     listed = await users.list_users(world.tenant, agent.agent_id, None, 10)
     assert listed == [

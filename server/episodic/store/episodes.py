@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     RowMapping,
     Select,
@@ -181,8 +182,9 @@ class SqlEpisodeStore:
     ) -> list[UserSummary]:
         """A page of ids: the first `limit` of the episodes' and the memories' next ones, then
         one group per user of each."""
-        pages = _user_listing(tenant_id, agent_id, after_user_id, limit)
-        return await self._db.read(lambda conn: _users(conn, tenant_id, agent_id, pages, limit))
+        live = _live_memory(self._clock())
+        pages = _user_listing(tenant_id, agent_id, after_user_id, limit, live)
+        return await self._db.read(lambda conn: _users(conn, tenant_id, agent_id, pages, limit, live))
 
     async def list_messages(
         self, tenant_id: str, episode_id: str, before_seq: int | None, limit: int
@@ -199,17 +201,20 @@ class SqlEpisodeStore:
         return await self._db.read(read)
 
 
+def _live_memory(now: datetime) -> ColumnElement[bool]:
+    """A memory ListUsers counts: not superseded, not expired."""
+    return and_(MEM.c.superseded_by == "", or_(MEM.c.expires_at.is_(None), MEM.c.expires_at > now))
+
+
 def _user_listing(
-    tenant_id: str, agent_id: str, after: str | None, limit: int
+    tenant_id: str, agent_id: str, after: str | None, limit: int, live: ColumnElement[bool]
 ) -> tuple[Select[str], Select[str]]:
     """The next `limit` user ids of the agent's episodes and of its memories: each a walk of an
     index that starts (tenant, agent, user), stopping after `limit` distinct ids."""
     episodes = select(E.c.user_id).where(
         E.c.tenant_id == tenant_id, E.c.agent_id == agent_id, E.c.deleted_at.is_(None)
     )
-    memories = select(MEM.c.user_id).where(
-        MEM.c.tenant_id == tenant_id, MEM.c.agent_id == agent_id, MEM.c.superseded_by == ""
-    )
+    memories = select(MEM.c.user_id).where(MEM.c.tenant_id == tenant_id, MEM.c.agent_id == agent_id, live)
     if after is not None:
         episodes, memories = episodes.where(E.c.user_id > after), memories.where(MEM.c.user_id > after)
     return (
@@ -219,7 +224,12 @@ def _user_listing(
 
 
 def _users(
-    conn: Connection, tenant_id: str, agent_id: str, pages: tuple[Select[str], Select[str]], limit: int
+    conn: Connection,
+    tenant_id: str,
+    agent_id: str,
+    pages: tuple[Select[str], Select[str]],
+    limit: int,
+    live: ColumnElement[bool],
 ) -> list[UserSummary]:
     ids = sorted({r[0] for page in pages for r in conn.execute(page)})[:limit]
     if not ids:
@@ -238,7 +248,7 @@ def _users(
         r[0]: (int(r[1]), r[2])
         for r in conn.execute(
             select(MEM.c.user_id, func.count(), func.max(MEM.c.updated_at))
-            .where(MEM.c.tenant_id == tenant_id, MEM.c.agent_id == agent_id, MEM.c.superseded_by == "")
+            .where(MEM.c.tenant_id == tenant_id, MEM.c.agent_id == agent_id, live)
             .where(MEM.c.user_id.in_(ids))
             .group_by(MEM.c.user_id)
         )

@@ -140,8 +140,8 @@ class UserDirectory(Protocol):
     async def list_users(
         self, tenant_id: str, agent_id: str, after_user_id: str | None, limit: int
     ) -> list[UserSummary]:
-        """By user id; episodes soft-deleted by retention are not counted, nor superseded
-        memories. A user with only such rows is not listed."""
+        """By user id; episodes soft-deleted by retention are not counted, nor superseded or
+        expired memories. A user with only such rows is not listed."""
         ...
 
 
