@@ -814,7 +814,9 @@ class UserSummary(_message.Message):
     open_episode_count: _builtins.int
     """Of those, the episodes still open."""
     memory_count: _builtins.int
-    """The user's long-term memories of the agent (PENDING and PROMOTED, not superseded)."""
+    """The user's long-term memories of the agent (PENDING and PROMOTED, neither superseded
+    nor expired).
+    """
     @_builtins.property
     def last_activity_time(self) -> _timestamp_pb2.Timestamp:
         """The newest of the last activity of the user's episodes and the last update of the

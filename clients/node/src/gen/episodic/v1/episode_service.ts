@@ -407,7 +407,10 @@ export interface UserSummary {
   episodeCount: number;
   /** Of those, the episodes still open. */
   openEpisodeCount: number;
-  /** The user's long-term memories of the agent (PENDING and PROMOTED, not superseded). */
+  /**
+   * The user's long-term memories of the agent (PENDING and PROMOTED, neither superseded
+   * nor expired).
+   */
   memoryCount: number;
   /**
    * The newest of the last activity of the user's episodes and the last update of the
