@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,17 @@ from pathlib import Path
 import pytest
 
 from episodic.cli.main import main
+
+
+@pytest.fixture(autouse=True)
+def restored_logging() -> Iterator[None]:
+    """main() sets up the process's logging: put back as it was for the tests after."""
+    root, ours = logging.getLogger(), logging.getLogger("episodic")
+    handlers, level, our_level = root.handlers[:], root.level, ours.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    ours.setLevel(our_level)
 
 
 @pytest.fixture
