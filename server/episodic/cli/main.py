@@ -194,9 +194,10 @@ def _serve(args: argparse.Namespace) -> int:
     # are all made, and they are frozen (serve.freeze_start_up, which enables it again).
     gc.disable()
     try:
+        settings = _settings(args)  # a bad setting is said before the engine is imported (~1 s)
         from episodic.cli.serve import serve
 
-        asyncio.run(serve(_settings(args)))
+        asyncio.run(serve(settings))
     finally:
         gc.enable()
     return 0
