@@ -70,7 +70,7 @@ class MemoryConfig:
     extract_memories: bool = True  # memories are extracted from episodes when they close
     knowledge: bool = True  # each turn searches the agent's documents for "[Knowledge]"
     knowledge_top_k: int = 5  # the seeds' SemanticTopK
-    knowledge_min_score: float = 0.3  # cosine similarity of a chunk to the recall query
+    knowledge_min_score: float = 0.3  # floor of the cosine of chunks found by meaning (not the fused score)
     # the most of the budget each optional section may take (percent); see domain/assembly.py
     knowledge_budget_percent: int = 25
     known_facts_budget_percent: int = 25

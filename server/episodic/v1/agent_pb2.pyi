@@ -219,7 +219,11 @@ class MemoryConfig(_message.Message):
     SemanticTopK). Default 5.
     """
     knowledge_min_score: _builtins.float
-    """Minimum similarity of a chunk to the recall query (0-1). Default 0.3."""
+    """Floor of the search by meaning (0-1): a chunk whose cosine similarity to the recall
+    query is below it is not a candidate by meaning (its words may still find it). Not a
+    floor of the rendered chunks' score, which is the hybrid search's reciprocal-rank score
+    (about 0.07-0.18). Default 0.3.
+    """
     knowledge_budget_percent: _builtins.int
     """The share of max_working_memory_tokens the "[Knowledge]" section may take at most
     (0-100). Default 25.

@@ -460,7 +460,10 @@ class SearchKnowledgeRequest(_message.Message):
     top_k: _builtins.int
     """How many chunks to return, 1-100. Default 5."""
     min_score: _builtins.float
-    """SEMANTIC and HYBRID: drop chunks whose similarity is below this (0-1)."""
+    """SEMANTIC and HYBRID: drop candidates by meaning whose cosine similarity is below this
+    (0-1). In HYBRID it applies before the fusion: chunks found by their words are kept, and
+    hits' scores are fused rank scores, not cosines.
+    """
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Only chunks of documents with every one of these metadata entries."""

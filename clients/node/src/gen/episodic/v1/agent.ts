@@ -242,7 +242,12 @@ export interface MemoryConfig {
   knowledgeTopK?:
     | number
     | undefined;
-  /** Minimum similarity of a chunk to the recall query (0-1). Default 0.3. */
+  /**
+   * Floor of the search by meaning (0-1): a chunk whose cosine similarity to the recall
+   * query is below it is not a candidate by meaning (its words may still find it). Not a
+   * floor of the rendered chunks' score, which is the hybrid search's reciprocal-rank score
+   * (about 0.07-0.18). Default 0.3.
+   */
   knowledgeMinScore?:
     | number
     | undefined;

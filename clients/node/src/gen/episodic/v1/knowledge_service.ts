@@ -170,7 +170,11 @@ export interface SearchKnowledgeRequest {
   query: string;
   /** How many chunks to return, 1-100. Default 5. */
   topK: number;
-  /** SEMANTIC and HYBRID: drop chunks whose similarity is below this (0-1). */
+  /**
+   * SEMANTIC and HYBRID: drop candidates by meaning whose cosine similarity is below this
+   * (0-1). In HYBRID it applies before the fusion: chunks found by their words are kept, and
+   * hits' scores are fused rank scores, not cosines.
+   */
   minScore?:
     | number
     | undefined;
