@@ -230,12 +230,14 @@ async def feed_rows_naming(stack: Stack, user: str) -> int:
 
 
 async def test_a_digest_whose_episode_is_erased_while_it_is_made_leaves_no_feed_row_of_the_user(
-    stack: Stack,
+    fresh_stack: Stack,
 ) -> None:
     """The erasure lands while the digester promotes the episode's memories: the promotion
     finds its episode gone (NOT_FOUND) and the attempt fails; recording that failure wrote a
     `scope_changed` feed row naming the user after the erasure had replaced the user's rows
-    with its one marker."""
+    with its one marker. On a database of its own: the digester's one batch must hold this
+    episode's digest, not other tests' (the queue serves every tenant)."""
+    stack = fresh_stack
     agent, user = await stack.new_agent(), unique("mary")
     episodes = stack.services.episodes
     episode, _ = await episodes.open_episode(stack.caller, agent_id=agent, user_id=user)
