@@ -1,12 +1,18 @@
 """`episodic-lab eval-extraction`: precision, recall and kind accuracy of a memory extractor on
-a hand-written labelled set, and its throughput on the LoCoMo dev sessions (one episode each).
+a hand-written labelled set and on a second kind of text (support and assistant chats,
+`tests/data/extraction_chats.jsonl`), and its throughput on the LoCoMo dev sessions (one
+episode each).
 
 Each JSONL line is {"id", "start", "messages": [{"role", "content"}], "expected": [{"seq", "kind",
-"words"}], "note"}; message i has seq i + 1 and is written a minute after the one before. An
-extracted memory matches an expected one when the expected seq lies in its span and its text
-holds every key word (case-insensitive). Precision: extracted memories that match one / all
+"words"}], "note"}, and optionally "optional": [{"seq", "words"}] (true of the user, but not
+required) and "avoid": [{"seq", "words", "why"}] (what must not become a memory: a question, a
+hypothetical, quoted or pasted text, someone else's words); message i has seq i + 1 and is
+written a minute after the one before. An extracted memory matches an expected (optional,
+avoided) one when the expected seq lies in its span and its text holds every key word
+(case-insensitive). Precision: extracted memories that match an expected or optional one / all
 extracted. Recall: expected memories matched by one / all expected. Kind accuracy: among the
-extracted memories that match, those whose kind is the one expected."""
+extracted memories that match an expected one, those whose kind is the one expected. Avoided:
+extracted memories that match an avoided one (each is also a false positive)."""
 
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ from episodic_lab.evals.locomo_data import load as load_locomo
 
 # lab/src/episodic_lab/evals/extraction.py -> the repository root holds tests/data.
 DEFAULT_DATA = Path(__file__).resolve().parents[4] / "tests" / "data" / "memory_extraction_labelled.jsonl"
+DEFAULT_CHATS = DEFAULT_DATA.with_name("extraction_chats.jsonl")
 MESSAGE_SPACING = timedelta(minutes=1)
 TURN_SPACING = timedelta(seconds=30)  # as eval-recall loads LoCoMo
 
@@ -35,7 +42,7 @@ TURN_SPACING = timedelta(seconds=30)  # as eval-recall loads LoCoMo
 @dataclass(frozen=True, slots=True)
 class Expected:
     seq: int
-    kind: MemoryKind
+    kind: MemoryKind | None  # None: optional or avoided, any kind
     words: tuple[str, ...]
 
     def matched_by(self, memory: ExtractedMemory) -> bool:
@@ -49,16 +56,26 @@ class Episode:
     episode_id: str
     messages: tuple[Message, ...]
     expected: tuple[Expected, ...]
+    optional: tuple[Expected, ...] = ()
+    avoid: tuple[Expected, ...] = ()
 
 
 @dataclass
 class Score:
     extracted: int = 0
-    matching: int = 0  # extracted memories that match an expected one
+    matching: int = 0  # extracted memories that match an expected (or optional) one
     expected: int = 0
     found: int = 0  # expected memories that some extracted one matches
     right_kind: int = 0
+    avoided: int = 0  # extracted memories that match one to avoid
     errors: list[str] = field(default_factory=list)
+
+    def line(self, name: str) -> str:
+        return (
+            f"{name:<10} recall {self.recall:.3f} ({self.found}/{self.expected})  "
+            f"precision {self.precision:.3f} ({self.matching}/{self.extracted})  "
+            f"kind accuracy {self.kind_accuracy:.3f}  avoided extracted {self.avoided}"
+        )
 
     @property
     def precision(self) -> float:
@@ -87,7 +104,11 @@ def _episode(row: dict[str, Any]) -> Episode:
     expected = tuple(
         Expected(int(e["seq"]), MemoryKind(e["kind"]), tuple(map(str, e["words"]))) for e in row["expected"]
     )
-    return Episode(episode_id, messages, expected)
+    optional, avoid = (
+        tuple(Expected(int(e["seq"]), None, tuple(map(str, e["words"]))) for e in row.get(key, ()))
+        for key in ("optional", "avoid")
+    )
+    return Episode(episode_id, messages, expected, optional, avoid)
 
 
 def evaluate(episodes: Sequence[Episode], extractor: MemoryExtractor) -> Score:
@@ -101,8 +122,15 @@ def score_episode(episode: Episode, memories: Sequence[ExtractedMemory], score: 
     score.extracted += len(memories)
     score.expected += len(episode.expected)
     for memory in memories:
+        if any(e.matched_by(memory) for e in episode.avoid):
+            score.avoided += 1
+            score.errors.append(_error("AVOIDED", episode, memory))
+            continue
         matches = [e for e in episode.expected if e.matched_by(memory)]
         if not matches:
+            if any(e.matched_by(memory) for e in episode.optional):
+                score.matching += 1
+                continue
             score.errors.append(_error("FP", episode, memory))
             continue
         score.matching += 1
@@ -114,8 +142,8 @@ def score_episode(episode: Episode, memories: Sequence[ExtractedMemory], score: 
         if any(wanted.matched_by(memory) for memory in memories):
             score.found += 1
         else:
-            words = ", ".join(wanted.words)
-            score.errors.append(f"FN {episode.episode_id} #{wanted.seq} {wanted.kind.value}: [{words}]")
+            words, kind = ", ".join(wanted.words), wanted.kind.value if wanted.kind else "any"
+            score.errors.append(f"FN {episode.episode_id} #{wanted.seq} {kind}: [{words}]")
 
 
 def _error(tag: str, episode: Episode, memory: ExtractedMemory) -> str:
@@ -171,6 +199,22 @@ def throughput(episodes: Sequence[Sequence[Message]], extractor: MemoryExtractor
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labelled", type=Path, default=DEFAULT_DATA, help="labelled JSONL")
+    parser.add_argument(
+        "--chats",
+        type=Path,
+        default=DEFAULT_CHATS,
+        help="labelled JSONL of a second kind of text (support and assistant chats), scored beside",
+    )
+    parser.add_argument(
+        "--without",
+        default="",
+        help="comma-separated extraction rules to switch off (locally: the labelled set and the chats)",
+    )
+    parser.add_argument(
+        "--ablate",
+        action="store_true",
+        help="each rule off in turn, scored locally on each LoCoMo dev conversation and the chats",
+    )
     parser.add_argument("--data", type=Path, default=None, help="LoCoMo directory (sessions.jsonl)")
     parser.add_argument("--rounds", type=int, default=3, help="timed passes over LoCoMo (the fastest counts)")
     parser.add_argument("--errors", action="store_true", help="list false positives, misses and wrong kinds")
@@ -198,14 +242,39 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     observed.add_argument(
         "--floor-precision", type=float, default=0.0, help="memory precision floor for --gate"
     )
+    observed.add_argument(
+        "--floor-chats-precision", type=float, default=0.0, help="precision floor on the chats for --gate"
+    )
+    observed.add_argument(
+        "--floor-chats-recall", type=float, default=0.0, help="recall floor on the chats for --gate"
+    )
+
+
+def chats_score(path: Path, extractor: MemoryExtractor) -> tuple[int, Score]:
+    """The extractor on the chats: how many, and the score."""
+    chats = load(path)
+    return len(chats), evaluate(chats, extractor)
+
+
+def print_chats(path: Path, extractor: MemoryExtractor, errors: bool) -> Score:
+    count, score = chats_score(path, extractor)
+    print(f"chats: {count} transcripts ({path.name}), {score.expected} expected memories")
+    print(score.line("chats"))
+    if errors:
+        print("\n".join(score.errors) or "no errors")
+    return score
 
 
 def run_eval_extraction(args: argparse.Namespace) -> int:
+    if args.ablate:
+        from episodic_lab.evals.extraction_ablation import run_ablation
+
+        return run_ablation(args)
     if args.observations:
         from episodic_lab.evals.extraction_observations import run_eval_observations
 
         return run_eval_observations(args)
-    extractor = ExtractiveMemoryExtractor()
+    extractor = ExtractiveMemoryExtractor(without=[rule for rule in args.without.split(",") if rule])
     episodes = load(args.labelled)
     score = evaluate(episodes, extractor)
     print(f"{extractor.name} on {len(episodes)} labelled episodes, {score.expected} expected memories")
@@ -214,6 +283,7 @@ def run_eval_extraction(args: argparse.Namespace) -> int:
     print(f"kind accuracy {score.kind_accuracy:.3f}")
     if args.errors:
         print("\n".join(score.errors) or "no errors")
+    print_chats(args.chats, extractor, args.errors)
     if args.data is not None:
         sessions, _ = load_locomo(args.data)
         locomo = locomo_episodes(sessions)
