@@ -23,6 +23,8 @@ from tests.chaos.tcp_proxy import CuttableProxy
 from tests.e2e.helpers import Client, _details, error_reason, user_message
 from tests.e2e.test_server_process import ServerProcess, serving
 
+pytestmark = pytest.mark.slow  # database outages, hangs and a full disk, seconds each
+
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 

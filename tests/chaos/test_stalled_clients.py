@@ -14,11 +14,15 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from episodic.v1 import context_service_pb2
 from episodic_lab.bench_fairness.stalling import StallingClient
 from tests.e2e.context_helpers import create_agent
 from tests.e2e.helpers import Client, user_message
 from tests.e2e.test_server_process import ServerProcess, dev_flags, serving, sqlite_url
+
+pytestmark = pytest.mark.slow  # hundreds of stalled connections held until they age out
 
 BUILD_CONTEXT = "/episodic.v1.ContextService/BuildContext"
 MIB = 1024 * 1024

@@ -31,7 +31,7 @@ from tests.polling import eventually
 from tests.server_harness import settings_for
 from tests.throwaway_postgres import throwaway_postgres
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # slow: throwaway clusters, skewed clocks
 SKEW = timedelta(hours=1)
 LEASE = timedelta(seconds=60)
 

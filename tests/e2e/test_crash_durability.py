@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+import pytest
 
 from episodic.v1 import (
     diagnostics_service_pb2,
@@ -29,6 +30,8 @@ from episodic.v1 import (
     memory_service_pb2,
 )
 from tests.e2e.helpers import Client, assert_serving, clean_environment, expire_digest_leases, user_message
+
+pytestmark = pytest.mark.slow  # a server process killed under load, then restarted
 
 EPISODES = 8
 WORKERS = 16

@@ -496,6 +496,7 @@ async def filled(client: Client, agent_id: str, user: str) -> str:
     return episode_id
 
 
+@pytest.mark.slow  # three server processes restarted one after another under load
 async def test_a_rolling_restart_fails_no_call_of_a_client_that_retries_unavailable(
     replicas: Replicas,
 ) -> None:

@@ -16,7 +16,7 @@ from tests.polling import eventually
 from tests.server_harness import settings_for
 from tests.throwaway_postgres import throwaway_postgres
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # slow: throwaway clusters, jobs taken over
 TICK = 0.2  # seconds between sweeps of both jobs
 
 
