@@ -4,7 +4,7 @@
 - `options`: the framework: a setting declared once (`setting(...)`: default, help, the
   commands that take it as a flag, its check), parsers and checks, the Markdown table;
 - `settings`: the one flat table of settings (`Settings`, `OPTIONS`), which is also the
-  source of docs/configuration.md (`episodic config-docs`);
+  source of docs/configuration.md (`episodic config-docs`); `choices`: the settings' enums;
 - `loading`: file + environment + flags -> `Settings`, the flags grouped by section in
   --help; the only module that reads os.environ;
 - `config_file`: the TOML configuration file (--config / EPISODIC_CONFIG) and its template;
@@ -14,6 +14,7 @@
 
 The names most callers need are here too."""
 
+from episodic.config.choices import EmbedderKind, ExtractorKind, LogLevel, SummarizerKind
 from episodic.config.files import TlsMaterial, read_named_file
 from episodic.config.loading import (
     add_flags,
@@ -29,14 +30,7 @@ from episodic.config.options import (
     Option,
     split_address,
 )
-from episodic.config.settings import (
-    OPTIONS,
-    EmbedderKind,
-    ExtractorKind,
-    LogLevel,
-    Settings,
-    SummarizerKind,
-)
+from episodic.config.settings import OPTIONS, Settings
 
 __all__ = [
     "OPTIONS",

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Self, TypeVar
 
-from episodic.config.settings import EmbedderKind, ExtractorKind, LogLevel, Settings, SummarizerKind
+from episodic.config.choices import EmbedderKind, ExtractorKind, LogLevel, SummarizerKind
+from episodic.config.settings import Settings
 
 V = TypeVar("V")
 

@@ -6,10 +6,10 @@ of it (episodic.config.concerns); the domain values are built by episodic.config
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from episodic.config.choices import EmbedderKind, ExtractorKind, LogLevel, SummarizerKind
 from episodic.config.options import (
     BACKUP,
     CALLERS,
@@ -33,32 +33,6 @@ from episodic.config.options import (
 )
 from episodic.domain.model import PiiPolicy
 from episodic.domain.shares import ShareLimits
-
-
-class EmbedderKind(enum.StrEnum):
-    MINILM = "minilm"
-    MINILM_FP32 = "minilm-fp32"
-    OPENAI = "openai"
-    HASHING = "hashing"
-
-
-class SummarizerKind(enum.StrEnum):
-    EXTRACTIVE = "extractive"
-    OPENAI = "openai"
-
-
-class ExtractorKind(enum.StrEnum):
-    EXTRACTIVE = "extractive"
-    OPENAI = "openai"
-
-
-class LogLevel(enum.StrEnum):
-    DEBUG = "DEBUG"
-    INFO = "INFO"
-    WARNING = "WARNING"
-    ERROR = "ERROR"
-    CRITICAL = "CRITICAL"
-
 
 _SHARES = ShareLimits()  # the shares' defaults, declared once with what they mean
 
