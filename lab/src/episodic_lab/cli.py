@@ -51,7 +51,8 @@ TOOLS = (
          add_soak_flags, "episodic_lab.soak.main:run_soak"),
     Tool("eval-recall", "LoCoMo recall@k/MRR through the API, next to BM25", add_eval_recall_flags,
          "episodic_lab.evals.locomo:run_eval"),
-    Tool("eval-knowledge", "LoCoMo observations as documents: SearchKnowledge nDCG@10/R@5 next to BM25, "
+    Tool("eval-knowledge", "LoCoMo observations or a BEIR set (SciFact) as documents: SearchKnowledge "
+         "nDCG@10 next to BM25, "
          "and what [Knowledge] renders", add_eval_knowledge_flags,
          "episodic_lab.evals.knowledge:run_eval_knowledge"),
     Tool("eval-known-facts", "what [Known Facts] renders on a labelled set: answered, precision, duplicates",

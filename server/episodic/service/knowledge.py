@@ -57,7 +57,7 @@ from episodic.service.known_agents import require_existing_agent
 from episodic.service.recall import QueryVectorSource, embed_query
 from episodic.state.chunk_cache import ChunkCache
 
-POOL = 50  # candidates each signal brings to the fusion
+POOL = 50  # candidates each signal brings to the fusion, or top_k when it asks for more
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,16 +303,17 @@ class KnowledgeService:
                 KnowledgeHit(d, c, 1.0 / rank, (Signal.RECENCY.value,))
                 for rank, (d, c) in enumerate(newest, 1)
             ]
+        pool = max(POOL, top_k)  # top_k 100 by meaning found only 50 (SciFact R@100, eval-knowledge)
         if mode is SearchMode.SEMANTIC:
-            semantic = await self._semantic(tenant_id, q)
+            semantic = await self._semantic(tenant_id, q, pool)
             ranked = [(h, (Signal.SEMANTIC,)) for h in semantic]
             return await self._hits(tenant_id, q, ranked, top_k, now, read_ahead)
         async with asyncio.TaskGroup() as both:  # side by side: a large agent's vectors on a thread
-            by_meaning = both.create_task(self._semantic(tenant_id, q))
-            by_words = both.create_task(self.resident.words.search(tenant_id, q.agent_id, q.query, POOL))
+            by_meaning = both.create_task(self._semantic(tenant_id, q, pool))
+            by_words = both.create_task(self.resident.words.search(tenant_id, q.agent_id, q.query, pool))
         fused = reciprocal_rank_fusion(
             {Signal.SEMANTIC: by_meaning.result(), Signal.LEXICAL: by_words.result()},
-            limit=max(POOL, top_k * 4),
+            limit=max(pool, top_k * 4),
         )
         return await self._hits(tenant_id, q, fused, top_k, now, read_ahead)
 
@@ -348,13 +349,13 @@ class KnowledgeService:
             ]
         return kept[:top_k]
 
-    async def _semantic(self, tenant_id: str, q: KnowledgeQuery) -> list[Hit]:
+    async def _semantic(self, tenant_id: str, q: KnowledgeQuery, pool: int = POOL) -> list[Hit]:
         scope = knowledge_scope(tenant_id, q.agent_id)
         await self.resident.index.ensure(scope)
         if self.resident.index.holds_nothing(scope):
             return []
         vector = await embed_query(self.embedder, self.queries, q.query)
-        nearest = await self.resident.index.nearest(scope, vector, POOL)
+        nearest = await self.resident.index.nearest(scope, vector, pool)
         return [h for h in nearest if q.min_score is None or h.score >= q.min_score]
 
     def _check(self, q: KnowledgeQuery) -> tuple[SearchMode, int]:

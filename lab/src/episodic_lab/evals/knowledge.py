@@ -12,7 +12,10 @@ Then what reaches the model: per question, BuildContext on an empty probe episod
 question as user message (not appended), the agent's memory config: a 4k budget, knowledge
 on, recall and known facts off, the knowledge defaults otherwise. Printed: the share of the
 gold documents' answer words (their content words) in the rendered "[Knowledge]" items, how
-often a gold document was rendered, and the section's items and tokens."""
+often a gold document was rendered, and the section's items and tokens.
+
+A directory in BEIR's layout (corpus.jsonl: SciFact's train split) is evaluated by
+`knowledge_beir.py` instead: nDCG@10 and R@100 of top-100 searches over one agent."""
 
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ from episodic.progress import Progress
 from episodic_client.v1 import agent_pb2, context_pb2, knowledge_pb2
 from episodic_lab.bench.server_process import running_server
 from episodic_lab.evals.bm25 import Bm25
+from episodic_lab.evals.knowledge_beir import run_eval_beir
+from episodic_lab.evals.knowledge_beir_data import is_beir
 from episodic_lab.evals.knowledge_data import Asked, Observation, load_knowledge, with_gold
 from episodic_lab.evals.knowledge_metrics import (
     NDCG_AT,
@@ -61,6 +66,8 @@ def agent_of(sample_id: str) -> str:
 
 
 def run_eval_knowledge(args: argparse.Namespace) -> int:
+    if args.format == "beir" or (args.format == "auto" and is_beir(args.data)):
+        return run_eval_beir(args)
     observations, questions = load_knowledge(args.data)
     asked, skipped = with_gold(questions, observations)
     if args.limit:
