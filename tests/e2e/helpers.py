@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -278,6 +279,13 @@ async def run_process(*argv: str, timeout: float = 30, env: Mapping[str, str] | 
 def clean_environment() -> dict[str, str]:
     """The test's environment without any EPISODIC_* setting, so only flags configure."""
     return {k: v for k, v in os.environ.items() if not k.startswith("EPISODIC_")}
+
+
+async def operator_command(address: str, key: str, *argv: str) -> Completed:
+    """`episodic ARGV --address ADDRESS` as an operator runs it against a live server: the
+    key from EPISODIC_API_KEY, nothing else from the environment."""
+    env = clean_environment() | {"EPISODIC_API_KEY": key}
+    return await run_process(sys.executable, "-m", "episodic", *argv, "--address", address, env=env)
 
 
 async def expire_digest_leases(database_url: str, agent_id: str) -> int:

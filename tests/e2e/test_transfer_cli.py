@@ -6,7 +6,6 @@ each imported once however often it is run."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from google.protobuf import json_format
 
 from episodic.v1 import episode_pb2, episode_service_pb2, memory_service_pb2
 from tests.conftest import unique
-from tests.e2e.helpers import Client, Completed, clean_environment, run_process, user_message
+from tests.e2e.helpers import Client, Completed, operator_command, user_message
 from tests.server_harness import KEY_A, RunningServer
 
 pb = episode_service_pb2
@@ -28,8 +27,7 @@ async def client(server: RunningServer) -> AsyncIterator[Client]:
 
 
 async def episodic(server: RunningServer, *argv: str) -> Completed:
-    env = clean_environment() | {"EPISODIC_API_KEY": KEY_A}
-    return await run_process(sys.executable, "-m", "episodic", *argv, "--address", server.address, env=env)
+    return await operator_command(server.address, KEY_A, *argv)
 
 
 async def test_a_user_goes_out_to_a_file_and_back_in(
