@@ -4,6 +4,7 @@ run; one throwaway PostgreSQL database per run) and a real gRPC server on a loop
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import uuid
@@ -121,3 +122,16 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
     yield
     pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert not pending, f"tasks left running: {pending}"
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """For tests that call `episodic.cli.main.main()` in-process: it sets up the process's
+    logging (a handler on the captured stderr, our loggers' level); put back as it was, so
+    later tests' caplog sees each record once and captures none of our INFO lines."""
+    root, ours = logging.getLogger(), logging.getLogger("episodic")
+    handlers, root_level, our_level = root.handlers[:], root.level, ours.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(root_level)
+    ours.setLevel(our_level)

@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import json
-import logging
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -31,16 +30,7 @@ from tests.server_harness import running_server, settings_for
 TENANT = "acme"
 
 
-@pytest.fixture(autouse=True)
-def restored_logging() -> Iterator[None]:
-    """main() sets up the process's logging (a handler on the captured stderr, our loggers'
-    level): undone after, or later tests in the process would capture our INFO lines."""
-    root, ours = logging.getLogger(), logging.getLogger("episodic")
-    handlers, level, our_level = root.handlers[:], root.level, ours.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    ours.setLevel(our_level)
+pytestmark = pytest.mark.usefixtures("restored_logging")  # main() sets up logging
 
 
 # --- --version ----------------------------------------------------------------------------

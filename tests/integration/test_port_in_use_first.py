@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,16 +11,7 @@ import pytest
 
 from episodic.cli.main import main
 
-
-@pytest.fixture(autouse=True)
-def restored_logging() -> Iterator[None]:
-    """main() sets up the process's logging: put back as it was for the tests after."""
-    root, ours = logging.getLogger(), logging.getLogger("episodic")
-    handlers, level, our_level = root.handlers[:], root.level, ours.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    ours.setLevel(our_level)
+pytestmark = pytest.mark.usefixtures("restored_logging")  # main() sets up logging
 
 
 @pytest.fixture

@@ -8,10 +8,8 @@ the defaults."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,16 +37,7 @@ def no_episodic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name)
 
 
-@pytest.fixture(autouse=True)
-def restored_logging() -> Iterator[None]:
-    """main() sets up the process's logging (a handler on the captured stderr, our loggers'
-    level): put back as it was, so later tests' caplog sees each record once."""
-    root, ours = logging.getLogger(), logging.getLogger("episodic")
-    handlers, level, our_level = root.handlers[:], root.level, ours.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    ours.setLevel(our_level)
+pytestmark = pytest.mark.usefixtures("restored_logging")  # main() sets up logging
 
 
 # --- commands ---------------------------------------------------------------------------------

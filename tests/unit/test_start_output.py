@@ -7,7 +7,6 @@ import io
 import json
 import logging
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,14 +19,7 @@ class Terminal(io.StringIO):
         return True
 
 
-@pytest.fixture(autouse=True)
-def restored_logging() -> Iterator[None]:
-    root, ours = logging.getLogger(), logging.getLogger("episodic")
-    handlers, root_level, our_level = root.handlers[:], root.level, ours.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(root_level)
-    ours.setLevel(our_level)
+pytestmark = pytest.mark.usefixtures("restored_logging")  # main() sets up logging
 
 
 def test_a_pipe_or_file_gets_json() -> None:
