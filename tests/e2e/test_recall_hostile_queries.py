@@ -18,7 +18,10 @@ from tests.polling import eventually
 from tests.server_harness import KEY_A, RunningServer
 
 PAST = context_pb2.CONTEXT_SECTION_PAST_CONVERSATIONS
-DAY0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
+# Weeks ago, within the default 90-day retention: a fixed date had fallen past it, and the
+# server's retention sweep (its first one runs at start, when leadership is taken) could
+# soft-delete the conversations while the test read them.
+DAY0 = (datetime.now(UTC) - timedelta(days=30)).replace(hour=9, minute=0, second=0, microsecond=0)
 CONVERSATIONS = [
     ["I booked a flight to Lisbon for the conference", "Great, the conference is in May"],
     ["My cat Miso needs a vet appointment", "The vet is open on Saturday mornings"],
