@@ -245,3 +245,16 @@ async def serving_asgi(
     finally:
         http.should_exit = True
         await serving
+        _abort_left_over(http)
+
+
+def _abort_left_over(http: uvicorn.Server) -> None:
+    """Resets the connections uvicorn's shutdown left open. asyncio makes a socket accepted
+    just before the listener closed into a connection a moment later, after uvicorn asked
+    its connections to finish; uvicorn never closes it, so its client waited for an answer
+    that never came. A reset is what the kernel gives a connection the closed listener never
+    accepted: no answer begun."""
+    for connection in list(http.server_state.connections):
+        transport = getattr(connection, "transport", None)
+        if transport is not None and not transport.is_closing():
+            transport.abort()
