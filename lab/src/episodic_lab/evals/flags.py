@@ -14,6 +14,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="directory with sessions.jsonl and questions.jsonl"
     )
+    parser.add_argument(
+        "--chats",
+        type=Path,
+        default=None,
+        help="instead of LoCoMo, a hand-written set of support, assistant and group chats "
+        "(tests/data/recall_chats.jsonl), same modes, BM25 baseline and --gate",
+    )
     parser.add_argument("--modes", default="recency,semantic,hybrid", help="search modes to evaluate")
     parser.add_argument("--gate", default="", help="exit 1 unless this mode beats bm25 on R@5 and MRR")
     parser.add_argument(
