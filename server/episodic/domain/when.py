@@ -1,12 +1,14 @@
 """The time a question points at: "last week", "yesterday", "in May", "3 days ago", "in 2024",
-resolved against now into a period of whole days. Recall then also ranks the episodes that
-ended in that period, newest first. English only; one pass of one regex, so linear in the
-query; the first phrase found wins."""
+"on 8 May 2023", "October 13, 2023", resolved against now into a period of whole days. Recall
+then also ranks the episodes that ended in that period, newest first. A month or a day named
+without its year is its latest occurrence not after today, and says so (`any_year`): recall
+may move it back to the latest year its candidates were in. English only; one pass of one
+regex, so linear in the query; the first phrase found wins."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 _MONTHS = (
@@ -16,9 +18,15 @@ _MONTHS = (
 _MONTH = "|".join(_MONTHS)  # "May" alone is a verb too: a month needs "in" or a year
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+_ORDINAL = r"(?:st|nd|rd|th)"
 _PHRASE = re.compile(
     r"\b(?:"
-    r"(?P<day>today|yesterday)"
+    # a dated day: "on 8 May", "13th of October, 2023", "May 23, 2023", "on October 13th"
+    r"(?:(?:on )?(?P<dd_day>[0-3]?\d)" + _ORDINAL + r"?(?: of)? (?P<dd_month>" + _MONTH + r")"
+    r"(?:,? (?P<dd_year>(?:19|20)\d\d))?)"
+    r"|(?:(?P<md_on>on )?(?P<md_month>" + _MONTH + r") (?P<md_day>[0-3]?\d)(?P<md_ordinal>" + _ORDINAL + r")?"
+    r"(?:,? (?P<md_year>(?:19|20)\d\d))?)"
+    r"|(?P<day>today|yesterday)"
     r"|(?:(?P<which>last|this|previous) (?P<span>week|weekend|month|year))"
     r"|(?:(?P<count>\d{1,2}|a|an|one|two|three|four|five|six|seven) (?P<unit>day|week|month|year)s? ago)"
     r"|(?:(?:last|on) (?P<weekday>" + "|".join(_WEEKDAYS) + r"))"
@@ -32,10 +40,24 @@ _PHRASE = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Period:
-    """[start, end): whole days, in now's time zone."""
+    """[start, end): whole days, in now's time zone; equal when they cover the same days.
+    `any_year`: a month or day named without its year, here at its latest occurrence not
+    after today."""
 
     start: datetime
     end: datetime
+    any_year: bool = field(default=False, compare=False)
+
+    def years_back(self, years: int) -> Period:
+        """The same days `years` earlier (29 February falls back to the 28th)."""
+        return Period(_back(self.start, years), _back(self.end, years), self.any_year)
+
+
+def _back(when: datetime, years: int) -> datetime:
+    try:
+        return when.replace(year=when.year - years)
+    except ValueError:  # 29 February
+        return when.replace(year=when.year - years, day=28)
 
 
 def period_in(query: str, now: datetime) -> Period | None:
@@ -44,6 +66,8 @@ def period_in(query: str, now: datetime) -> Period | None:
         return None
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     g = {k: v.lower() for k, v in found.groupdict().items() if v}
+    if "dd_day" in g or "md_day" in g:
+        return _dated(today, g)
     if "day" in g:
         return _days(today - timedelta(days=0 if g["day"] == "today" else 1), 1)
     if "span" in g:
@@ -59,6 +83,29 @@ def period_in(query: str, now: datetime) -> Period | None:
     if "dated_month" in g:
         return _month(today, _MONTHS.index(g["dated_month"]) + 1, g["dated_year"])
     return _year(today, int(g["year"]))
+
+
+def _dated(today: datetime, g: dict[str, str]) -> Period | None:
+    if "dd_day" in g:
+        return _dated_day(today, g["dd_month"], int(g["dd_day"]), g.get("dd_year"))
+    if not ("md_on" in g or "md_ordinal" in g or "md_year" in g):  # "May 5 of us come?"
+        return None
+    return _dated_day(today, g["md_month"], int(g["md_day"]), g.get("md_year"))
+
+
+def _dated_day(today: datetime, month_name: str, day: int, year: str | None) -> Period | None:
+    """A day of a month; without a year, its latest occurrence not after today."""
+    month = _MONTHS.index(month_name) + 1
+    try:
+        if year:
+            return _days(today.replace(year=int(year), month=month, day=day), 1)
+        dated = today.replace(month=month, day=day)
+        if dated > today:
+            dated = _back(dated, 1)
+    except ValueError:  # "31 June", "0 May"
+        return None
+    found = _days(dated, 1)
+    return Period(found.start, found.end, any_year=True)
 
 
 def _days(start: datetime, count: int) -> Period:
@@ -90,7 +137,8 @@ def _ago(today: datetime, count: int, unit: str) -> Period:
 def _month(today: datetime, month: int, year: str | None) -> Period:
     """A month without a year is its latest occurrence not after this month."""
     chosen = int(year) if year else today.year - (1 if month > today.month else 0)
-    return _month_of(today.replace(year=chosen, month=month, day=1))
+    found = _month_of(today.replace(year=chosen, month=month, day=1))
+    return found if year else Period(found.start, found.end, any_year=True)
 
 
 def _months_back(today: datetime, count: int) -> datetime:
