@@ -24,6 +24,18 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", default="recency,semantic,hybrid", help="search modes to evaluate")
     parser.add_argument("--gate", default="", help="exit 1 unless this mode beats bm25 on R@5 and MRR")
     parser.add_argument(
+        "--floor-r5",
+        type=float,
+        default=0.0,
+        help="with --gate, also exit 1 when its overall R@5 is below this",
+    )
+    parser.add_argument(
+        "--floor-mrr",
+        type=float,
+        default=0.0,
+        help="with --gate, also exit 1 when its overall MRR is below this",
+    )
+    parser.add_argument(
         "--embedder",
         default="minilm",
         choices=("minilm", "minilm-fp32", "hashing"),

@@ -38,7 +38,7 @@ def run_eval(args: argparse.Namespace) -> int:
         return run_eval_context(args)
     modes = [m for m in args.modes.split(",") if m]
     if args.chats is not None:
-        return _run_chats(args.chats, modes, args.embedder, args.gate)
+        return _run_chats(args, modes)
     sessions, questions = load(args.data)
     report, conversations = Report(), Report()
     asyncio.run(_evaluate(sessions, questions, modes, args.embedder, report, conversations))
@@ -47,21 +47,38 @@ def run_eval(args: argparse.Namespace) -> int:
     print("per conversation:")
     print(conversations.table())
     print(report.latencies())
-    beaten = _verdict(report, modes)
-    return 1 if args.gate and args.gate not in beaten else 0
+    return _gated(report, modes, args)
 
 
-def _run_chats(path: Path, modes: list[str], embedder: str, gate: str) -> int:
+def _run_chats(args: argparse.Namespace, modes: list[str]) -> int:
+    path: Path = args.chats
     episodes, questions = load_chats(path)
     report = Report()
-    asyncio.run(_evaluate_chats(episodes, questions, modes, embedder, report))
+    asyncio.run(_evaluate_chats(episodes, questions, modes, args.embedder, report))
     chats_bm25(report, episodes, questions)
     users = len({e.user for e in episodes})
     print(f"chats: {len(episodes)} episodes of {users} users, {len(questions)} questions ({path.name})")
     print(report.table())
     print(report.latencies())
+    return _gated(report, modes, args)
+
+
+def _gated(report: Report, modes: list[str], args: argparse.Namespace) -> int:
+    """1 when --gate names a mode that does not beat bm25, or falls below --floor-r5/--floor-mrr."""
     beaten = _verdict(report, modes)
-    return 1 if gate and gate not in beaten else 0
+    if not args.gate:
+        return 0
+    if args.gate not in beaten:
+        return 1
+    figures = report.overall(args.gate)
+    low = [
+        f"{name} {mine:.3f} < {floor}"
+        for name, mine, floor in (("R@5", figures[2], args.floor_r5), ("MRR", figures[3], args.floor_mrr))
+        if mine < floor
+    ]
+    if low:
+        print(f"{args.gate} below its floor: {', '.join(low)}")
+    return 1 if low else 0
 
 
 async def _evaluate(
