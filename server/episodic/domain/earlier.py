@@ -4,7 +4,10 @@ tail no longer holds (a summary covers them), searched each turn with the turn's
 `CompactedLog` is part of a working set: derived from SQL (a cold read brings the newest
 `MAX_MESSAGES` of them; afterwards each compaction hands over what it folded in), bounded,
 and dropped with the working set. It holds each message's words as postings and, once the
-background embedder has got to it, the message's vector (float16). `ranked` scores a query
+background embedder has got to it, the message's vector (float16). The postings are three
+flat arrays sorted by word (a 32-bit hash of the word, its message, its count there: 9 bytes
+a posting), not a dict of a word to two arrays (~300 bytes per distinct word: the postings of
+a log held several times the bytes of its text). `ranked` scores a query
 the way past-episode recall does: BM25 over passages (a message with its neighbours,
 statistics from this log only) and cosine similarity by meaning, fused by reciprocal rank.
 Linear in the postings of the query's words and in the messages held.
@@ -23,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from episodic.domain.excerpts import bm25, neighbour_sums, unlabelled
-from episodic.domain.model import Message, Role
+from episodic.domain.model import Message, Role, lean
 from episodic.domain.recall import Hit, Signal, reciprocal_rank_fusion
 from episodic.domain.text_analysis import only_terms, terms, words
 
@@ -33,6 +36,8 @@ HELD_CHARS = 4000  # of each message: what a passage renders is clipped far shor
 CANDIDATES = 40  # per signal: the head each ranking contributes to the fusion
 _SPOKEN = (Role.USER, Role.ASSISTANT)
 _FIXED_BYTES = 200  # a held message's share of lists, arrays and small objects (tracemalloc)
+_POSTING_BYTES = 9  # a word's hash (4), its message (4) and count (1)
+_MOST_TIMES = 255  # a word's count in one message, held up to this (BM25 saturates far below)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +55,13 @@ class CompactedLog:
 
     messages: list[Message] = field(default_factory=list)
     sizes: array[int] = field(default_factory=lambda: array("I"))  # words per message, at least 1
-    postings: dict[str, tuple[array[int], array[int]]] = field(default_factory=dict)  # positions, counts
+    # every (word, message) once, sorted by the word's hash (then by message): the hash, the
+    # message's position, the word's count in it. The hash is str's (stable within a process),
+    # 32 bits of it: a query word shares one with another word of the log about once in a
+    # million turns, and then counts that word's occurrences too.
+    terms: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
+    where: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
+    times: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     vectors: NDArray[np.float16] | None = None  # row i: message i's vector, once embedded
     embedded: int = 0  # messages[:embedded] have their vector
     dropped: int = 0  # messages dropped from the front over the bound, since this log was made
@@ -82,26 +93,43 @@ class CompactedLog:
         fresh = [
             m for m in messages if m.seq > self.last_seq and m.role in _SPOKEN and m.retracted_at is None
         ]
+        if not fresh:
+            return
+        hashes: list[int] = []
+        where: list[int] = []
+        times: list[int] = []
+        episode_id = (self.messages or fresh)[0].episode_id
         for m in fresh:
-            self._add(
-                m if len(m.content) <= HELD_CHARS else dataclasses.replace(m, content=m.content[:HELD_CHARS])
-            )
+            m = lean(m, episode_id)
+            if len(m.content) > HELD_CHARS:
+                m = dataclasses.replace(m, content=m.content[:HELD_CHARS])
+            position = len(self.messages)
+            self.messages.append(m)
+            said = Counter(only_terms(words(unlabelled(m.content))))
+            self.sizes.append(max(sum(said.values()), 1))
+            hashes.extend([_hashed(w) for w in said])
+            where.extend([position] * len(said))
+            times.extend([min(n, _MOST_TIMES) for n in said.values()])
+            self._bytes += _FIXED_BYTES + sys.getsizeof(m.content) + _POSTING_BYTES * len(said)
+        self._add_postings(hashes, where, times)
         if len(self.messages) > MAX_MESSAGES or self._bytes > MAX_BYTES:
             self._keep_newest(min(MAX_MESSAGES, len(self.messages)) // 2)
 
-    def _add(self, m: Message) -> None:
-        position = len(self.messages)
-        self.messages.append(m)
-        said = Counter(only_terms(words(unlabelled(m.content))))
-        self.sizes.append(max(sum(said.values()), 1))
-        for word, times in said.items():
-            held = self.postings.get(word)
-            if held is None:
-                held = self.postings[word] = (array("I"), array("I"))
-                self._bytes += sys.getsizeof(word) + 150
-            held[0].append(position)
-            held[1].append(times)
-        self._bytes += _FIXED_BYTES + sys.getsizeof(m.content) + 8 * len(said)
+    def _add_postings(self, hashes: list[int], where: list[int], times: list[int]) -> None:
+        """The new messages' postings merged in, kept sorted by word (a stable sort: each
+        word's messages stay in order)."""
+        terms = np.concatenate([self.terms, np.array(hashes, dtype=np.uint32)])
+        order = np.argsort(terms, kind="stable")
+        self.terms = terms[order]
+        self.where = np.concatenate([self.where, np.array(where, dtype=np.uint32)])[order]
+        self.times = np.concatenate([self.times, np.array(times, dtype=np.uint8)])[order]
+
+    def postings(self, word: str) -> tuple[NDArray[np.uint32], NDArray[np.uint8]]:
+        """The positions of the held messages that say `word`, ascending, and its count in each."""
+        key = np.uint32(_hashed(word))
+        start = int(np.searchsorted(self.terms, key, side="left"))
+        end = int(np.searchsorted(self.terms, key, side="right"))
+        return self.where[start:end], self.times[start:end]
 
     def _keep_newest(self, keep: int) -> None:
         kept, vectors = self.messages[-keep:], self.vectors
@@ -166,9 +194,8 @@ class CompactedLog:
             return []
         counts = np.zeros((len(wanted), n))
         for row, word in enumerate(wanted):
-            held = self.postings.get(word)
-            if held is not None:
-                counts[row, np.frombuffer(held[0], dtype=np.uint32)] = np.frombuffer(held[1], dtype=np.uint32)
+            where, times = self.postings(word)
+            counts[row, where] = times
         if not counts.any():
             return []
         sizes = np.frombuffer(self.sizes, dtype=np.uint32).astype(np.float64)
@@ -182,6 +209,10 @@ class CompactedLog:
             return []  # another model's vectors (the embedder changed): words only
         scores = self.vectors[: self.embedded].astype(np.float32) @ query
         return _head(scores, np.ones(len(scores), dtype=bool))
+
+
+def _hashed(word: str) -> int:
+    return hash(word) & 0xFFFFFFFF
 
 
 def _head(scores: NDArray[np.floating], keep: NDArray[np.bool_]) -> list[Hit]:

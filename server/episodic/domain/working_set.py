@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from episodic.domain.context import RenderedMessage, Summary
 from episodic.domain.earlier import CompactedLog
-from episodic.domain.model import Agent, Episode, Message
+from episodic.domain.model import Agent, Episode, Message, lean
 from episodic.domain.ports.episodes import ContextSources
 from episodic.domain.reducers import from_log
 
@@ -42,6 +42,7 @@ class WorkingSet:
     compacted_log: CompactedLog = field(default_factory=CompactedLog)
 
     def __post_init__(self) -> None:
+        self.tail = self._lean(self.tail)
         self.rendered = [from_log(m) for m in self.tail]
         if self.held_after < 0:
             self.held_after = self.summary.to_seq if self.summary else 0
@@ -85,7 +86,7 @@ class WorkingSet:
             self._hold_only(found.messages)
             return
         last = self.last_seq
-        fresh = [m for m in found.messages if m.seq > last]
+        fresh = self._lean([m for m in found.messages if m.seq > last])
         self.tail.extend(fresh)
         self.rendered.extend(from_log(m) for m in fresh)
 
@@ -97,6 +98,7 @@ class WorkingSet:
             return True
         if message.seq != self.last_seq + 1:
             return False
+        (message,) = self._lean([message])
         self.tail.append(message)
         self.rendered.append(from_log(message))
         return True
@@ -105,8 +107,13 @@ class WorkingSet:
         self.compacted_log.extend([m for m in self.tail if m.seq < newest[0].seq])
         self.earlier, self.summary = self.shown_summary, None
         self.held_after = newest[0].seq - 1
-        self.tail = list(newest)
-        self.rendered = [from_log(m) for m in newest]
+        self.tail = self._lean(newest)
+        self.rendered = [from_log(m) for m in self.tail]
+
+    def _lean(self, messages: list[Message]) -> list[Message]:
+        """The messages as the set holds them (`lean`): one episode id string for all."""
+        episode_id = self.tail[0].episode_id if self.tail else self.episode.episode_id
+        return [lean(m, episode_id) for m in messages]
 
     def compacted(self, summary: Summary) -> None:
         if summary.to_seq <= self.summary_to:

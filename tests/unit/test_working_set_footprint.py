@@ -1,0 +1,137 @@
+"""The working set's footprint, computed (never RSS): each message's text held once, the fields
+every message of a log repeats shared, the compacted log's postings flat, the estimate the
+cache evicts by covering what a set holds, and the cache evicting to its bound."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from episodic.domain.context import Summary
+from episodic.domain.earlier import CompactedLog
+from episodic.domain.model import NO_METADATA, Agent, Episode, EpisodeState, MemoryConfig, Message, Role, lean
+from episodic.domain.ports.episodes import ContextSources
+from episodic.domain.working_set import WorkingSet
+from episodic.state.working_set import WorkingSetCache
+
+START = datetime(2026, 3, 1, tzinfo=UTC)
+EPISODE_ID = "ep-0123456789abcdef0123456789abcdef"
+
+
+def agent() -> Agent:
+    return Agent("t", "a", "", "", "gpt-4o", "o200k_base", False, MemoryConfig(), START, START)
+
+
+def episode(episode_id: str = EPISODE_ID) -> Episode:
+    return Episode("t", episode_id, "a", "u", EpisodeState.OPEN, "o200k_base", START, START)
+
+
+def as_read(seq: int, words: int = 150) -> Message:
+    """A message as a row read from SQL makes it: its own copies of the episode id and the
+    encoding, and a new empty metadata dict."""
+    text = " ".join(f"word{(seq * 7 + i) % 500}" for i in range(words))
+    role = Role.USER if seq % 2 else Role.ASSISTANT
+    return Message(
+        "".join(EPISODE_ID), seq, role, text, words, "".join("o200k_base"), START + timedelta(seconds=seq),
+        metadata={},
+    )  # fmt: skip
+
+
+def sources(messages: list[Message], summary: Summary | None = None) -> ContextSources:
+    return ContextSources(episode(), agent(), summary, messages)
+
+
+def held(count: int) -> WorkingSet:
+    return WorkingSet.of(sources([as_read(seq) for seq in range(1, count + 1)]))
+
+
+def test_a_held_message_shares_its_episode_id_encoding_and_empty_metadata_with_the_others() -> None:
+    ws = held(40)
+    assert len({id(m.episode_id) for m in ws.tail}) == 1
+    assert len({id(m.token_encoding) for m in ws.tail}) == 1
+    assert all(m.metadata is NO_METADATA for m in ws.tail)
+
+
+def test_each_message_text_is_held_once_by_the_tail_and_its_rendered_view() -> None:
+    ws = held(40)
+    assert all(r.content is m.content for r, m in zip(ws.rendered, ws.tail, strict=True))
+
+
+def test_messages_appended_or_absorbed_later_are_held_lean_too() -> None:
+    ws = held(4)
+    assert ws.appended(as_read(5))
+    ws.absorb(sources([as_read(6), as_read(7)]))
+    assert [m.seq for m in ws.tail] == [1, 2, 3, 4, 5, 6, 7]
+    assert len({id(m.episode_id) for m in ws.tail}) == 1
+    assert all(m.metadata is NO_METADATA for m in ws.tail)
+
+
+def test_a_lean_message_equals_the_one_read_and_an_already_lean_one_is_returned_as_is() -> None:
+    read = as_read(3)
+    held_one = lean(read, EPISODE_ID)
+    assert held_one == read
+    assert lean(held_one, EPISODE_ID) is held_one
+
+
+def test_a_message_with_metadata_keeps_it() -> None:
+    read = Message(EPISODE_ID, 1, Role.USER, "hi", 1, "o200k_base", START, metadata={"k": "v"})
+    assert lean(read, EPISODE_ID).metadata == {"k": "v"}
+
+
+def test_the_shared_empty_metadata_refuses_changes_and_reads_as_an_empty_dict() -> None:
+    with pytest.raises(TypeError):
+        NO_METADATA["k"] = "v"  # type: ignore[index]
+    assert dict(NO_METADATA) == {}
+    assert Message(EPISODE_ID, 1, Role.USER, "hi", 1, "o200k_base", START).metadata is NO_METADATA
+
+
+def test_compacted_messages_keep_their_words_in_flat_postings_of_nine_bytes_each() -> None:
+    log = CompactedLog.of([as_read(seq, words=30) for seq in range(1, 21)])
+    pairs = sum(len(set(m.content.split())) for m in log.messages)
+    assert len(log.terms) == len(log.where) == len(log.times) == pairs
+    assert log.terms.nbytes + log.where.nbytes + log.times.nbytes == 9 * pairs
+
+
+def test_a_word_s_postings_list_its_messages_in_order_across_extends() -> None:
+    log = CompactedLog.of([Message(EPISODE_ID, 1, Role.USER, "lisbon lisbon trip", 3, "", START)])
+    log.extend([Message(EPISODE_ID, 2, Role.ASSISTANT, "no words here", 3, "", START)])
+    log.extend([Message(EPISODE_ID, 3, Role.USER, "lisbon again", 2, "", START)])
+    where, times = log.postings("lisbon")
+    assert where.tolist() == [0, 2]
+    assert times.tolist() == [2, 1]
+    assert log.postings("zanzibar")[0].tolist() == []
+
+
+def walked_bytes(ws: WorkingSet) -> int:
+    """What the set holds that grows with its messages, each object once."""
+    seen: set[int] = set()
+    total = 0
+    for obj in [
+        *ws.tail, *ws.rendered, *(m.content for m in ws.tail), *(m.created_at for m in ws.tail),
+        *(m.episode_id for m in ws.tail), ws.tail, ws.rendered,
+    ]:  # fmt: skip
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            total += sys.getsizeof(obj)
+    return total
+
+
+def test_the_size_the_cache_evicts_by_covers_what_the_set_holds_without_doubling_it() -> None:
+    ws = held(160)
+    walked = walked_bytes(ws)
+    assert walked <= ws.size() <= walked * 1.25
+
+
+def test_the_cache_evicts_the_least_recently_used_sets_to_its_bound() -> None:
+    one = held(20).size()
+    cache = WorkingSetCache(max_bytes=one * 5)
+    for n in range(12):
+        cache.put(("t", f"ep-{n}"), held(20))
+        cache.get(("t", "ep-0"))  # used every time: kept
+    assert cache.total_bytes <= one * 5
+    assert len(cache) == 5
+    assert cache.get(("t", "ep-0")) is not None
+    assert cache.get(("t", "ep-1")) is None
+    assert cache.evictions == 7
