@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import math
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -455,10 +455,10 @@ class FakeEpisodeStore:
 
     async def append_turn(
         self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
-    ) -> tuple[Message, bool, list[Memory]]:
+    ) -> tuple[Message, bool, list[Memory], Awaitable[None]]:
         ((stored, replayed),) = await self.append(tenant_id, episode_id, [message])
         if not with_pending:
-            return stored, replayed, []
+            return stored, replayed, [], _committed()
         held = [
             m.memory
             for (tenant, _), m in self._t.memories.items()
@@ -466,7 +466,7 @@ class FakeEpisodeStore:
             and m.memory.state is MemoryState.PENDING
         ]
         held.sort(key=lambda m: (m.created_at, m.memory_id))
-        return stored, replayed, held
+        return stored, replayed, held, _committed()
 
     def _by_client_id(self, key: EpisodeKey) -> dict[str, StoredMessage]:
         return {
@@ -1644,3 +1644,7 @@ class FakeErasureLedger:
     async def batches(self, size: int) -> AsyncIterator[list[LedgerEntry]]:
         for start in range(0, len(self.entries), size):
             yield self.entries[start : start + size]
+
+
+async def _committed() -> None:
+    """A fake write's commit: done when written (the fakes hold no transactions)."""

@@ -101,16 +101,20 @@ async def test_a_turns_append_returns_its_episodes_pending_memories_only_when_as
     def prepared(text: str) -> PreparedMessage:
         return PreparedMessage(NewMessage(Role.USER, text), 2, ENCODING)
 
-    stored, replayed, pending = await world.episodes.append_turn(
+    stored, replayed, pending, durable = await world.episodes.append_turn(
         world.tenant, episode.episode_id, prepared("hello"), True
     )
     assert (stored.seq, stored.content, replayed) == (1, "hello", False)
+    await durable
     expected = sorted([first, second], key=lambda m: (m.created_at, m.memory_id))
     assert [m.memory_id for m in pending] == [m.memory_id for m in expected]
-    _, _, unasked = await world.episodes.append_turn(
+    _, _, unasked, durable = await world.episodes.append_turn(
         world.tenant, episode.episode_id, prepared("again"), False
     )
     assert unasked == []
+    await durable  # committed: any read now finds both
+    newest_first = await world.episodes.list_messages(world.tenant, episode.episode_id, None, 10)
+    assert [m.content for m in newest_first] == ["again", "hello"]
     with pytest.raises(NotFound):
         await world.episodes.append_turn(unique("tenant"), episode.episode_id, prepared("x"), True)
 

@@ -57,6 +57,7 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         (Database, "quick_read", "quick_read"),
         (GroupCommitWriter, "run", "run"),
         (GroupCommitWriter, "run_bulk", "run_bulk"),
+        (GroupCommitWriter, "run_bulk_staged", "run_bulk_staged"),
     ]:
         monkeypatch.setattr(cls, method, counting(name, getattr(cls, method)))
     token = COUNTING.set(True)
@@ -103,7 +104,8 @@ async def test_a_warm_turn_makes_three_trips_to_the_database(
             call, _ = await app.services.context.build(
                 CALLER, ContextRequest(episode_id, "Which stop has a bakery open late?", True)
             )
-    assert made == ["run_bulk", "read", "run"]  # the append, the searches' read, the model call
+    # the append (answered before its commit), the searches' read, the model call
+    assert made == ["run_bulk_staged", "read", "run"]
     assert bool(call.report.knowledge) == knowledge
     assert bool(call.report.memories) == memories
     assert bool(call.report.session_keys) == session

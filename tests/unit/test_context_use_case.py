@@ -29,7 +29,7 @@ from episodic.domain.model import (
     ToolResult,
 )
 from episodic.domain.recall import DigestText, Scope
-from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from episodic.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from episodic.service.context import ContextRequest
 from tests.fakes import FakeBackgroundCompactions
 from tests.unit.use_cases import CALLER, TENANT, Settings, UseCases, use_cases
@@ -452,3 +452,29 @@ async def test_a_reply_attaches_once_and_a_different_one_is_refused(app: UseCase
             CALLER, call.model_call_id, ModelReply(11, 5, timedelta(seconds=1), 0)
         )
     assert refused.value.reason == "REPLY_ALREADY_RECORDED"
+
+
+async def test_a_turn_whose_user_message_does_not_commit_fails_unrecorded_and_drops_its_working_set(
+    app: UseCases, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append answers before its COMMIT, so the turn goes on; if the COMMIT then fails,
+    no model call is recorded for it and the held working set (which took the message) goes."""
+    episode_id = await app.open()
+    await app.say(episode_id, *CHAT[:2])
+    await build(app, episode_id, "warm", append_user_message=True)
+    store, append_turn = app.episode_store, app.episode_store.append_turn
+
+    async def lost() -> None:
+        raise Unavailable("the disk went away")
+
+    async def uncommitted(*args: Any) -> Any:
+        stored, replayed, pending, durable = await append_turn(*args)
+        await durable
+        return stored, replayed, pending, lost()
+
+    monkeypatch.setattr(store, "append_turn", uncommitted)
+    with pytest.raises(Unavailable):
+        await build(app, episode_id, "lost", append_user_message=True)
+    assert app.working_sets.get((TENANT, episode_id)) is None
+    page = await app.context_store.list_calls(TENANT, episode_id, None, 10)
+    assert len(page) == 1  # the warm turn's only

@@ -2,15 +2,23 @@
 
 One call: (optionally) append the user message -> bring the working set up to date ->
 recall past episodes -> assemble under the budget (reducers; compaction when the tail
-does not fit) -> store the model call (with any new summary) in one transaction. The
-caller streams what was stored, so stored == streamed by construction.
+does not fit) -> store the model call (with any new summary) in one transaction. What is
+streamed is the call stored, so stored == streamed by construction.
+
+The turn waits for no fsync it need not: the append returns once its statements ran and
+commits while the searches run; the call's record is written while its messages stream
+(`start`), and the report, which names it, is sent only once the record and the user
+message are durable. A call with a request_id is stored before anything streams: the
+record decides which call the id names.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
@@ -81,6 +89,17 @@ class Turn:
     user_seq: int
     request: ContextRequest
     found: Found  # what the turn's searches found beside the working set
+    appended: asyncio.Future[None] | None  # the user message's commit (None: nothing appended)
+
+
+@dataclass(frozen=True, slots=True)
+class StartedCall:
+    """A turn's model call, rendered, and its record: `stored` completes with the stored call
+    (and whether it is new) once it and the turn's user message are durable. `call`'s
+    messages may be sent before; its report, only with what `stored` gives."""
+
+    call: ModelCall
+    stored: asyncio.Future[tuple[ModelCall, bool]]
 
 
 class TurnAppends(Protocol):
@@ -88,9 +107,10 @@ class TurnAppends(Protocol):
 
     async def append_turn(
         self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
-    ) -> tuple[Message, list[Memory]]:
+    ) -> tuple[Message, list[Memory], asyncio.Future[None]]:
         """Appends a message already checked, authorized, redacted and counted; returns it
-        with the episode's PENDING memories read in the append's transaction."""
+        with the episode's PENDING memories read in the append's transaction, and its
+        commit, still running."""
         ...
 
 
@@ -113,12 +133,20 @@ class ContextService:
     calls: ModelCallRecorder
     tracing: Tracing = dataclasses.field(default_factory=no_tracing)
     counts: CachedCounts = dataclasses.field(init=False)
+    _storing: set[asyncio.Future[tuple[ModelCall, bool]]] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.counts = CachedCounts(self.tokens)
+        self._storing = set()
 
     async def build(self, caller: Caller, request: ContextRequest) -> tuple[ModelCall, bool]:
         """Returns the stored model call and whether it is new (False: a request_id replay)."""
+        started = await self.start(caller, request)
+        return await asyncio.shield(started.stored)
+
+    async def start(self, caller: Caller, request: ContextRequest) -> StartedCall:
+        """The turn up to its rendered call; its record is being stored (see StartedCall).
+        The conversation stays locked until the record is stored: the next turn sees it."""
         _check(request, self.limits)
         if request.request_id:
             stored = await self.store.call_for_request(
@@ -126,30 +154,62 @@ class ContextService:
             )
             if stored is not None:
                 require_visible(caller, stored.agent_id, "episode", request.episode_id)
-                return stored, False
+                return StartedCall(stored, _settled((stored, False)))
         key = (caller.tenant_id, request.episode_id)
-        async with self.cache.hold(key):
+        lock = AsyncExitStack()
+        await lock.enter_async_context(self.cache.hold(key))
+        try:
             turn = await self._gather(caller, key, request)
-            return await self._assemble_and_store(caller, key, turn.request, turn)
+        except BaseException:
+            await lock.aclose()
+            raise
+        try:
+            call, summary = await self._assemble(caller, key, turn.request, turn)
+        except BaseException:
+            _abandoned(turn.appended)
+            await lock.aclose()
+            raise
+        storing = asyncio.ensure_future(self._store(key, turn, call, summary, lock))
+        self._storing.add(storing)  # held until done: a client gone mid-stream does not stop it
+        storing.add_done_callback(self._stored)
+        if request.request_id:  # the record decides which call the id names: stored first
+            named, _ = await asyncio.shield(storing)
+            return StartedCall(named, storing)
+        return StartedCall(call, storing)
+
+    def _stored(self, storing: asyncio.Future[tuple[ModelCall, bool]]) -> None:
+        self._storing.discard(storing)
+        if not storing.cancelled():
+            storing.exception()  # retrieved: a call whose client left logs nothing here
 
     async def _append_user_message(
         self, key: Key, working_set: WorkingSet, r: ContextRequest, allowance: int, config: MemoryConfig
-    ) -> tuple[WorkingSet, int, list[Memory] | None]:
+    ) -> tuple[WorkingSet, int, list[Memory] | None, asyncio.Future[None] | None]:
         """Appends the (checked, authorized, redacted) user message and takes it into the
         working set held under the lock; the log is read again only when another writer
         appended in between. The append's transaction also reads the episode's PENDING
         memories when known facts want them (None: not appended, not read)."""
         if not r.append_user_message:
-            return working_set, 0, None
+            return working_set, 0, None, None
         encoding = working_set.episode.token_encoding
         message = NewMessage(Role.USER, r.user_message, client_message_id=r.client_message_id or None)
         prepared = PreparedMessage(message, self.counts.count(countable_text(message), encoding), encoding)
-        stored, pending = await self.turns.append_turn(key[0], key[1], prepared, config.known_facts)
+        stored, pending, appended = await self.turns.append_turn(key[0], key[1], prepared, config.known_facts)
+        # the message is in the held set before its commit: a failed commit drops the set
+        appended.add_done_callback(partial(self._uncommitted, key))
         if working_set.appended(stored):
             self.cache.put(key, working_set)
         else:
-            working_set = await self._working_set(key, allowance)
-        return working_set, stored.seq, pending
+            try:
+                working_set = await self._working_set(key, allowance)
+            except BaseException:
+                _abandoned(appended)
+                raise
+        return working_set, stored.seq, pending, appended
+
+    def _uncommitted(self, key: Key, appended: asyncio.Future[None]) -> None:
+        if appended.cancelled() or appended.exception() is not None:
+            self.cache.discard(key)
 
     async def _gather(self, caller: Caller, key: Key, r: ContextRequest) -> Turn:
         """Everything is checked before the user message is appended: a refused call
@@ -169,12 +229,16 @@ class ContextService:
             self._check_ceiling(r, working_set, config)
             query = TurnQuery.of(r.recall_query, r.user_message)
             self.searches.prefetch(working_set, config, query)
-            working_set, user_seq, pending = await self._append_user_message(
+            working_set, user_seq, pending, appended = await self._append_user_message(
                 key, working_set, r, allowance, config
             )
             span.set_attribute("episodic.working_set.messages", len(working_set.tail))
-        found = await self.searches.run(caller, working_set, config, query, pending)
-        return Turn(working_set, config, model, user_seq, r, found)
+        try:
+            found = await self.searches.run(caller, working_set, config, query, pending)
+        except BaseException:
+            _abandoned(appended)
+            raise
+        return Turn(working_set, config, model, user_seq, r, found, appended)
 
     def _current(self, key: Key, allowance: int) -> WorkingSet | None:
         held = self.cache.current(key)
@@ -223,9 +287,9 @@ class ContextService:
             )
         return model
 
-    async def _assemble_and_store(
+    async def _assemble(
         self, caller: Caller, key: Key, r: ContextRequest, turn: Turn
-    ) -> tuple[ModelCall, bool]:
+    ) -> tuple[ModelCall, Summary | None]:
         count = partial(self.counts.count, encoding=turn.working_set.episode.token_encoding)
         with self.tracing.span("reduce", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             found = turn.found
@@ -236,16 +300,25 @@ class ContextService:
             )
             assembly = assemble(inputs, count, self._trim(turn))
         assembly, summary, compaction = await self._compact(key, turn, inputs, assembly, count)
-        call = self._model_call(caller, r, turn, assembly, compaction)
-        with self.tracing.span("persist", {GEN_AI_CONVERSATION_ID: r.episode_id}):
-            stored, fresh = await self.calls.save(call, summary)
-        if summary is not None:
-            listener = self.compaction.listener
-            if listener is not None:
-                listener.compacted(turn.working_set.episode, _newly_covered(turn.working_set, summary))
-            turn.working_set.compacted(summary)
-            self.cache.put(key, turn.working_set)
-        return stored, fresh
+        return self._model_call(caller, r, turn, assembly, compaction), summary
+
+    async def _store(
+        self, key: Key, turn: Turn, call: ModelCall, summary: Summary | None, lock: AsyncExitStack
+    ) -> tuple[ModelCall, bool]:
+        """The call's record, after its user message is durable (never a record of a message
+        the log does not hold); then the conversation's lock is released."""
+        async with lock:
+            if turn.appended is not None:
+                await turn.appended
+            with self.tracing.span("persist", {GEN_AI_CONVERSATION_ID: call.episode_id}):
+                stored, fresh = await self.calls.save(call, summary)
+            if summary is not None:
+                listener = self.compaction.listener
+                if listener is not None:
+                    listener.compacted(turn.working_set.episode, _newly_covered(turn.working_set, summary))
+                turn.working_set.compacted(summary)
+                self.cache.put(key, turn.working_set)
+            return stored, fresh
 
     async def _compact(
         self,
@@ -290,6 +363,19 @@ class ContextService:
             caller.tenant_id, call_id, episode.episode_id, episode.agent_id, episode.user_id,
             created_at, assembly.messages, report, r.request_id,
         )  # fmt: skip
+
+
+def _settled(value: T) -> asyncio.Future[T]:
+    done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    done.set_result(value)
+    return done
+
+
+def _abandoned(appended: asyncio.Future[None] | None) -> None:
+    """A turn that failed after its append: the commit goes on (the message was accepted);
+    its outcome is retrieved here, so an outage is not logged again as unretrieved."""
+    if appended is not None:
+        appended.add_done_callback(lambda done: None if done.cancelled() else done.exception())
 
 
 def _check(r: ContextRequest, limits: Limits) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Protocol
 
 from episodic.domain.access import may_use, require_agent, require_visible
@@ -264,19 +265,26 @@ class EpisodeService:
 
     async def append_turn(
         self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
-    ) -> tuple[Message, list[Memory]]:
+    ) -> tuple[Message, list[Memory], asyncio.Future[None]]:
         """Appends one message its caller has already checked, authorized for the episode's
         agent, redacted under the agent's PII policy and counted (BuildContext, which knows
         all that from its working set): none of it is done twice. Returns it with the
-        episode's PENDING memories, read in the append's transaction."""
+        episode's PENDING memories, read in the append's transaction, and the append's
+        commit, still running: the caller awaits it before it tells anyone of the message;
+        watchers are told once it is durable."""
         with self.tracing.span(CREATE_MEMORY, _create_memory_attributes(episode_id, [message.new])) as span:
-            stored, replayed, pending = await self.episodes.append_turn(
+            stored, replayed, pending, durable = await self.episodes.append_turn(
                 tenant_id, episode_id, message, with_pending
             )
+            committed = asyncio.ensure_future(durable)
             if not replayed:
-                self.live.appended(tenant_id, episode_id)
+                committed.add_done_callback(partial(self._announce, tenant_id, episode_id))
             span.set_attribute(GEN_AI_MEMORY_RECORD_ID, f"{episode_id}/{stored.seq}")
-            return stored, pending
+            return stored, pending, committed
+
+    def _announce(self, tenant_id: str, episode_id: str, committed: asyncio.Future[None]) -> None:
+        if not committed.cancelled() and committed.exception() is None:
+            self.live.appended(tenant_id, episode_id)
 
     async def _store(
         self, tenant_id: str, episode_id: str, prepared: Sequence[PreparedMessage]

@@ -6,7 +6,7 @@ are built once, at import."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import (
@@ -105,13 +105,14 @@ class SqlEpisodeStore:
 
     async def append_turn(
         self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
-    ) -> tuple[Message, bool, list[Memory]]:
+    ) -> tuple[Message, bool, list[Memory], Awaitable[None]]:
         item = AppendItem(tenant_id, episode_id, [message], with_pending=with_pending)
+        staged = await self._writer.run_bulk_staged(self._appends, item)
         if not with_pending:
-            ((stored, replayed),) = await self._writer.run_bulk(self._appends, item)
-            return stored, replayed, []
-        ((stored, replayed),), pending = await self._writer.run_bulk(self._appends, item)
-        return stored, replayed, pending
+            ((stored, replayed),) = staged.value
+            return stored, replayed, [], staged.durable
+        ((stored, replayed),), pending = staged.value
+        return stored, replayed, pending, staged.durable
 
     async def close_episode(
         self,

@@ -5,7 +5,10 @@ they read and raise before writing when they refuse. A batch first runs them all
 transaction with no savepoints (the fast path). If any operation raises, that
 transaction is rolled back and the batch is re-run with one SAVEPOINT per operation, so
 a failing operation rolls back only its own writes and its caller alone gets the error.
-A caller is answered only after COMMIT returns: acknowledged means durable.
+A caller is answered only after COMMIT returns: acknowledged means durable. A staged write
+(`run_bulk_staged`) is answered twice: with its result once its statements have run, just
+before COMMIT, and with its durability after: a BuildContext turn goes on with its appended
+message while the fsync runs, and sends nothing that claims it before it is durable.
 
 Requests of one kind that arrive together can also be handled by one call (a
 `BulkOp`), e.g. many appends: one read of all their episodes, one INSERT of all their
@@ -28,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from sqlalchemy import Connection
@@ -42,6 +46,7 @@ from episodic.store.faults import classify, is_lock_conflict
 T = TypeVar("T")
 WriteOp = Callable[[Connection], T]
 Outcome = tuple[bool, Any]
+Executed = Callable[[list[Outcome]], Any]  # told a batch's outcomes before its COMMIT
 log = logging.getLogger(__name__)
 
 
@@ -58,6 +63,16 @@ class _Pending(Generic[T]):
     bulk: BulkOp | None = None
     item: Any = None
     declared: Declared[Any] | None = None  # a unit of work: its feed rows go with the write
+    executed: asyncio.Future[T] | None = None  # staged: its result before COMMIT
+
+
+@dataclass(frozen=True, slots=True)
+class Staged(Generic[T]):
+    """A staged write's result (its statements ran; not yet committed) and its commit: the
+    caller awaits `durable` before it tells anyone the write happened."""
+
+    value: T
+    durable: asyncio.Future[None]
 
 
 class GroupCommitWriter:
@@ -121,6 +136,26 @@ class GroupCommitWriter:
         `declared`, as `run`: an accepted item's feed rows are inserted in its transaction."""
         return await self._submit(lambda future: _Pending(None, future, bulk, item, declared))
 
+    async def run_bulk_staged(self, bulk: BulkOp, item: object) -> Staged[Any]:
+        """As `run_bulk`, answered as soon as the item's statements have run in its batch's
+        transaction: `durable` completes when that transaction commits, or fails as
+        `run_bulk` would (nothing of the batch is then in the log)."""
+        loop = asyncio.get_running_loop()
+        executed: asyncio.Future[Any] = loop.create_future()
+        durable = asyncio.ensure_future(
+            self._submit(lambda future: _Pending(None, future, bulk, item, executed=executed))
+        )
+        try:
+            done, _ = await asyncio.wait({executed, durable}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            durable.cancel()  # as run_bulk's caller cancelled: left out unless already running
+            raise
+        if durable in done:  # refused or failed (raises as run_bulk does), or already committed
+            return Staged(await durable, _resolved(loop))
+        landed: asyncio.Future[None] = loop.create_future()
+        durable.add_done_callback(partial(_landed, landed))
+        return Staged(executed.result(), landed)
+
     async def _submit(self, make: Callable[[asyncio.Future[Any]], _Pending[Any]]) -> Any:
         if not self._tasks:
             raise RuntimeError("GroupCommitWriter used before start()")
@@ -153,7 +188,7 @@ class GroupCommitWriter:
         if self._on_batch is not None:
             self._on_batch(len(batch))
         try:
-            outcomes = await self._run_batch(_units(batch))
+            outcomes = await self._run_batch(_units(batch), _announcer(batch))
         except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable
             if classify(exc) is None:  # an outage is logged once, by the store's health
                 log.exception("group commit of %d operations failed", len(batch))
@@ -161,21 +196,23 @@ class GroupCommitWriter:
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
             _settle(pending.future, ok, value)
 
-    async def _run_batch(self, ops: list[_Unit]) -> list[Outcome]:
+    async def _run_batch(self, ops: list[_Unit], executed: Executed | None) -> list[Outcome]:
         if self._thread is not None:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._thread, self._commit_on_sqlite, ops)
+            return await loop.run_in_executor(
+                self._thread, self._commit_on_sqlite, ops, _on_loop(loop, executed)
+            )
         async with self._database.engine.connect() as conn:
-            return await conn.run_sync(commit_batch, ops)
+            return await conn.run_sync(commit_batch, ops, executed)
 
-    def _commit_on_sqlite(self, ops: Sequence[_Unit]) -> list[Outcome]:
+    def _commit_on_sqlite(self, ops: Sequence[_Unit], executed: Executed | None) -> list[Outcome]:
         """Runs on the writer thread. One connection kept open: no pool checkout and
         reset per batch."""
         if self._sqlite_conn is None or self._sqlite_conn.closed:
             assert self._database.sqlite_writer is not None
             self._sqlite_conn = self._database.sqlite_writer.connect()
         try:
-            return commit_batch(self._sqlite_conn, ops)
+            return commit_batch(self._sqlite_conn, ops, executed)
         except Exception:
             self._close_sqlite()  # a broken connection is replaced on the next batch
             raise
@@ -245,11 +282,13 @@ def _recorded(conn: Connection, result: Any, declared: Declared[Any] | None) -> 
 LOCK_CONFLICT_TRIES = 3
 
 
-def commit_batch(conn: Connection, units: Sequence[_Unit]) -> list[Outcome]:
+def commit_batch(conn: Connection, units: Sequence[_Unit], executed: Executed | None = None) -> list[Outcome]:
+    """`executed`, when given, is told the outcomes once every statement has run, before
+    COMMIT (staged writes are answered then)."""
     for tries_left in range(LOCK_CONFLICT_TRIES - 1, -1, -1):
         try:
             with conn.begin():
-                return [outcome for unit in units for outcome in unit.run(conn)]
+                return _told(executed, [outcome for unit in units for outcome in unit.run(conn)])
         except Exception as exc:  # some operation failed: isolate it (slow path)
             if is_lock_conflict(exc) and tries_left:
                 continue
@@ -257,7 +296,59 @@ def commit_batch(conn: Connection, units: Sequence[_Unit]) -> list[Outcome]:
                 return units[0].failed(exc)
             break
     with conn.begin():
-        return [outcome for unit in units for outcome in _attempt(conn, unit)]
+        return _told(executed, [outcome for unit in units for outcome in _attempt(conn, unit)])
+
+
+def _told(executed: Executed | None, outcomes: list[Outcome]) -> list[Outcome]:
+    if executed is not None:
+        executed(outcomes)
+    return outcomes
+
+
+def _announcer(batch: Sequence[_Pending[Any]]) -> Executed | None:
+    """What tells the batch's staged writes their results before COMMIT (on the loop's
+    thread); None when the batch holds none."""
+    staged = [(i, p.executed) for i, p in enumerate(batch) if p.executed is not None]
+    if not staged:
+        return None
+
+    def announce(outcomes: list[Outcome]) -> None:
+        for i, executed in staged:
+            ok, value = outcomes[i]
+            if ok:  # a refusal is answered with the batch, as any write's
+                _settle(executed, True, value)
+
+    return announce
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, executed: Executed | None) -> Executed | None:
+    """`executed`, called from the writer thread: run on the loop's thread."""
+    if executed is None:
+        return None
+    told = executed
+
+    def threadsafe(outcomes: list[Outcome]) -> None:
+        loop.call_soon_threadsafe(told, outcomes)
+
+    return threadsafe
+
+
+def _resolved(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+    done: asyncio.Future[None] = loop.create_future()
+    done.set_result(None)
+    return done
+
+
+def _landed(landed: asyncio.Future[None], durable: asyncio.Future[Any]) -> None:
+    """A staged write's commit, as its caller sees it (errors mapped as `_submit` maps them)."""
+    if landed.done():
+        return
+    if durable.cancelled():
+        landed.cancel()
+    elif (exc := durable.exception()) is not None:
+        landed.set_exception(exc)
+    else:
+        landed.set_result(None)
 
 
 def _attempt(conn: Connection, unit: _Unit) -> list[Outcome]:

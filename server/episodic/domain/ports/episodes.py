@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -98,9 +98,12 @@ class EpisodeStore(Protocol):
 
     async def append_turn(
         self, tenant_id: str, episode_id: str, message: PreparedMessage, with_pending: bool
-    ) -> tuple[Message, bool, list[Memory]]:
+    ) -> tuple[Message, bool, list[Memory], Awaitable[None]]:
         """A BuildContext turn's user message: (stored, replayed, the episode's PENDING
-        memories oldest first as of the append's transaction; [] unless `with_pending`)."""
+        memories oldest first as of the append's transaction ([] unless `with_pending`), its
+        commit). It returns once the append's statements ran, before its COMMIT: the turn
+        goes on while the commit is made durable, and awaits the last item before it tells
+        anyone of the message (if that fails, the message is not in the log)."""
         ...
 
     async def close_episode(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, TypeAlias, TypeVar
 
@@ -28,9 +29,16 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
     async def BuildContext(
         self, request: pb.BuildContextRequest, context: Context
     ) -> AsyncIterator[pb.BuildContextResponse]:
-        call, _ = await self._service.build(current_caller(), cc.context_request_in(request))
-        for frame in cc.frames(call, self._max_frame_bytes):
+        started = await self._service.start(current_caller(), cc.context_request_in(request))
+        if started.stored.done():  # a replay, or a call of a request_id: stored already
+            call, _ = started.stored.result()
+            for frame in cc.frames(call, self._max_frame_bytes):
+                yield frame
+            return
+        for frame in cc.message_frames(started.call, self._max_frame_bytes):
             yield frame
+        call, _ = await asyncio.shield(started.stored)  # the report names a durable record only
+        yield cc.report_frame(call)
 
     def _fits(self, response: R) -> R:
         return require_fits(

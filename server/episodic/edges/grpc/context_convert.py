@@ -190,6 +190,26 @@ def frames(call: ModelCall, max_frame_bytes: int) -> Iterator[context_service_pb
     yield from _packed(call, budget)
 
 
+def message_frames(
+    call: ModelCall, max_frame_bytes: int
+) -> Iterator[context_service_pb2.BuildContextResponse]:
+    """The call's messages as `frames` packs them, without the report: sent while the
+    call's record is being stored (the report, which names it, follows as `report_frame`)."""
+    budget = max_frame_bytes - FRAME_SLACK_BYTES
+    if _surely_fits(call, budget):
+        messages = [context_message_out(i, m) for i, m in enumerate(call.messages)]
+        if messages:
+            yield context_service_pb2.BuildContextResponse(messages=messages)
+        return
+    for batch in _batches(call.messages, budget):
+        yield context_service_pb2.BuildContextResponse(messages=batch)
+
+
+def report_frame(call: ModelCall) -> context_service_pb2.BuildContextResponse:
+    """The stream's last frame: the report alone."""
+    return context_service_pb2.BuildContextResponse(report=report_out(call.report))
+
+
 def _surely_fits(call: ModelCall, budget: int) -> bool:
     """An upper bound of the one-frame size: 4 bytes per character of text (UTF-8), 8 per
     character of a tool input's repr (Struct encoding), generous room for other fields."""
@@ -200,20 +220,31 @@ def _surely_fits(call: ModelCall, budget: int) -> bool:
 
 
 def _packed(call: ModelCall, budget: int) -> Iterator[context_service_pb2.BuildContextResponse]:
+    report = report_out(call.report)
+    last: list[context_pb2.ContextMessage] = []
+    for batch in _batches(call.messages, budget):
+        if last:
+            yield context_service_pb2.BuildContextResponse(messages=last)
+        last = batch
+    if last and sum(m.ByteSize() + 8 for m in last) + report.ByteSize() + 8 > budget:
+        yield context_service_pb2.BuildContextResponse(messages=last)
+        last = []
+    yield context_service_pb2.BuildContextResponse(messages=last, report=report)
+
+
+def _batches(messages: Sequence[RenderedMessage], budget: int) -> Iterator[list[context_pb2.ContextMessage]]:
+    """The messages' parts in order, packed into batches of at most `budget` bytes."""
     batch: list[context_pb2.ContextMessage] = []
     used = 0
-    for part in _parts(call.messages, budget):
+    for part in _parts(messages, budget):
         size = part.ByteSize() + 8
         if batch and used + size > budget:
-            yield context_service_pb2.BuildContextResponse(messages=batch)
+            yield batch
             batch, used = [], 0
         batch.append(part)
         used += size
-    report = report_out(call.report)
-    if batch and used + report.ByteSize() + 8 > budget:
-        yield context_service_pb2.BuildContextResponse(messages=batch)
-        batch = []
-    yield context_service_pb2.BuildContextResponse(messages=batch, report=report)
+    if batch:
+        yield batch
 
 
 def _parts(messages: Sequence[RenderedMessage], budget: int) -> Iterator[context_pb2.ContextMessage]:
