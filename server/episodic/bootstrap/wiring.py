@@ -246,7 +246,7 @@ def build_services(
         knowledge=knowledge, reads=a.reads, earlier=EarlierRecall(
             embedder=a.embedder, queries=queries, embeddings=memories.embeddings
         ),
-        tracing=tracing,
+        scopes=(state.index, state.memory_index), tracing=tracing,
     )  # fmt: skip
     inline = SharedCompactions(  # the local (extractive) summarizer, in the summary pool
         summarizer=a.inline_summarizer, maker=SummaryMaker(tokens=a.tokens, clock=clock), pool=pool

@@ -82,6 +82,14 @@ class AgentKnowledge(Protocol):
     def may_find_by_meaning(self, tenant_id: str, agent_id: str) -> bool: ...
 
 
+class ScopePreloads(Protocol):
+    """A vector index of user scopes loaded on first use (state/index_cache.py)."""
+
+    def preload(self, scope: Scope) -> None:
+        """Starts loading the scope, without waiting."""
+        ...
+
+
 class EarlierMessages(Protocol):
     """This episode's compacted messages that match the turn (service/earlier.py)."""
 
@@ -130,6 +138,7 @@ class TurnSearches:
     knowledge: AgentKnowledge
     reads: ReadsTogether  # a batch for a turn's searches: their reads share one trip to the database
     earlier: EarlierMessages
+    scopes: Sequence[ScopePreloads] = ()  # the user's indexes (recall, memories): loaded at prefetch
     tracing: Tracing = field(default_factory=no_tracing)
 
     async def run(
@@ -153,7 +162,8 @@ class TurnSearches:
 
     def prefetch(self, working_set: WorkingSet, config: MemoryConfig, q: TurnQuery) -> None:
         """Starts the query embedding (of the redacted text) before the append is written,
-        when recall or known facts will want it; both then take it from `queries`."""
+        when recall or known facts will want it; both then take it from `queries`. Starts
+        loading the user's indexes too, when not resident (the first turn after a restart)."""
         e = working_set.episode
         scope = Scope(e.tenant_id, e.agent_id, e.user_id)
         by_meaning = RECALL_MODES.get(config.recall_mode) in (SearchMode.SEMANTIC, SearchMode.HYBRID)
@@ -167,6 +177,8 @@ class TurnSearches:
             or (memories is not None and memories.may_find_by_meaning(scope))
         ):
             self.queries.prefetch(q.text, e.tenant_id)
+            for index in self.scopes:  # the first turn after a restart: loaded beside the append
+                index.preload(scope)
 
     def _searches(
         self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: list[Memory] | None

@@ -116,6 +116,14 @@ class ResidentScopes:
             task = self._loading[scope] = asyncio.create_task(self._load(scope))
         await asyncio.shield(task)  # a cancelled caller leaves the load to the others
 
+    def preload(self, scope: Scope) -> None:
+        """Starts making `scope` resident without waiting for it: a turn asks as soon as it
+        knows its user, so the load runs beside its append and query embedding, not after."""
+        if scope in self._resident or scope in self._too_large or scope in self._loading:
+            return
+        task = self._loading[scope] = asyncio.create_task(self._load(scope))
+        task.add_done_callback(_retrieved)  # a failed load is raised to the search that waits
+
     def search(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
         """Of a resident scope (call `ensure` first); safe off the event loop."""
         return self.index.search(scope, vector, k)
@@ -315,6 +323,9 @@ class WholeIndex:
     async def ensure(self, scope: Scope) -> None:
         return None
 
+    def preload(self, scope: Scope) -> None:
+        return None
+
     def search(self, scope: Scope, vector: Sequence[float], k: int) -> list[Hit]:
         return self.index.search(scope, vector, k)
 
@@ -376,3 +387,8 @@ async def nearest_in(index: VectorIndex, scope: Scope, vector: Sequence[float], 
     if index.count(scope) * len(vector) <= INLINE_SEARCH_FLOATS:
         return index.search(scope, vector, k)
     return await asyncio.to_thread(index.search, scope, vector, k)
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
