@@ -36,6 +36,7 @@ from typing import Any
 from episodic.bootstrap.lifecycle import open_app, serve_app
 from episodic.config import Settings
 from episodic.config.choices import EmbedderKind
+from episodic.edges.grpc import context_convert
 from episodic.edges.grpc.context import ContextServicer
 from episodic.service import context as context_module
 from episodic.service.context import ContextService
@@ -135,13 +136,27 @@ def _servicer(original: Any) -> Any:
     async def build(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
         STAMPS.point("handler")
         started = time.perf_counter()
+        resumed = started
         async for frame in original(self, request, context):
             STAMPS.point("built")
+            if frame.HasField("report") and not frame.messages and "report frame" in STAMPS.points:
+                # the report waited for the record (and the append) to be durable
+                STAMPS.add(TOP[9], resumed, STAMPS.points["report frame"])
             yield frame
+            resumed = time.perf_counter()
         STAMPS.add(TOP[10], STAMPS.points.get("built", started), time.perf_counter())
+        STAMPS.rows[TOP[10]] -= STAMPS.rows.get(TOP[9], 0.0)
         STAMPS.point("handler_end")
 
     return build
+
+
+def _report_frame(original: Any) -> Any:
+    def frame(call: Any) -> Any:
+        STAMPS.point("report frame")
+        return original(call)
+
+    return frame
 
 
 def _hold(original: Any) -> Any:
@@ -166,8 +181,12 @@ def _submit(original: Any) -> Any:
         started = time.perf_counter()
         marks: dict[str, float] = {}
 
+        staged = False
+
         def making(future: Any) -> Any:
+            nonlocal staged
             pending = make(future)
+            staged = pending.executed is not None
             if pending.op is not None:
                 pending.op = _thread_marked(pending.op, marks)
             if pending.bulk is not None:
@@ -179,9 +198,13 @@ def _submit(original: Any) -> Any:
         finally:
             ended = time.perf_counter()
             first, last = marks.get("first", ended), marks.get("last", ended)
-            STAMPS.add(f"  {row}: queue + hop to the writer thread", started, first)
-            STAMPS.add(f"  {row}: the operation (SQL)", first, last)
-            STAMPS.add(f"  {row}: COMMIT (fsync) + hop back to the loop", last, ended)
+            inner = f"  {row}" if row in TOP else row  # a write beside the turn's path: not added
+            STAMPS.add(f"{inner}: queue + hop to the writer thread", started, first)
+            STAMPS.add(f"{inner}: the operation (SQL)", first, last)
+            if staged:  # answered before its COMMIT: the turn went on meanwhile
+                STAMPS.add(f"beside: {row}: COMMIT (fsync), while the turn goes on", last, ended)
+            else:
+                STAMPS.add(f"{inner}: COMMIT (fsync) + hop back to the loop", last, ended)
 
     return run
 
@@ -214,7 +237,8 @@ def instrumented() -> Iterator[None]:
         (QueryVectors, "of", lambda o: _timed("  wait for the query embedding (in the searches)", o)),
         (context_module, "assemble", lambda o: _timed_sync("assembly (under the budget)", o)),
         (ContextService, "_model_call", lambda o: _timed_sync("render the report", o)),
-        (ModelCallRecorder, "save", lambda o: _write_as("model-call record write", o)),
+        (ModelCallRecorder, "save", lambda o: _write_as(BESIDE_RECORD, o)),
+        (context_convert, "report_frame", _report_frame),
         (GroupCommitWriter, "_submit", _submit),
         (MiniLmEmbedder, "embed", _embed),
     ]
@@ -257,6 +281,7 @@ class _BulkMarked:
             self._marks["last"] = time.perf_counter()
 
 
+BESIDE_RECORD = "beside: model-call record write (while the messages are sent)"
 TOP = [
     "gRPC receive + interceptors (auth, access log, span)",
     "request checks",
@@ -267,7 +292,7 @@ TOP = [
     "searches (recall, known facts, ...)",
     "assembly (under the budget)",
     "render the report",
-    "model-call record write",
+    "wait for the model-call record (and the append) to be durable, after the messages were sent",
     "frames + stream send (handler's generator)",
     "handler done -> client has the answer (client's join)",
 ]
