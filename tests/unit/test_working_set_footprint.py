@@ -7,10 +7,11 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from episodic.domain.context import Summary
-from episodic.domain.earlier import CompactedLog
+from episodic.domain.earlier import MAX_MESSAGES, CompactedLog
 from episodic.domain.model import NO_METADATA, Agent, Episode, EpisodeState, MemoryConfig, Message, Role, lean
 from episodic.domain.ports.episodes import ContextSources
 from episodic.domain.working_set import WorkingSet
@@ -135,3 +136,30 @@ def test_the_cache_evicts_the_least_recently_used_sets_to_its_bound() -> None:
     assert cache.get(("t", "ep-0")) is not None
     assert cache.get(("t", "ep-1")) is None
     assert cache.evictions == 7
+
+
+def test_compacted_vectors_take_a_byte_a_dimension_and_rank_as_their_floats_do() -> None:
+    log = CompactedLog.of([as_read(seq, words=5) for seq in range(1, 41)])
+    rng = np.random.default_rng(0)
+    floats = rng.normal(size=(40, 384)).astype(np.float32)
+    floats /= np.linalg.norm(floats, axis=1, keepdims=True)
+    start, _ = log.unembedded(40)
+    log.add_vectors(start, floats)
+    assert log.vectors is not None and log.vectors.nbytes == 40 * 384
+    query = floats[17] + 0.5 * floats[3]
+    best = [c.position for c in log.ranked("nothing matches", query.tolist())][:2]
+    exact = np.argsort(-(floats @ query))[:2].tolist()
+    assert best == exact
+
+
+def test_the_vectors_kept_over_the_bound_stay_with_their_messages() -> None:
+    log = CompactedLog.of([as_read(seq, words=5) for seq in range(1, MAX_MESSAGES + 1)])
+    floats = np.random.default_rng(1).normal(size=(MAX_MESSAGES, 16)).astype(np.float32)
+    start, _ = log.unembedded(MAX_MESSAGES)
+    log.add_vectors(start, floats)
+    log.extend([as_read(seq, words=5) for seq in range(MAX_MESSAGES + 1, MAX_MESSAGES + 11)])
+    assert log.dropped > 0 and log.embedded == len(log) - 10
+    assert log.vectors is not None
+    for position in (0, 5, log.embedded - 1):
+        restored = log.vectors[position] * log.scales[position] / 127
+        assert np.allclose(restored, floats[log.dropped + position], atol=0.02 * np.abs(restored).max())

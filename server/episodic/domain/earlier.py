@@ -4,7 +4,8 @@ tail no longer holds (a summary covers them), searched each turn with the turn's
 `CompactedLog` is part of a working set: derived from SQL (a cold read brings the newest
 `MAX_MESSAGES` of them; afterwards each compaction hands over what it folded in), bounded,
 and dropped with the working set. It holds each message's words as postings and, once the
-background embedder has got to it, the message's vector (float16). The postings are three
+background embedder has got to it, the message's vector (int8, scaled per row: 384 bytes at
+384 dimensions where float16 took 768, about the message's own text). The postings are three
 flat arrays sorted by word (a 32-bit hash of the word, its message, its count there: 9 bytes
 a posting), not a dict of a word to two arrays (~300 bytes per distinct word: the postings of
 a log held several times the bytes of its text). `ranked` scores a query
@@ -62,7 +63,10 @@ class CompactedLog:
     terms: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
     where: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
     times: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
-    vectors: NDArray[np.float16] | None = None  # row i: message i's vector, once embedded
+    # row i: message i's vector once embedded, as int8 times scales[i] / 127 (its largest
+    # component maps to 127: the cosine's error stays under ~1%)
+    vectors: NDArray[np.int8] | None = None
+    scales: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     embedded: int = 0  # messages[:embedded] have their vector
     dropped: int = 0  # messages dropped from the front over the bound, since this log was made
     # position -> a rendered line of it and its tokens (earlier_block's, the same turn after turn)
@@ -84,7 +88,7 @@ class CompactedLog:
 
     def size(self) -> int:
         """Estimated bytes held (kept as messages come and go: a turn never walks them)."""
-        vectors = self.vectors.nbytes if self.vectors is not None else 0
+        vectors = self.vectors.nbytes + self.scales.nbytes if self.vectors is not None else 0
         return self._bytes + vectors
 
     def extend(self, messages: Sequence[Message]) -> None:
@@ -132,13 +136,15 @@ class CompactedLog:
         return self.where[start:end], self.times[start:end]
 
     def _keep_newest(self, keep: int) -> None:
-        kept, vectors = self.messages[-keep:], self.vectors
+        kept, vectors, scales = self.messages[-keep:], self.vectors, self.scales
         embedded_kept = max(self.embedded - (len(self.messages) - keep), 0)
         dropped = self.dropped + len(self.messages) - keep
         fresh = CompactedLog.of(kept)
         if vectors is not None and embedded_kept:
             start = self.embedded - embedded_kept
-            fresh.add_vectors(0, vectors[start : self.embedded])
+            fresh.vectors = vectors[start : self.embedded].copy()
+            fresh.scales = scales[start : self.embedded].copy()
+            fresh.embedded = embedded_kept
         for name in self.__slots__:
             setattr(self, name, getattr(fresh, name))
         self.dropped = dropped
@@ -168,10 +174,15 @@ class CompactedLog:
         local = start - self.dropped
         if local != self.embedded or not len(vectors):
             return
-        rows = np.asarray(vectors, dtype=np.float16)[: len(self.messages) - local]
+        rows = np.asarray(vectors, dtype=np.float32)[: len(self.messages) - local]
         if self.vectors is None or self.vectors.shape[1] != rows.shape[1]:
-            self.vectors = np.zeros((0, rows.shape[1]), dtype=np.float16)
-        self.vectors = np.concatenate([self.vectors[:local], rows])
+            self.vectors = np.zeros((0, rows.shape[1]), dtype=np.int8)
+            self.scales = np.zeros(0, dtype=np.float32)
+        scales = np.abs(rows).max(axis=1)
+        steps = np.where(scales > 0, 127 / np.where(scales > 0, scales, 1), 0)
+        quantized = np.rint(rows * steps[:, np.newaxis]).astype(np.int8)
+        self.vectors = np.concatenate([self.vectors[:local], quantized])
+        self.scales = np.concatenate([self.scales[:local], scales.astype(np.float32)])
         self.embedded = local + len(rows)
 
     # --- search ---------------------------------------------------------------------------
@@ -207,7 +218,8 @@ class CompactedLog:
         query = np.asarray(vector, dtype=np.float32)
         if query.shape[0] != self.vectors.shape[1]:
             return []  # another model's vectors (the embedder changed): words only
-        scores = self.vectors[: self.embedded].astype(np.float32) @ query
+        held = self.vectors[: self.embedded]
+        scores = (held.astype(np.float32) @ query) * (self.scales[: self.embedded] / 127)
         return _head(scores, np.ones(len(scores), dtype=bool))
 
 
