@@ -50,6 +50,18 @@ async def test_a_month_named_without_its_year_means_the_latest_one_the_users_tal
     assert await first(app, "when did we go camping in June?") == "june"
 
 
+async def test_a_month_named_without_its_year_stays_this_years_when_this_years_holds_a_talk(
+    app: UseCases,
+) -> None:
+    await three_camping_talks(app)
+    await remembered_on(app, day(2026, 6, 9), "june-2026", "I want to rent a bike.", "Try the shop.")
+    app.clock.now = NOW
+    request = SearchRequest("helper", "mary", SearchMode.HYBRID, "when did we go camping in June?", top_k=5)
+    found = {s.episode_id: s.signals for s in (await app.recall.search(CALLER, request)).snippets}
+    assert Signal.RECENCY in found["june-2026"]
+    assert Signal.RECENCY not in found["june"]
+
+
 async def test_a_question_naming_a_day_ranks_the_episode_that_ended_that_day_first(app: UseCases) -> None:
     await three_camping_talks(app)
     await remembered_on(app, day(2023, 7, 3), "early-july", "Camping gear is on sale.", "Buy a tent.")

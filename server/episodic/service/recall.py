@@ -220,15 +220,16 @@ class RecallService:
         if period is None:
             return {}
         ids = [h.episode_id for h, _ in fused]
-        if period.any_year:  # "in June": the latest June the candidates were in
-            found = await self.digests.ready_among(scope, ids, None, period.end, batch)
-            period = latest_holding(period, [d.ended_at for d in found.values()])
-            inside = {e for e, d in found.items() if period.start <= d.ended_at < period.end}
-        else:
-            inside = set(await self.digests.ready_among(scope, ids, period.start, period.end, batch))
         newest = [
             d.episode_id for d in await self.digests.recent(scope, wanted, period.start, period.end, batch)
         ]
+        if period.any_year:  # "in June": the latest June that holds a talk, else a candidate's June
+            found = await self.digests.ready_among(scope, ids, None, period.end, batch)
+            if not newest:
+                period = latest_holding(period, [d.ended_at for d in found.values()])
+            inside = {e for e, d in found.items() if period.start <= d.ended_at < period.end}
+        else:
+            inside = set(await self.digests.ready_among(scope, ids, period.start, period.end, batch))
         order = [e for e in ids if e in inside]
         order += [e for e in newest if e not in order]
         return {Signal.RECENCY: [Hit(e, 1.0 / rank) for rank, e in enumerate(order, start=1)]}
@@ -274,9 +275,10 @@ class RecallService:
 
 
 def latest_holding(period: Period, ended: Sequence[datetime]) -> Period:
-    """A period named without its year moved back to the latest year one of `ended` falls in
-    (itself when none does): asked "in June" in December 2026, a user whose June talks were in
-    2023 means June 2023. Linear in the candidates."""
+    """A period named without its year, which holds none of the user's talks, moved back to the
+    latest year one of `ended` (the candidates' ends) falls in (itself when none does): asked
+    "in June" in December 2026, a user whose June talks were in 2023 means June 2023. Linear in
+    the candidates."""
     years = {period.start.year - when.year for when in ended if when < period.end}
     for back in sorted(y for y in years if y >= 0):
         moved = period.years_back(back)
