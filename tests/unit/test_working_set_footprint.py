@@ -4,6 +4,7 @@ cache evicts by covering what a set holds, and the cache evicting to its bound."
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from datetime import UTC, datetime, timedelta
 
@@ -163,3 +164,16 @@ def test_the_vectors_kept_over_the_bound_stay_with_their_messages() -> None:
     for position in (0, 5, log.embedded - 1):
         restored = log.vectors[position] * log.scales[position] / 127
         assert np.allclose(restored, floats[log.dropped + position], atol=0.02 * np.abs(restored).max())
+
+
+def test_sets_of_one_agent_share_one_agent_object_until_it_changes() -> None:
+    cache = WorkingSetCache(max_bytes=1 << 30)
+    first, second, third = held(3), held(3), held(3)
+    assert first.agent is not second.agent
+    cache.put(("t", "ep-1"), first)
+    cache.put(("t", "ep-2"), second)
+    assert second.agent is first.agent
+    renamed = dataclasses.replace(agent(), display_name="renamed")
+    third.agent = renamed
+    cache.put(("t", "ep-3"), third)
+    assert third.agent is renamed and third.agent is not first.agent

@@ -8,10 +8,12 @@ from contextlib import AbstractAsyncContextManager
 
 from episodic.domain.changes import AgentChanged, CachesStale, Change, stale_keys
 from episodic.domain.erasure import user_hash
+from episodic.domain.model import Agent
 from episodic.domain.working_set import WorkingSet
 from episodic.state.keyed_locks import KeyedLocks
 
 Key = tuple[str, str]  # (tenant, episode)
+MAX_SHARED_AGENTS = 10_000  # agents whose one Agent object the sets share; past it the table starts over
 
 
 class WorkingSetCache:
@@ -24,6 +26,9 @@ class WorkingSetCache:
         self._bytes = 0
         self._locks = KeyedLocks()
         self._unverified: set[Key] = set()  # their agent changed: read the head before using them
+        # One Agent object per agent for every set holding an equal one: each read of a set
+        # brings its own (strings, memory configuration: ~1 KB, of a small set's ~30).
+        self._agents: dict[tuple[str, str], Agent] = {}
         self.evictions = 0  # over the byte budget, since start (read by metrics)
 
     @property
@@ -51,6 +56,7 @@ class WorkingSetCache:
         """(Re)inserts after a change, re-measuring it, and evicts the least recently used."""
         self.discard(key)
         self._unverified.discard(key)
+        self._share_agent(key, working_set)
         size = working_set.size()
         self._items[key] = (working_set, size)
         self._bytes += size
@@ -60,12 +66,26 @@ class WorkingSetCache:
             self._bytes -= evicted
             self.evictions += 1
 
+    def _share_agent(self, key: Key, working_set: WorkingSet) -> None:
+        agent = working_set.agent
+        of = (key[0], agent.agent_id)
+        shared = self._agents.get(of)
+        if shared is agent:
+            return
+        if shared is not None and shared == agent:
+            working_set.agent = shared
+        else:
+            if len(self._agents) >= MAX_SHARED_AGENTS:
+                self._agents.clear()
+            self._agents[of] = agent  # the newest read: later sets share it
+
     def changed(self, change: Change) -> None:
         """A removed episode's working set goes (its id may be opened again); after an
         erasure on another replica, only the erased user's (the others are costly to
         rebuild, and still right)."""
         if isinstance(change, AgentChanged):
             agent = (change.tenant_id, change.agent_id)
+            self._agents.pop(agent, None)
             self._unverified.update(k for k, (held, _) in self._items.items() if _of_agent(k, held, agent))
             return
         if isinstance(change, CachesStale) and change.tenant_id is not None and change.user_hash:
