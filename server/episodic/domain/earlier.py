@@ -6,7 +6,7 @@ tail no longer holds (a summary covers them), searched each turn with the turn's
 and dropped with the working set. It holds each message's words as postings and, once the
 background embedder has got to it, the message's vector (int8, scaled per row: 384 bytes at
 384 dimensions where float16 took 768, about the message's own text). The postings are three
-flat arrays sorted by word (a 32-bit hash of the word, its message, its count there: 9 bytes
+flat arrays sorted by word (a 32-bit hash of the word, its message, its count there: 7 bytes
 a posting), not a dict of a word to two arrays (~300 bytes per distinct word: the postings of
 a log held several times the bytes of its text). `ranked` scores a query
 the way past-episode recall does: BM25 over passages (a message with its neighbours,
@@ -22,6 +22,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,7 +38,7 @@ HELD_CHARS = 4000  # of each message: what a passage renders is clipped far shor
 CANDIDATES = 40  # per signal: the head each ranking contributes to the fusion
 _SPOKEN = (Role.USER, Role.ASSISTANT)
 _FIXED_BYTES = 200  # a held message's share of lists, arrays and small objects (tracemalloc)
-_POSTING_BYTES = 9  # a word's hash (4), its message (4) and count (1)
+_POSTING_BYTES = 7  # a word's hash (4), its message (2: uint16 while positions fit) and count (1)
 _MOST_TIMES = 255  # a word's count in one message, held up to this (BM25 saturates far below)
 
 
@@ -61,7 +62,7 @@ class CompactedLog:
     # 32 bits of it: a query word shares one with another word of the log about once in a
     # million turns, and then counts that word's occurrences too.
     terms: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
-    where: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
+    where: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: np.zeros(0, dtype=np.uint16))
     times: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
     # row i: message i's vector once embedded, as int8 times scales[i] / 127 (its largest
     # component maps to 127: the cosine's error stays under ~1%)
@@ -125,10 +126,13 @@ class CompactedLog:
         terms = np.concatenate([self.terms, np.array(hashes, dtype=np.uint32)])
         order = np.argsort(terms, kind="stable")
         self.terms = terms[order]
-        self.where = np.concatenate([self.where, np.array(where, dtype=np.uint32)])[order]
+        # positions stay below MAX_MESSAGES plus one batch: uint16, unless a batch is huge
+        # (concatenate widens the old ones then)
+        dtype = np.uint16 if len(self.messages) <= 0xFFFF else np.uint32
+        self.where = np.concatenate([self.where, np.array(where, dtype=dtype)])[order]
         self.times = np.concatenate([self.times, np.array(times, dtype=np.uint8)])[order]
 
-    def postings(self, word: str) -> tuple[NDArray[np.uint32], NDArray[np.uint8]]:
+    def postings(self, word: str) -> tuple[NDArray[np.unsignedinteger[Any]], NDArray[np.uint8]]:
         """The positions of the held messages that say `word`, ascending, and its count in each."""
         key = np.uint32(_hashed(word))
         start = int(np.searchsorted(self.terms, key, side="left"))
