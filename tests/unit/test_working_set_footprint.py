@@ -186,3 +186,21 @@ def test_a_batch_past_sixty_five_thousand_messages_still_finds_each_word_s_messa
     for seq in (66_001, 66_001 - len(log) + 1):
         (where,) = log.postings(f"w{seq}")[0].tolist()
         assert log.messages[where].seq == seq
+
+
+def test_a_compacted_line_is_counted_once_and_not_kept() -> None:
+    log = CompactedLog.of([as_read(seq, words=200) for seq in range(1, 4)])
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return len(text.split())
+
+    def render(m: Message) -> str:
+        return m.content[:50] + "…"
+
+    assert log.cost(1, render, count) == (len(render(log.messages[1]).split()), True)
+    line, tokens = log.quote(1, render, count)
+    assert (line, tokens) == (render(log.messages[1]), log.cost(1, render, count)[0])
+    assert len(counted) == 1
+    assert log.quoted.itemsize * len(log.quoted) <= 4 * len(log)

@@ -70,8 +70,13 @@ class CompactedLog:
     scales: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     embedded: int = 0  # messages[:embedded] have their vector
     dropped: int = 0  # messages dropped from the front over the bound, since this log was made
-    # position -> a rendered line of it and its tokens (earlier_block's, the same turn after turn)
-    quoted: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # per position, the tokens of its rendered line (earlier_block's, the same turn after turn)
+    # times 2, plus 1 when the line was clipped; -1: not counted yet. `quoted` for the line,
+    # `headed` for the other rendering (the passage's header). The lines are not kept: a turn
+    # costs candidates by these counts and renders only the passages it shows, and holding
+    # every candidate's line took ~0.7 of the text again.
+    quoted: array[int] = field(default_factory=lambda: array("i"))
+    headed: array[int] = field(default_factory=lambda: array("i"))
     _bytes: int = 0
 
     @classmethod
@@ -90,7 +95,8 @@ class CompactedLog:
     def size(self) -> int:
         """Estimated bytes held (kept as messages come and go: a turn never walks them)."""
         vectors = self.vectors.nbytes + self.scales.nbytes if self.vectors is not None else 0
-        return self._bytes + vectors
+        counted = 4 * (len(self.quoted) + len(self.headed))
+        return self._bytes + vectors + counted
 
     def extend(self, messages: Sequence[Message]) -> None:
         """Takes the spoken, unretracted messages after the last held one; over the bound,
@@ -157,13 +163,31 @@ class CompactedLog:
         self, key: int, render: Callable[[Message], str], count: Callable[[str], int]
     ) -> tuple[str, int]:
         """What `render` makes of message `key` (a negative key: of message -1 - key, for
-        another rendering), with its tokens; made once in the log's life."""
-        held = self.quoted.get(key)
-        if held is None:
-            line = render(self.messages[key if key >= 0 else -1 - key])
-            held = self.quoted[key] = (line, count(line))
-            self._bytes += sys.getsizeof(line) + 100
-        return held
+        another rendering), with its tokens (counted once in the log's life)."""
+        line = render(self.messages[key if key >= 0 else -1 - key])
+        return line, self._cost(key, line, count)[0]
+
+    def cost(
+        self, key: int, render: Callable[[Message], str], count: Callable[[str], int]
+    ) -> tuple[int, bool]:
+        """The tokens of `quote`'s line and whether it ends clipped ("…"), rendered only the
+        first time in the log's life."""
+        return self._cost(key, None, count, render)
+
+    def _cost(
+        self, key: int, line: str | None, count: Callable[[str], int],
+        render: Callable[[Message], str] | None = None,
+    ) -> tuple[int, bool]:  # fmt: skip
+        held, position = (self.quoted, key) if key >= 0 else (self.headed, -1 - key)
+        if len(held) < len(self.messages):
+            held.extend([-1] * (len(self.messages) - len(held)))
+        packed = held[position]
+        if packed < 0:
+            if line is None:
+                assert render is not None
+                line = render(self.messages[position])
+            packed = held[position] = 2 * count(line) + line.endswith("…")
+        return packed >> 1, bool(packed & 1)
 
     # --- vectors (computed off the loop by the service, handed back here) -----------------
 

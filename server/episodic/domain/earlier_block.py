@@ -109,9 +109,9 @@ def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Pass
 def _cost(found: EarlierFound, first: int, last: int, count: CountTokens) -> tuple[int, bool]:
     """Tokens of a passage from its lines' (each counted once in the log's life), and
     whether a line of it was clipped."""
-    lines = [found.log.quote(i, _line, count) for i in range(first, last + 1)]
-    head = found.log.quote(-1 - first, _header, count)
-    return head[1] + sum(t for _, t in lines) + len(lines), any(line.endswith("…") for line, _ in lines)
+    lines = [found.log.cost(i, _line, count) for i in range(first, last + 1)]
+    head, _ = found.log.cost(-1 - first, _header, count)
+    return head + sum(t for t, _ in lines) + len(lines), any(cut for _, cut in lines)
 
 
 def _line(m: Message) -> str:
