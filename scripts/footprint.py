@@ -3,7 +3,7 @@ active conversation of a real server, bytes per conversation against the text it
 those bytes go, and the working-set cache's bound holding RSS flat past it.
 
     .venv/bin/python scripts/footprint.py [--conversations 1000,5000] [--messages 160]
-        [--tokens 200] [--budget 32000] [--embedder minilm] [--bound 250] [--breakdown 200]
+        [--tokens 200] [--budget 32000] [--embedder minilm] [--turns 1] [--bound 250] [--breakdown 200]
     PYTHONPATH=/tmp/before/server .venv/bin/python scripts/footprint.py ...   # another checkout's
         code (`git archive <commit> server | tar -x -C /tmp/before`), here and in the server
 
@@ -16,7 +16,9 @@ Three parts, each printing a table:
    (BuildContext builds the working set). A server (`episodic serve`, the `--embedder`,
    working-set cache unbounded) then warms each conversation with one BuildContext, as many
    at a time as `--concurrency`; after each count of `--conversations` and once the server
-   is idle again (the compacted messages' vectors are made in the background), its VmRSS:
+   is idle again (the compacted messages' vectors are made in the background), its VmRSS
+   (`--turns 2`: two calls each; a conversation past its budget is compacted by the first,
+   and only the second searches and costs what the first compacted, as every later turn does):
    KiB per conversation (over the RSS before the first), the marginal KiB per conversation
    (between two counts), and the text the working sets hold (the server's own estimate of
    their bytes, from /metrics, beside it).
@@ -270,7 +272,7 @@ class Run:
 
 async def serve_and_warm(
     url: str, workdir: Path, ids: Sequence[str], counts: Sequence[int], cache_bytes: str, embedder: str,
-    concurrency: int,
+    concurrency: int, turns: int = 1,
 ) -> Run:  # fmt: skip
     """Warms ids[0] first (code paths, the model, the query cache's first entries), then
     ids[1:count + 1] for each count; a point at each, once the server is idle."""
@@ -283,7 +285,8 @@ async def serve_and_warm(
     async with running_server(url, workdir, flags) as server, lab_client(server.target) as client:
 
         async def build(n: int) -> None:
-            await client.build_context(ids[n], user_message=question(n))
+            for turn in range(turns):  # the second finds the compacted log the first made
+                await client.build_context(ids[n], user_message=question(n + turn))
 
         async def point(warmed: int) -> None:
             await idle(server.pid)
@@ -533,6 +536,13 @@ async def main() -> int:
     add("--embedder", default="minilm", choices=("minilm", "hashing"), help="the server's (default minilm)")
     add("--concurrency", type=int, default=8, help="BuildContext calls in flight (default 8)")
     add(
+        "--turns",
+        type=int,
+        default=1,
+        help="BuildContext calls per conversation (default 1; 2: the second turn searches and "
+        "costs the compacted messages the first one's compaction made)",
+    )
+    add(
         "--bound",
         type=int,
         default=-1,
@@ -556,7 +566,7 @@ async def main() -> int:
             flush=True,
         )
         run = await serve_and_warm(
-            url, workdir, ids, args.conversations, UNBOUNDED, args.embedder, args.concurrency
+            url, workdir, ids, args.conversations, UNBOUNDED, args.embedder, args.concurrency, args.turns
         )
         print(
             rss_table("RSS per active conversation (working-set cache unbounded):", run, text_each),
@@ -569,7 +579,14 @@ async def main() -> int:
             each_bytes = last.held_bytes / last.held
             steps = sorted({max(1, most * k // 8) for k in range(1, 9)})
             bounded = await serve_and_warm(
-                url, workdir, ids, steps, str(int(each_bytes * bound)), args.embedder, args.concurrency
+                url,
+                workdir,
+                ids,
+                steps,
+                str(int(each_bytes * bound)),
+                args.embedder,
+                args.concurrency,
+                args.turns,
             )
             print(bound_table(bounded, bound, text_each), "\n", flush=True)
         if args.breakdown:
