@@ -204,3 +204,10 @@ def test_a_compacted_line_is_counted_once_and_not_kept() -> None:
     assert (line, tokens) == (render(log.messages[1]), log.cost(1, render, count)[0])
     assert len(counted) == 1
     assert log.quoted.itemsize * len(log.quoted) <= 4 * len(log)
+
+
+def test_logs_never_compacted_share_their_empty_arrays() -> None:
+    one, other = CompactedLog(), CompactedLog()
+    assert one.terms is other.terms and one.where is other.where and one.scales is other.scales
+    one.extend([as_read(1, words=3)])
+    assert len(one.terms) == 3 and len(other.terms) == 0

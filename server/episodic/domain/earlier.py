@@ -61,13 +61,13 @@ class CompactedLog:
     # message's position, the word's count in it. The hash is str's (stable within a process),
     # 32 bits of it: a query word shares one with another word of the log about once in a
     # million turns, and then counts that word's occurrences too.
-    terms: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
-    where: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: np.zeros(0, dtype=np.uint16))
-    times: NDArray[np.uint8] = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    terms: NDArray[np.uint32] = field(default_factory=lambda: _empty(np.uint32))
+    where: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint16))
+    times: NDArray[np.uint8] = field(default_factory=lambda: _empty(np.uint8))
     # row i: message i's vector once embedded, as int8 times scales[i] / 127 (its largest
     # component maps to 127: the cosine's error stays under ~1%)
     vectors: NDArray[np.int8] | None = None
-    scales: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    scales: NDArray[np.float32] = field(default_factory=lambda: _empty(np.float32))
     embedded: int = 0  # messages[:embedded] have their vector
     dropped: int = 0  # messages dropped from the front over the bound, since this log was made
     # per position, the tokens of its rendered line (earlier_block's, the same turn after turn)
@@ -249,6 +249,19 @@ class CompactedLog:
         held = self.vectors[: self.embedded]
         scores = (held.astype(np.float32) @ query) * (self.scales[: self.embedded] / 127)
         return _head(scores, np.ones(len(scores), dtype=bool))
+
+
+_EMPTY: dict[type, NDArray[Any]] = {}
+
+
+def _empty(dtype: type) -> NDArray[Any]:
+    """One read-only empty array of the type for every log (the arrays are replaced, never
+    changed in place): a conversation never compacted holds none of its own (~450 bytes)."""
+    held = _EMPTY.get(dtype)
+    if held is None:
+        held = _EMPTY[dtype] = np.zeros(0, dtype=dtype)
+        held.flags.writeable = False
+    return held
 
 
 def _hashed(word: str) -> int:
