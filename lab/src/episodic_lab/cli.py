@@ -14,6 +14,7 @@ from episodic_lab.bench.options import add_flags as add_bench_flags
 from episodic_lab.bench_context.options import add_flags as add_bench_context_flags
 from episodic_lab.bench_fairness.options import add_flags as add_bench_fairness_flags
 from episodic_lab.bench_index import add_flags as add_bench_index_flags
+from episodic_lab.bench_ingest.options import add_flags as add_bench_ingest_flags
 from episodic_lab.bench_knowledge.options import add_flags as add_bench_knowledge_flags
 from episodic_lab.bench_memories import add_flags as add_bench_memories_flags
 from episodic_lab.bench_recall.options import add_flags as add_bench_recall_flags
@@ -74,6 +75,9 @@ TOOLS = (
     Tool("bench-knowledge", "measure SearchKnowledge at 100k chunks in one agent against Echo, and "
          "BuildContext with knowledge on vs off", add_bench_knowledge_flags,
          "episodic_lab.bench_knowledge.main:run_bench_knowledge"),
+    Tool("bench-ingest", "knowledge ingestion through CreateDocuments (documents/s, tokens/s) by bulk and "
+         "onnxruntime threads, with query latency meanwhile", add_bench_ingest_flags,
+         "episodic_lab.bench_ingest.main:run_bench_ingest"),
     Tool("bench-replicas", "replicas on one PostgreSQL: visibility latency, start-up and RSS, throughput",
          add_bench_replicas_flags, "episodic_lab.bench_replicas:run_bench_replicas"),
     Tool("eval-extraction", "precision/recall of memory extraction on a labelled set, throughput on LoCoMo; "

@@ -93,7 +93,7 @@ def build_embedder(settings: ModelSettings) -> Embedder:
                 "api_key": settings.embedder_api_key or None,
             }
         elif settings.embedder in (EmbedderKind.MINILM, EmbedderKind.MINILM_FP32):
-            options = {"cache_dir": model_cache_dir(settings)}
+            options = {"cache_dir": model_cache_dir(settings), "threads": settings.embedder_threads}
         return make_embedder(str(settings.embedder), **options)
     except (EmbeddingError, ValueError) as exc:
         raise ConfigError(f"embedder: {exc}") from exc

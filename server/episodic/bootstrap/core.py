@@ -71,7 +71,7 @@ async def open_core(
         writer = GroupCommitWriter(database, workers=settings.db_writers, on_batch=on_batch)
         if not reads_only:  # a reader's stores are never written through
             writer.start()
-        pool, embed_pool = new_summary_pool(), new_embed_pool()
+        pool, embed_pool = new_summary_pool(), new_embed_pool(settings.bulk_embed_threads)
         try:
             ledger = NoErasureLedger() if reads_only else None
             adapters = build_adapters(settings, database, writer, index, ledger=ledger)

@@ -114,14 +114,16 @@ def build_state(settings: Settings, adapters: Adapters) -> State:
 SUMMARY_THREADS = 1
 
 
-# Embeddings written in bulk (memories, digests) share one thread: however many a tenant
-# asks for at once, they take one core, never the event loop's. Query embeddings (one text,
-# on a turn's path) do not wait behind them. Tenants take both in turn (state/embed_turns.py).
+# Embeddings written in bulk (documents' chunks, memories, digests) share the bulk threads
+# (settings.bulk_embed_threads, default 1): however many a tenant asks for at once, they take
+# that many cores. Query embeddings (one text, on a turn's path) do not wait behind them.
+# Tenants take both in turn (state/embed_turns.py).
 EMBED_THREADS = 1
 
 
-def new_embed_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="episodic-embed")
+def new_embed_pool(threads: int = EMBED_THREADS) -> ThreadPoolExecutor:
+    """The bulk threads; FairEmbeddings' bulk slots (build_core) are as many."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="episodic-embed")
 
 
 def new_summary_pool() -> ThreadPoolExecutor:
@@ -376,7 +378,7 @@ def build_core(
     (over fakes): no database opened, no thread, no task started; `pool` runs summaries and
     extractions, `embed_pool` bulk embeddings; tenants take the embedding threads in turn."""
     state = build_state(settings, adapters)
-    embeddings = FairEmbeddings(adapters.embedder, embed_pool)
+    embeddings = FairEmbeddings(adapters.embedder, embed_pool, bulk_slots=settings.bulk_embed_threads)
     memories = build_memory_service(settings, adapters, state, pool, embed_pool, embeddings)
     digester = build_digester(settings, adapters, state, pool, memories, metrics, embed_pool, embeddings)
     live = LiveMemories(memories=memories)  # memories from compacted turns, while episodes are open

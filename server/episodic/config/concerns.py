@@ -162,6 +162,8 @@ class ModelSettings:
     summarizer_api_key: str
     extractor: ExtractorKind
     digest_workers: int
+    bulk_embed_threads: int
+    embedder_threads: int
 
     @classmethod
     def of(cls, settings: Settings) -> Self:

@@ -288,6 +288,20 @@ class Settings:
         brief="Directory of the cached int8 embedding model",
         shown="$XDG_CACHE_HOME/episodic/models, else ~/.cache/episodic/models",
     )
+    bulk_embed_threads: int = setting(
+        1,
+        "Threads that embed in bulk (documents' chunks as CreateDocuments writes them, memories, digests), tenants in turn; a query's embedding never waits behind them. 1 leaves a core to the event loop and the queries (on 2 busy cores a second thread loaded SciFact 1.3x faster but made a concurrent SearchKnowledge's p50 1.4x slower: `episodic-lab bench-ingest`); more load knowledge faster where cores are spare.",
+        check=at_least(1),
+        section=Section.MODELS,
+        brief="Threads embedding documents, memories, digests",
+    )
+    embedder_threads: int = setting(
+        1,
+        "onnxruntime intra-op threads each call of the local embedder (minilm, minilm-fp32) takes. 1: calls run side by side, each on its own core, and none takes the event loop's; a second thread only paid on a core left idle.",
+        check=at_least(1),
+        section=Section.MODELS,
+        brief="onnxruntime threads per embedder call",
+    )
     digest_workers: int = setting(
         1,
         "Closed episodes digested at once, each embedding on its own core. 1 leaves the other cores to the RPCs while a backlog drains; the number of cores drains it fastest (see docs/operations.md for the figures).",

@@ -131,7 +131,8 @@ def _mean_pool(hidden: NDArray[np.float32], mask: NDArray[np.int64]) -> NDArray[
 
 class MiniLmEmbedder:
     """all-MiniLM-L6-v2, 384 dimensions, inputs truncated at 256 tokens, computed in int8
-    (default) or fp32 arithmetic; int8 ignores `batch_size` and embeds one text per call.
+    (default) or fp32 arithmetic; int8 ignores `batch_size` and embeds one text per call
+    (unless `batch_int8`, a measurement's: its vectors then depend on their batch-mates).
 
     Loading reads and hashes the model (~23 MB), loads its int8 graph from `cache_dir` or
     derives it (~2.5 s, then cached there; default: `~/.cache/episodic/models`, see
@@ -150,6 +151,7 @@ class MiniLmEmbedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         arithmetic: Arithmetic = "int8",
         cache_dir: Path | Literal["user cache"] | None = USER_CACHE,
+        batch_int8: bool = False,
     ) -> None:
         if threads < 1 or batch_size < 1:
             raise ValueError(f"threads and batch_size must be positive, got {threads}, {batch_size}")
@@ -166,9 +168,12 @@ class MiniLmEmbedder:
         # Some exports drop token_type_ids; feed exactly the inputs the graph declares.
         self._inputs = frozenset(node.name for node in self._session.get_inputs())
         # Int8 activations are scaled per call by their largest value, so texts sharing a
-        # batch (and its padding) would shift each other's vectors (cosine down to 0.979):
-        # int8 embeds one text per call, which cost only 10-15 % of throughput.
-        self._batch_size = batch_size if arithmetic == "fp32" else 1
+        # batch (and its padding) shift each other's vectors: int8 embeds one text per call.
+        # Batching buys it little: on SciFact abstracts (~250 tokens) batches of 2-8 texts of
+        # similar length ran at 0.97-1.03x the texts/s of one by one, at a cosine to the
+        # one-by-one vectors of 0.996 mean, 0.988 min (`episodic-lab bench-ingest`); short
+        # texts drifted to 0.979. `batch_int8` batches int8 anyway: for that measurement only.
+        self._batch_size = batch_size if arithmetic == "fp32" or batch_int8 else 1
 
     @property
     def model_id(self) -> str:
@@ -177,6 +182,11 @@ class MiniLmEmbedder:
     @property
     def dimension(self) -> int:
         return DIMENSION
+
+    @property
+    def threads(self) -> int:
+        """onnxruntime intra-op threads each call takes (`threads`; settings.embedder_threads)."""
+        return int(self._session.get_session_options().intra_op_num_threads)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         encodings = self._tokenizer.encode_batch(list(texts))

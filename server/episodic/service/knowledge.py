@@ -120,7 +120,7 @@ class KnowledgeService:
         documents = [new_document(caller.tenant_id, agent_id, d, 0, now) for d in drafts]
         pieces = await self._cut([(f"documents[{i}]", d) for i, d in enumerate(documents)])
         self.quota.write_chunks(caller.tenant_id, sum(map(len, pieces)))  # all or none, before embedding
-        writes = [await self._write(d, p) for d, p in zip(documents, pieces, strict=True)]
+        writes = await self._writes(documents, pieces)
         committed = await self.changes.commit(
             lambda declared: self.store.create(writes, declared),
             lambda results: [_vectors(w) for (_, created), w in zip(results, writes, strict=True) if created],
@@ -198,13 +198,30 @@ class KnowledgeService:
         return await asyncio.get_running_loop().run_in_executor(self.embed_pool, chunk_documents, texts)
 
     async def _write(self, document: Document, pieces: Sequence[Chunk]) -> DocumentWrite:
-        chunks = [
-            DocumentChunk(document.document_id, i, c.text, c.start, c.end, c.heading_path)
-            for i, c in enumerate(pieces)
+        [write] = await self._writes([document], [pieces])
+        return write
+
+    async def _writes(
+        self, documents: Sequence[Document], pieces: Sequence[Sequence[Chunk]]
+    ) -> list[DocumentWrite]:
+        """The documents (one tenant's) with their chunks, embedded as one bulk job: its
+        chunks of texts run on all the bulk threads (bulk_embed_threads), not one document
+        at a time on one."""
+        chunked = [
+            [DocumentChunk(d.document_id, i, c.text, c.start, c.end, c.heading_path) for i, c in enumerate(p)]
+            for d, p in zip(documents, pieces, strict=True)
         ]
-        vectors = await self._embed(document.tenant_id, [embedded_text(document, c) for c in chunks])
-        whole = dataclasses.replace(document, chunk_count=len(chunks))
-        return DocumentWrite(whole, chunks, vectors, self.embedder.model_id)
+        texts = [embedded_text(d, c) for d, chunks in zip(documents, chunked, strict=True) for c in chunks]
+        vectors = iter(await self._embed(documents[0].tenant_id, texts))
+        return [
+            DocumentWrite(
+                dataclasses.replace(d, chunk_count=len(chunks)),
+                chunks,
+                [next(vectors) for _ in chunks],
+                self.embedder.model_id,
+            )
+            for d, chunks in zip(documents, chunked, strict=True)
+        ]
 
     async def _embed(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
         """On the tenant's bulk turns (a chunk at a time, each taking its turn): a knowledge base

@@ -5,8 +5,9 @@ the tenant served least recently, so a quiet tenant's job runs next, not after a
 tenant's line. Queries (a turn's text, waited for by a call) and bulk (memories, digests,
 earlier messages, documents' chunks) have lanes of their own, so bulk never sits in front of a query; a bulk
 job is embedded a chunk at a time, each chunk taking its turn, so one tenant's batch of
-hundreds holds the bulk thread for one chunk at most before another tenant's goes. On the
-event loop's thread, like every state object."""
+hundreds holds the bulk thread for one chunk at most before another tenant's goes. With more
+than one bulk thread, a job's chunks run side by side on as many as it can take, still one
+chunk at a time on each. On the event loop's thread, like every state object."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from episodic.domain.recall import Vector
 # Query embeddings at once: a model call runs on one core, so more than the cores would only
 # share them (and the event loop's); past this a query waits for the next turn.
 QUERY_SLOTS = 2
-# Bulk embeddings at once: the server's one bulk thread (bootstrap's EMBED_THREADS).
+# Bulk embeddings at once: as many as the server's bulk threads (settings.bulk_embed_threads,
+# default 1; bootstrap's new_embed_pool). A job's chunks run on up to this many at once.
 BULK_SLOTS = 1
 # Texts of a bulk job embedded per turn: ~16 short texts take MiniLM tens of ms, the most a
 # quiet tenant's bulk job waits behind another's.
@@ -100,8 +102,8 @@ class FairSlots:
 
 
 class FairEmbeddings:
-    """`TenantEmbeddings` over one embedder: bulk on `bulk_pool` (the server's one bulk
-    thread), queries on `query_pool`; None: asyncio's default executor."""
+    """`TenantEmbeddings` over one embedder: bulk on `bulk_pool` (the server's bulk threads,
+    `bulk_slots` of them), queries on `query_pool`; None: asyncio's default executor."""
 
     def __init__(
         self,
@@ -118,17 +120,35 @@ class FairEmbeddings:
         self._query_pool = query_pool
         self._queries = FairSlots(query_slots)
         self._bulk = FairSlots(bulk_slots)
+        self._bulk_slots = bulk_slots
         self._chunk = chunk
 
     async def query(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
         return await self._run(self._queries, self._query_pool, tenant_id, list(texts))
 
     async def bulk(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
-        vectors: list[Vector] = []
-        for start in range(0, len(texts), self._chunk):
-            chunk = list(texts[start : start + self._chunk])
-            vectors.extend(await self._run(self._bulk, self._bulk_pool, tenant_id, chunk))
-        return vectors
+        """The texts' vectors, in order, embedded a chunk at a time on up to `bulk_slots`
+        threads at once, each chunk taking its turn."""
+        chunks = [list(texts[start : start + self._chunk]) for start in range(0, len(texts), self._chunk)]
+        embedded: list[list[Vector]] = [[] for _ in chunks]
+        undone = iter(range(len(chunks)))
+
+        async def take_turns() -> None:  # the next chunk not yet taken, until none is left
+            for i in undone:
+                embedded[i] = await self._run(self._bulk, self._bulk_pool, tenant_id, chunks[i])
+
+        hands = min(self._bulk_slots, len(chunks))
+        if hands <= 1:
+            await take_turns()
+        else:
+            turns = [asyncio.ensure_future(take_turns()) for _ in range(hands)]
+            try:
+                await asyncio.gather(*turns)
+            except BaseException:  # the first error is the caller's, as with one thread
+                for turn in turns:
+                    turn.cancel()
+                raise
+        return [vector for chunk in embedded for vector in chunk]
 
     async def _run(
         self, slots: FairSlots, pool: Executor | None, tenant_id: str, texts: list[str]
