@@ -99,7 +99,7 @@ class KnowledgeService:
     limits: Limits
     clock: Clock
     embed_pool: Executor | None = None  # the server's one thread for bulk work (chunking); None: asyncio's
-    embeddings: TenantEmbeddings  # chunks embedded on the bulk thread, tenants in turn
+    embeddings: TenantEmbeddings  # chunks embedded on the bulk threads, tenants in turn
     queries: QueryVectorSource | None = None  # shared with recall: a turn embeds its query once
     timings: SearchTimings | None = None  # None: searches are not timed
     quota: WriteQuota = field(default_factory=Unmetered)  # each chunk written is embedded: metered
@@ -225,7 +225,7 @@ class KnowledgeService:
 
     async def _embed(self, tenant_id: str, texts: Sequence[str]) -> list[Vector]:
         """On the tenant's bulk turns (a chunk at a time, each taking its turn): a knowledge base
-        loaded in bulk holds the bulk thread one chunk at most before another tenant's job goes."""
+        loaded in bulk holds a bulk thread one chunk at most before another tenant's job goes."""
         return await self.embeddings.bulk(tenant_id, texts)
 
     # --- reads ---------------------------------------------------------------------------
