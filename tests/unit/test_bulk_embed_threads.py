@@ -7,8 +7,7 @@ test runs by hand."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,49 +21,8 @@ from episodic.domain.ports.knowledge import DocumentWrite
 from episodic.domain.recall import Vector
 from episodic.state.embed_turns import FairEmbeddings
 from tests.fakes import FixedClock, FrozenMonotonic, InlineExecutor, Tables
+from tests.fakes_embedding_threads import ByHand, Embedder, settle
 from tests.unit.use_cases import CALLER, fake_adapters, use_cases
-
-
-class ByHand(Executor):
-    """Runs nothing until the test says so: `submitted` holds each job's texts, in order."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = []
-        self.submitted: list[list[str]] = []
-        self.most_running = 0
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        self.jobs.append((future, fn, args))
-        self.submitted.append(list(args[0]))
-        self.most_running = max(self.most_running, len(self.jobs))
-        return future
-
-    async def finish(self, at: int = 0) -> None:
-        future, fn, args = self.jobs.pop(at)
-        try:
-            future.set_result(fn(*args))
-        except Exception as exc:  # the model's error, as a thread would hand it back
-            future.set_exception(exc)
-        await settle()
-
-    @property
-    def running(self) -> int:
-        return len(self.jobs)
-
-
-class Embedder:
-    model_id, dimension = "fake", 1
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if "bad" in texts:
-            raise RuntimeError("the model failed")
-        return [[float(len(t))] for t in texts]
-
-
-async def settle() -> None:
-    for _ in range(10):
-        await asyncio.sleep(0)
 
 
 async def test_with_two_bulk_threads_a_jobs_chunks_run_two_at_once_and_come_back_in_order() -> None:

@@ -6,9 +6,7 @@ Order is shown with an executor the test runs by hand."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
 
@@ -19,42 +17,8 @@ from episodic.domain.memory_rules import CreateRequest, MemoryDraft
 from episodic.domain.ports.models import TenantEmbeddings
 from episodic.domain.recall import Vector
 from episodic.state.embed_turns import FairEmbeddings, FairSlots
+from tests.fakes_embedding_threads import ByHand, Embedder, settle
 from tests.unit.use_cases import CALLER, TENANT, use_cases
-
-
-class ByHand(Executor):
-    """Runs nothing until the test says so: `submitted` holds each job's texts, in order."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = []
-        self.submitted: list[list[str]] = []
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        self.jobs.append((future, fn, args))
-        self.submitted.append(list(args[0]))
-        return future
-
-    async def finish_next(self) -> None:
-        future, fn, args = self.jobs.pop(0)
-        future.set_result(fn(*args))
-        await settle()
-
-    @property
-    def running(self) -> int:
-        return len(self.jobs)
-
-
-class Embedder:
-    model_id, dimension = "fake", 1
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [[float(len(t))] for t in texts]
-
-
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 async def test_a_freed_slot_goes_to_the_tenant_served_least_recently_not_to_the_first_in_line() -> None:
