@@ -142,13 +142,26 @@ def _servicer(original: Any) -> Any:
             if frame.HasField("report") and not frame.messages and "report frame" in STAMPS.points:
                 # the report waited for the record (and the append) to be durable
                 STAMPS.add(TOP[9], resumed, STAMPS.points["report frame"])
+            elif frame.HasField("report") and "frame made" in STAMPS.points:
+                # one frame, made while the record commits, sent once it is durable
+                STAMPS.add(TOP[9], STAMPS.points["frame made"], time.perf_counter())
             yield frame
             resumed = time.perf_counter()
-        STAMPS.add(TOP[10], STAMPS.points.get("built", started), time.perf_counter())
+        first = min(STAMPS.points.get(p, time.perf_counter()) for p in ("built", "frame made"))
+        STAMPS.add(TOP[10], first, time.perf_counter())
         STAMPS.rows[TOP[10]] -= STAMPS.rows.get(TOP[9], 0.0)
         STAMPS.point("handler_end")
 
     return build
+
+
+def _one_frame(original: Any) -> Any:
+    def frame(call: Any, max_frame_bytes: int) -> Any:
+        made = original(call, max_frame_bytes)
+        STAMPS.point("frame made")
+        return made
+
+    return frame
 
 
 def _report_frame(original: Any) -> Any:
@@ -239,6 +252,7 @@ def instrumented() -> Iterator[None]:
         (ContextService, "_model_call", lambda o: _timed_sync("render the report", o)),
         (ModelCallRecorder, "save", lambda o: _write_as(BESIDE_RECORD, o)),
         (context_convert, "report_frame", _report_frame),
+        (context_convert, "one_frame", _one_frame),
         (GroupCommitWriter, "_submit", _submit),
         (MiniLmEmbedder, "embed", _embed),
     ]
@@ -292,7 +306,7 @@ TOP = [
     "searches (recall, known facts, ...)",
     "assembly (under the budget)",
     "render the report",
-    "wait for the model-call record (and the append) to be durable, after the messages were sent",
+    "wait for the model-call record (and the append) to be durable, its frame made",
     "frames + stream send (handler's generator)",
     "handler done -> client has the answer (client's join)",
 ]

@@ -35,10 +35,12 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
             for frame in cc.frames(call, self._max_frame_bytes):
                 yield frame
             return
-        for frame in cc.message_frames(started.call, self._max_frame_bytes):
-            yield frame
+        whole = cc.one_frame(started.call, self._max_frame_bytes)  # made while the record commits
+        if whole is None:  # a context of several frames: its messages go while the record commits
+            for frame in cc.message_frames(started.call, self._max_frame_bytes):
+                yield frame
         call, _ = await asyncio.shield(started.stored)  # the report names a durable record only
-        yield cc.report_frame(call)
+        yield whole if whole is not None else cc.report_frame(call)
 
     def _fits(self, response: R) -> R:
         return require_fits(

@@ -182,12 +182,19 @@ def _reply_out(r: ModelReply) -> context_pb2.ModelReply:
 def frames(call: ModelCall, max_frame_bytes: int) -> Iterator[context_service_pb2.BuildContextResponse]:
     """The stream of one call: messages packed in order into frames under the limit (a
     message too large for one frame is split into content parts), the report last."""
-    budget = max_frame_bytes - FRAME_SLACK_BYTES
-    if _surely_fits(call, budget):  # the usual case: one frame, no per-message sizing
-        messages = [context_message_out(i, m) for i, m in enumerate(call.messages)]
-        yield context_service_pb2.BuildContextResponse(messages=messages, report=report_out(call.report))
+    whole = one_frame(call, max_frame_bytes)  # the usual case: one frame, no per-message sizing
+    if whole is not None:
+        yield whole
         return
-    yield from _packed(call, budget)
+    yield from _packed(call, max_frame_bytes - FRAME_SLACK_BYTES)
+
+
+def one_frame(call: ModelCall, max_frame_bytes: int) -> context_service_pb2.BuildContextResponse | None:
+    """The whole stream as one frame (messages and report), when it surely fits; else None."""
+    if not _surely_fits(call, max_frame_bytes - FRAME_SLACK_BYTES):
+        return None
+    messages = [context_message_out(i, m) for i, m in enumerate(call.messages)]
+    return context_service_pb2.BuildContextResponse(messages=messages, report=report_out(call.report))
 
 
 def message_frames(
@@ -195,13 +202,7 @@ def message_frames(
 ) -> Iterator[context_service_pb2.BuildContextResponse]:
     """The call's messages as `frames` packs them, without the report: sent while the
     call's record is being stored (the report, which names it, follows as `report_frame`)."""
-    budget = max_frame_bytes - FRAME_SLACK_BYTES
-    if _surely_fits(call, budget):
-        messages = [context_message_out(i, m) for i, m in enumerate(call.messages)]
-        if messages:
-            yield context_service_pb2.BuildContextResponse(messages=messages)
-        return
-    for batch in _batches(call.messages, budget):
+    for batch in _batches(call.messages, max_frame_bytes - FRAME_SLACK_BYTES):
         yield context_service_pb2.BuildContextResponse(messages=batch)
 
 
