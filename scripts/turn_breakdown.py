@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from episodic.bootstrap.lifecycle import open_app, serve_app
+from episodic.cli.serve import hand_over_the_gil_sooner
 from episodic.config import Settings
 from episodic.config.choices import EmbedderKind
 from episodic.edges.grpc import context_convert
@@ -369,6 +370,7 @@ async def measure(turns: int, conversations: int, embedder: str) -> dict[str, An
     kinds: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         settings = settings_for(Path(tmp) / "turns.db", embedder)
+        hand_over_the_gil_sooner(settings)  # as `episodic serve` does
         with instrumented():
             async with (
                 open_app(settings) as app,

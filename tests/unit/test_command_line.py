@@ -91,7 +91,7 @@ def test_serve_help_groups_the_flags_by_section_each_with_its_default(
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0] == "usage: episodic serve [--config FILE] [options]"
-    assert len(lines) < 200, len(lines)  # was 429, with no default shown
+    assert len(lines) < 215, len(lines)  # was 429, with no default shown; ~3 lines a flag
     for section in Section:
         assert (f"[{section.value}]:" in out) is (section is not Section.MCP)  # mcp's own flags
     flat = re.sub(r"\s+", " ", out)

@@ -40,6 +40,7 @@ async def serve(settings: Settings) -> None:
         raise AddressInUse(f"address: cannot listen on {settings.address}: {problem}")
     raise_open_files_limit()
     quiet_accept_failures()
+    hand_over_the_gil_sooner(settings)
     if settings.insecure_dev:
         print(dev_banner(settings.dev_tenant), file=sys.stderr, flush=True)
     stop = stop_on_signals()  # before anything can report ready, so no SIGTERM is missed
@@ -69,6 +70,14 @@ def transport_of(tls: TlsMaterial | None) -> str:
     if tls is None:
         return "plaintext"
     return "tls" if tls.client_ca is None else "mtls"
+
+
+def hand_over_the_gil_sooner(settings: Settings) -> None:
+    """The event loop holds the GIL most of a turn; the threads it hands work to (the query
+    embedding, SQLite, gRPC's) each wait for it to give the GIL up before they can finish.
+    Python's default switch interval (5 ms) suits threads that compute; here a shorter one
+    lets a 1.4 ms query embedding come back in ~2.5 ms beside a busy loop instead of ~8-13 ms."""
+    sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
 
 
 def freeze_start_up() -> None:

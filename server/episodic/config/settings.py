@@ -121,6 +121,13 @@ class Settings:
         commands=GRPC,
         section=Section.SERVER,
     )
+    gil_switch_interval_ms: float = setting(
+        0.5,
+        "How long a thread may keep Python's GIL while another waits for it (sys.setswitchinterval), in ms. Every embedding, SQLite or gRPC thread hands its result back by taking the GIL from the busy event loop, and waits up to this long; at Python's default 5 ms a turn's query embedding took 2-6x its own time beside the loop.",
+        commands=GRPC,
+        check=at_least(0.05),
+        section=Section.SERVER,
+    )
     max_receive_message_bytes: int = setting(
         4 * 1024 * 1024,
         "Largest request the server accepts.",

@@ -189,12 +189,20 @@ class MiniLmEmbedder:
         return int(self._session.get_session_options().intra_op_num_threads)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        encodings = self._tokenizer.encode_batch(list(texts))
+        encodings = self._encoded(texts)
         vectors: list[list[float]] = [[] for _ in encodings]
         for batch in plan_batches([len(e.ids) for e in encodings], self._batch_size):
             for i, vector in zip(batch, self._embed_batch([encodings[i] for i in batch]), strict=True):
                 vectors[i] = vector
         return vectors
+
+    def _encoded(self, texts: Sequence[str]) -> list[Encoding]:
+        """One text (a turn's query) is encoded holding the GIL: `encode_batch` lets it go,
+        and taking it back from a busy event loop cost up to a switch interval (5 ms by
+        default) per query; for one text there is nothing to run in parallel anyway."""
+        if len(texts) == 1:
+            return [self._tokenizer.encode(texts[0])]
+        return self._tokenizer.encode_batch(list(texts))
 
     def _embed_batch(self, encodings: list[Encoding]) -> list[list[float]]:
         arrays = _padded_arrays(encodings, self._pad_id)
