@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
 from episodic.domain.context import (
     Compaction,
     ContextReport,
@@ -193,8 +195,23 @@ def one_frame(call: ModelCall, max_frame_bytes: int) -> context_service_pb2.Buil
     """The whole stream as one frame (messages and report), when it surely fits; else None."""
     if not _surely_fits(call, max_frame_bytes - FRAME_SLACK_BYTES):
         return None
-    messages = [context_message_out(i, m) for i, m in enumerate(call.messages)]
-    return context_service_pb2.BuildContextResponse(messages=messages, report=report_out(call.report))
+    frame = context_service_pb2.BuildContextResponse(report=report_out(call.report))
+    add_messages(frame.messages, call.messages)
+    return frame
+
+
+def add_messages(
+    out: RepeatedCompositeFieldContainer[context_pb2.ContextMessage], messages: Sequence[RenderedMessage]
+) -> None:
+    """Made in place (`add`), the plain fields only: a context's ~50 messages took ~240 us as
+    ContextMessage(...) each with its empty tool calls, ~50 us so."""
+    add = out.add
+    for index, m in enumerate(messages):
+        if m.tool_calls or m.tool_call_id or m.stubbed:
+            out.append(context_message_out(index, m))
+        else:
+            role, section = ROLES_OUT[m.role], SECTIONS[m.section]
+            add(index=index, role=role, content=m.content, section=section, seq=m.seq, token_count=m.tokens)
 
 
 def message_frames(
