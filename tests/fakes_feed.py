@@ -52,7 +52,7 @@ class FakeChangeFeed:
     def published(self) -> None:
         self.wakeups += 1
         if self._signals is not None:
-            self._signals.notify(CHANNEL, "")
+            self._signals.notify(CHANNEL, self.origin)
 
     async def head(self) -> int:
         return max((e.seq for e in self.entries), default=0)

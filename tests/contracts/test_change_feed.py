@@ -175,7 +175,8 @@ async def test_published_wakes_whoever_listens_on_the_feeds_channel(world: World
     feed.port.published()
     feed.port.published()
     await asyncio.sleep(0)  # LocalSignals calls back on the next turn of the loop
-    assert heard == ["", ""] and elsewhere == []  # a wake-up, never the change itself
+    origin = feed.port.origin
+    assert heard == [origin, origin] and elsewhere == []  # a wake-up naming who wrote, never the change
 
 
 async def test_a_feed_is_named_by_its_process(world: World) -> None:

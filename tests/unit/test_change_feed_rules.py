@@ -21,10 +21,11 @@ from episodic.domain.changes import (
     UserErased,
 )
 from episodic.domain.erasure import user_hash
-from episodic.domain.ports.changes import FeedEntry
+from episodic.domain.ports.changes import FeedEntry, FeedPage
 from episodic.domain.recall import Scope, Vector
 from episodic.state.index_cache import ResidentScopes
 from episodic.store.feed import FEED_VERSION, FeedRow, _entry, decode, encode
+from episodic.store.signals import LocalSignals
 from episodic.workers.feed import FeedPruner, FeedTail
 from tests.fakes import FakeVectorIndex
 from tests.fakes_feed import FakeChangeFeed
@@ -124,6 +125,36 @@ async def test_the_tail_applies_other_replicas_changes_in_order_and_skips_its_ow
     tail = tail_over(log, owner, [])
     assert await tail.catch_up() == 2
     assert owner.applied == [ScopeChanged(MARY), AgentChanged("t", "helper")] and tail.position == 3
+
+
+async def test_the_tail_reads_the_feed_for_another_replicas_commit_but_not_for_its_own() -> None:
+    signals = LocalSignals()
+    mine, theirs = (
+        FakeChangeFeed(origin="me", signals=signals),
+        FakeChangeFeed(origin="them", signals=signals),
+    )
+    reads: list[int] = []
+    read, woken = mine.after, asyncio.Event()
+
+    async def counted(seq: int, limit: int) -> FeedPage:
+        reads.append(seq)
+        woken.set()
+        return await read(seq, limit)
+
+    mine.after = counted  # type: ignore[method-assign]
+    tail = FeedTail(feed=mine, owner=FakeOwner(), signals=signals, poll_seconds=3600)  # type: ignore[arg-type]
+    tail.listen()
+    await tail.start()
+    try:
+        mine.published()  # its own write: applied already, nothing to read
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert reads == []
+        theirs.published()
+        async with asyncio.timeout(5):
+            await woken.wait()
+    finally:
+        await tail.stop()
 
 
 async def test_a_row_the_tail_cannot_read_stops_it_there_until_it_can() -> None:

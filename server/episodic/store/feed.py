@@ -91,7 +91,9 @@ class SqlChangeFeed:
 
     def published(self) -> None:
         """After a write that inserted feed rows committed."""
-        self._signals.notify(CHANNEL, "")  # a wake-up; the rows say what changed
+        # a wake-up naming who wrote (the rows say what changed): this process's own tail
+        # has nothing to read in it
+        self._signals.notify(CHANNEL, self.origin)
 
     async def head(self) -> int:
         return await self._db.read(lambda conn: int(conn.scalar(select(func.max(C.c.seq))) or 0))

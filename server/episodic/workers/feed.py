@@ -52,7 +52,13 @@ class FeedTail:
 
     def listen(self) -> None:
         """Subscribes to the feed's wake-ups (before the signals connection starts)."""
-        self.signals.subscribe(CHANNEL, lambda _payload: self._wake.set())
+        self.signals.subscribe(CHANNEL, self._woken)
+
+    def _woken(self, origin: str) -> None:
+        """Not by this process's own writes (each turn's append and record): it applied
+        those already, and reading the feed for them cost every turn a read."""
+        if origin != self.feed.origin:
+            self._wake.set()
 
     async def start(self) -> None:
         self.position = await self.feed.head()
