@@ -186,13 +186,16 @@ class RecallService:
         wanted = top_k if r.ended_after is None and r.ended_before is None else SEARCH_MAX_TOP_K
         if mode is SearchMode.HYBRID and self.passages is not None:
             wanted = max(wanted, PASSAGE_POOL)
-        semantic = _keep_above(await self._semantic(scope, r.query, wanted), r.min_score)
         fused: list[tuple[Hit, tuple[Signal, ...]]]
         if mode is SearchMode.SEMANTIC:
+            semantic = _keep_above(await self._semantic(scope, r.query, wanted), r.min_score)
             fused = [(hit, (Signal.SEMANTIC,)) for hit in semantic]
             digests = await self._ready(scope, r, fused, batch)
         else:
+            # words first: the full-text read needs no vector, and a turn's query embedding
+            # (started before the append) is often still being made when recall begins
             lexical = await self.digests.lexical(scope, r.query, wanted * 2, batch)
+            semantic = _keep_above(await self._semantic(scope, r.query, wanted), r.min_score)
             rankings = {Signal.SEMANTIC: semantic, Signal.LEXICAL: lexical}
             fused = reciprocal_rank_fusion(rankings)
             if r.ended_after is None and r.ended_before is None:
