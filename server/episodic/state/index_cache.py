@@ -54,6 +54,9 @@ SCOPE_OVERHEAD = 256  # bytes a resident scope costs beyond its vectors (an empt
 KEY_OVERHEAD = 100  # a key string and its slot
 # A scope too large to hold is read this many vectors at a time (~13 MiB at 384 dimensions).
 STREAM_PAGE = 8192
+# A scope this small is added to the index on the loop: the hop to a thread and back
+# (~0.4 ms, more on a busy loop) cost more than adding a few hundred vectors.
+INLINE_FILL = 256
 _log = logging.getLogger(__name__)
 Query = NDArray[np.float32]
 
@@ -210,8 +213,10 @@ class ResidentScopes:
                     continue
                 if read is None:
                     return
-                # Off the event loop: a large scope's matrix takes milliseconds to build.
-                await asyncio.to_thread(self._fill, scope, *read)
+                if len(read[0]) <= INLINE_FILL:
+                    self._fill(scope, *read)
+                else:  # off the event loop: a large scope's matrix takes milliseconds to build
+                    await asyncio.to_thread(self._fill, scope, *read)
                 if self._generation.get(scope) == generation:
                     self._resident_now(scope)
                     return
