@@ -41,8 +41,12 @@ from episodic.edges.grpc import context_convert
 from episodic.edges.grpc.context import ContextServicer
 from episodic.service import context as context_module
 from episodic.service.context import ContextService
+from episodic.service.memory_search import MemorySearch
 from episodic.service.model_calls import ModelCallRecorder
+from episodic.service.passages import Passages
 from episodic.service.turn_searches import TurnSearches
+from episodic.state.digest_memo import RememberedDigestReads
+from episodic.state.index_cache import ResidentScopes
 from episodic.state.query_vectors import QueryVectors
 from episodic.state.working_set import WorkingSetCache
 from episodic.store.context import SqlContextStore
@@ -256,6 +260,13 @@ def instrumented() -> Iterator[None]:
         (context_convert, "one_frame", _one_frame),
         (GroupCommitWriter, "_submit", _submit),
         (MiniLmEmbedder, "embed", _embed),
+        # inside the searches, overlapping each other: where a cold turn's extra time goes
+        (ResidentScopes, "ensure", lambda o: _timed(f"{INSIDE}: wait for the user's index to load", o)),
+        (RememberedDigestReads, "pending_count", lambda o: _timed(f"{INSIDE}: digests' pending count", o)),
+        (RememberedDigestReads, "ready_among", lambda o: _timed(f"{INSIDE}: digests of the candidates", o)),
+        (RememberedDigestReads, "lexical", lambda o: _timed(f"{INSIDE}: full-text search of digests", o)),
+        (Passages, "of", lambda o: _timed(f"{INSIDE}: recalled episodes' messages (passages)", o)),
+        (MemorySearch, "ranked", lambda o: _timed(f"{INSIDE}: memories ranked (known facts)", o)),
     ]
     patches = [(owner, name, getattr(owner, name)) for owner, name, _ in wrappers]
     for (owner, name, make), (_, _, original) in zip(wrappers, patches, strict=True):
@@ -296,6 +307,7 @@ class _BulkMarked:
             self._marks["last"] = time.perf_counter()
 
 
+INSIDE = "inside the searches (overlapping)"
 BESIDE_RECORD = "beside: model-call record write (while the messages are sent)"
 TOP = [
     "gRPC receive + interceptors (auth, access log, span)",
