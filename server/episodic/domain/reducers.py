@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from episodic.domain.context import RenderedMessage, Section
 from episodic.domain.json_text import json_text
@@ -132,10 +133,10 @@ def _stub(message: Message, names: dict[str, str], count: CountTokens) -> Render
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(NamedTuple):
     """Messages that stand or fall together: an assistant message that calls tools and the
-    results answering it, or any single other message."""
+    results answering it, or any single other message. A tuple: assembly makes one per
+    history message every turn, and a frozen dataclass cost several times more to make."""
 
     messages: tuple[RenderedMessage, ...]
     tokens: int
@@ -145,17 +146,31 @@ class Turn:
         return self.messages[-1].seq
 
 
+NO_CALLS: frozenset[str] = frozenset()
+
+
 def group_turns(messages: Sequence[RenderedMessage]) -> list[Turn]:
-    turns: list[list[RenderedMessage]] = []
-    open_calls: set[str] = set()
+    """In order; a message that calls tools opens a turn its results join (until another
+    message comes between), every other message is a turn of its own."""
+    turns: list[Turn] = []
+    group: list[RenderedMessage] = []  # the open turn of a message that called tools
+    open_calls: set[str] | frozenset[str] = NO_CALLS
     for m in messages:
-        if m.role is Role.TOOL and m.tool_call_id in open_calls and turns:
-            turns[-1].append(m)
-            open_calls.discard(m.tool_call_id)
+        if open_calls and m.role is Role.TOOL and m.tool_call_id in open_calls:
+            group.append(m)
+            open_calls = open_calls - {m.tool_call_id}
             continue
-        turns.append([m])
-        open_calls = {c.tool_call_id for c in m.tool_calls} if m.tool_calls else set()
-    return [Turn(tuple(t), sum([m.tokens for m in t])) for t in turns]
+        if group:
+            turns.append(Turn(tuple(group), sum([g.tokens for g in group])))
+            group = []
+        if m.tool_calls:
+            group, open_calls = [m], {c.tool_call_id for c in m.tool_calls}
+        else:
+            turns.append(Turn((m,), m.tokens))
+            open_calls = NO_CALLS
+    if group:
+        turns.append(Turn(tuple(group), sum([g.tokens for g in group])))
+    return turns
 
 
 def newest_that_fit(turns: Sequence[Turn], allowance: int) -> int:
