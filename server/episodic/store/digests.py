@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, RowMapping, and_, delete, func, or_, select, update
+from sqlalchemy import Connection, RowMapping, Select, and_, bindparam, delete, func, or_, select, update
 
 from episodic.domain.changes import Declared, Recorded
 from episodic.domain.model import Message
@@ -129,9 +129,10 @@ class SqlDigestStore:
         before: datetime | None,
         batch: ReadBatch | None = None,
     ) -> list[Digest]:
-        stmt = _ready_in(scope, after, before).order_by(D.c.ended_at.desc(), D.c.episode_id).limit(limit)
+        stmt = _RECENT[after is not None, before is not None]
+        params = {**_scope_params(scope), **_period_params(after, before), "b_limit": limit}
         return await self._db.quick_read(
-            lambda conn: [digest_from_row(r) for r in conn.execute(stmt).mappings()], batch
+            lambda conn: [digest_from_row(r) for r in conn.execute(stmt, params).mappings()], batch
         )
 
     async def ready_among(
@@ -142,16 +143,16 @@ class SqlDigestStore:
         before: datetime | None,
         batch: ReadBatch | None = None,
     ) -> dict[str, Digest]:
-        stmt = _ready_in(scope, after, before).where(D.c.episode_id.in_(list(episode_ids)))
+        stmt = _READY_AMONG[after is not None, before is not None]
+        params = {**_scope_params(scope), **_period_params(after, before), "b_ids": list(episode_ids)}
         return await self._db.quick_read(
-            lambda conn: {r["episode_id"]: digest_from_row(r) for r in conn.execute(stmt).mappings()}, batch
+            lambda conn: {r["episode_id"]: digest_from_row(r) for r in conn.execute(stmt, params).mappings()},
+            batch,
         )
 
     async def pending_count(self, scope: Scope, batch: ReadBatch | None = None) -> int:
-        # IN, not !=: two index seeks instead of a walk over the scope's READY digests.
-        unsettled = (DigestState.PENDING.value, DigestState.FAILED.value)
-        stmt = select(func.count()).where(_scope_of(scope), D.c.state.in_(unsettled))
-        return await self._db.quick_read(lambda conn: _count(conn, stmt), batch)
+        params = _scope_params(scope)
+        return await self._db.quick_read(lambda conn: int(conn.scalar(_PENDING_COUNT, params) or 0), batch)
 
     async def waiting(self) -> list[tuple[str, int, datetime | None]]:
         """The digester's queue, over every tenant: per waiting state, how many digests and
@@ -176,19 +177,46 @@ def _where(digest: Digest):  # type: ignore[no-untyped-def]
     return update(D).where(D.c.tenant_id == digest.tenant_id, D.c.episode_id == digest.episode_id)
 
 
-def _scope_of(scope: Scope):  # type: ignore[no-untyped-def]
-    return and_(
-        D.c.tenant_id == scope.tenant_id, D.c.agent_id == scope.agent_id, D.c.user_id == scope.user_id
-    )
+# Recall's reads, built once (a turn makes several): each call only binds its values, so
+# SQLAlchemy reuses the statement's cache key and compiled form instead of building a new
+# tree per call. One statement per combination of the optional period bounds.
+_IN_SCOPE = and_(
+    D.c.tenant_id == bindparam("b_tenant"),
+    D.c.agent_id == bindparam("b_agent"),
+    D.c.user_id == bindparam("b_user"),
+)
 
 
-def _ready_in(scope: Scope, after: datetime | None, before: datetime | None):  # type: ignore[no-untyped-def]
-    stmt = select(D).where(_scope_of(scope), D.c.state == DigestState.READY.value)
-    if after is not None:
-        stmt = stmt.where(D.c.ended_at >= after)
-    if before is not None:
-        stmt = stmt.where(D.c.ended_at < before)
+def _scope_params(scope: Scope) -> dict[str, object]:
+    return {"b_tenant": scope.tenant_id, "b_agent": scope.agent_id, "b_user": scope.user_id}
+
+
+def _period_params(after: datetime | None, before: datetime | None) -> dict[str, object]:
+    bounds = {"b_after": after, "b_before": before}
+    return {name: value for name, value in bounds.items() if value is not None}
+
+
+def _ready_in(after: bool, before: bool) -> Select[Any]:
+    stmt = select(D).where(_IN_SCOPE, D.c.state == DigestState.READY.value)
+    if after:
+        stmt = stmt.where(D.c.ended_at >= bindparam("b_after"))
+    if before:
+        stmt = stmt.where(D.c.ended_at < bindparam("b_before"))
     return stmt
+
+
+_PERIODS = [(after, before) for after in (False, True) for before in (False, True)]
+_RECENT = {
+    p: _ready_in(*p).order_by(D.c.ended_at.desc(), D.c.episode_id).limit(bindparam("b_limit"))
+    for p in _PERIODS
+}
+_READY_AMONG = {
+    p: _ready_in(*p).where(D.c.episode_id.in_(bindparam("b_ids", expanding=True))) for p in _PERIODS
+}
+# IN, not !=: two index seeks instead of a walk over the scope's READY digests.
+_PENDING_COUNT = select(func.count()).where(
+    _IN_SCOPE, D.c.state.in_([DigestState.PENDING.value, DigestState.FAILED.value])
+)
 
 
 def _replace_vectors(conn: Connection, digest: Digest, vectors: Sequence[Vector]) -> None:
