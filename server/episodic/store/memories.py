@@ -9,10 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import Connection, RowMapping, and_, case, delete, func, or_, select, update
+from sqlalchemy import (
+    Connection,
+    RowMapping,
+    Select,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.sql.elements import ColumnElement
 
 from episodic.domain.changes import Declared, Recorded
@@ -101,8 +114,8 @@ class SqlMemoryStore:
     async def get_many(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Memory]:
         if not memory_ids:
             return {}
-        stmt = select(M).where(M.c.tenant_id == tenant_id, M.c.memory_id.in_(list(memory_ids)))
-        return await self._db.read(lambda conn: _by_memory_id(conn.execute(stmt).mappings()))
+        params = {"b_tenant": tenant_id, "b_ids": list(memory_ids)}
+        return await self._db.read(lambda conn: _by_memory_id(conn.execute(_BY_IDS, params).mappings()))
 
     async def vectors_of(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
         if not memory_ids:
@@ -123,9 +136,9 @@ class SqlMemoryStore:
         limit: int,
         batch: ReadBatch | None = None,
     ) -> list[Memory]:
-        base = _filtered(scope, where, now).order_by(M.c.created_at.desc(), M.c.memory_id.desc())
         chunk = max(limit, _CHUNK) if where.topics or where.entities else limit
-        return await self._db.read(lambda conn: _page(conn, base, where, after, limit, chunk), batch)
+        params = _scope_params(scope) | _filter_params(where, now)
+        return await self._db.read(lambda conn: _page(conn, params, where, after, limit, chunk), batch)
 
     async def among(
         self,
@@ -139,9 +152,12 @@ class SqlMemoryStore:
         scope's index (370 ms) instead of looking up the few candidates."""
         if not memory_ids:
             return {}
-        stmt = select(M).where(M.c.tenant_id == scope.tenant_id, M.c.memory_id.in_(list(memory_ids)))
+        params = {"b_tenant": scope.tenant_id, "b_ids": list(memory_ids)}
         return await self._db.read(
-            lambda conn: {m.memory_id: m for m in _rows(conn, stmt) if passes(m, scope, where, now)}, batch
+            lambda conn: {
+                m.memory_id: m for m in _rows(conn, _BY_IDS, params) if passes(m, scope, where, now)
+            },
+            batch,
         )
 
     async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:
@@ -153,12 +169,11 @@ class SqlMemoryStore:
     async def pending(
         self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None
     ) -> list[tuple[Memory, Vector | None]]:
-        stmt = select(M).where(
-            M.c.tenant_id == tenant_id, M.c.episode_id == episode_id, M.c.state == _PENDING
-        )
-        stmt = stmt.order_by(M.c.created_at, M.c.memory_id)
+        params = {"b_tenant": tenant_id, "b_episode": episode_id}
         return await self._db.read(
-            lambda conn: [(memory_from_row(r), _vector_or_none(r)) for r in conn.execute(stmt).mappings()],
+            lambda conn: [
+                (memory_from_row(r), _vector_or_none(r)) for r in conn.execute(_PENDING_OF, params).mappings()
+            ],
             batch,
         )
 
@@ -279,8 +294,8 @@ def memory_from_row(r: RowMapping) -> Memory:
     )
 
 
-def _rows(conn: Connection, stmt: Any) -> list[Memory]:
-    return [memory_from_row(r) for r in conn.execute(stmt).mappings()]
+def _rows(conn: Connection, stmt: Any, params: dict[str, Any] | None = None) -> list[Memory]:
+    return [memory_from_row(r) for r in conn.execute(stmt, params).mappings()]
 
 
 def _by_memory_id(rows: Any) -> dict[str, Memory]:
@@ -306,7 +321,7 @@ def _in_scope(scope: Scope) -> list[ColumnElement[bool]]:
     return [M.c.tenant_id == scope.tenant_id, M.c.agent_id == scope.agent_id, M.c.user_id == scope.user_id]
 
 
-def _unexpired(now: datetime) -> ColumnElement[bool]:
+def _unexpired(now: Any) -> ColumnElement[bool]:
     return or_(M.c.expires_at.is_(None), M.c.expires_at > now)
 
 
@@ -317,28 +332,91 @@ _happened = case(
 )
 
 
-def _filtered(scope: Scope, where: MemoryFilter, now: datetime):  # type: ignore[no-untyped-def]
-    """`memory_filter.passes` in SQL, all but topics and entities (`memory_filter.tagged`,
-    applied to the rows read); tests/contracts checks the two agree."""
-    stmt = select(M).where(*_in_scope(scope), _unexpired(now))
+# The hot reads' statements are built once (the filtered page on first use of each set of
+# filters): a call binds only its values, so SQLAlchemy reuses the statement's cache key
+# and compiled form instead of building and walking a new tree per call.
+_BY_IDS = select(M).where(
+    M.c.tenant_id == bindparam("b_tenant"), M.c.memory_id.in_(bindparam("b_ids", expanding=True))
+)
+_PENDING_OF = (
+    select(M)
+    .where(
+        M.c.tenant_id == bindparam("b_tenant"),
+        M.c.episode_id == bindparam("b_episode"),
+        M.c.state == _PENDING,
+    )
+    .order_by(M.c.created_at, M.c.memory_id)
+)
+_IN_SCOPE = (
+    M.c.tenant_id == bindparam("b_tenant"),
+    M.c.agent_id == bindparam("b_agent"),
+    M.c.user_id == bindparam("b_user"),
+)
+
+
+def _scope_params(scope: Scope) -> dict[str, Any]:
+    return {"b_tenant": scope.tenant_id, "b_agent": scope.agent_id, "b_user": scope.user_id}
+
+
+def _filter_params(where: MemoryFilter, now: datetime) -> dict[str, Any]:
+    """The values `_filtered`'s statement for `where` binds (its filters' names are its key)."""
+    params: dict[str, Any] = {"b_now": now}
     if where.kinds:
-        stmt = stmt.where(M.c.kind.in_(sorted(k.value for k in where.kinds)))
+        params["b_kinds"] = sorted(k.value for k in where.kinds)
     if where.state is not None:
-        stmt = stmt.where(M.c.state == where.state.value)
-    if not where.include_superseded:
-        stmt = stmt.where(M.c.superseded_by == "")
+        params["b_state"] = where.state.value
     if where.episode_id:
-        stmt = stmt.where(or_(M.c.episode_id == where.episode_id, M.c.source_episode_id == where.episode_id))
+        params["b_episode"] = where.episode_id
     if where.after is not None:
-        stmt = stmt.where(_happened >= where.after)
+        params["b_after"] = where.after
     if where.before is not None:
-        stmt = stmt.where(_happened < where.before)
-    return stmt
+        params["b_before"] = where.before
+    return params
+
+
+def _page_statement(where: MemoryFilter, cursor: bool) -> Select[Any]:
+    return _filtered(
+        bool(where.kinds),
+        where.state is not None,
+        not where.include_superseded,
+        bool(where.episode_id),
+        where.after is not None,
+        where.before is not None,
+        cursor,
+    )
+
+
+@cache
+def _filtered(
+    kinds: bool, state: bool, live_only: bool, episode: bool, after: bool, before: bool, cursor: bool
+) -> Select[Any]:
+    """`memory_filter.passes` in SQL, all but topics and entities (`memory_filter.tagged`,
+    applied to the rows read); tests/contracts checks the two agree. One statement per
+    combination of filters present (at most 128), newest first, a keyset page of
+    `b_limit` rows (older than the `cursor`'s row if there is one)."""
+    stmt = select(M).where(*_IN_SCOPE, _unexpired(bindparam("b_now")))
+    if kinds:
+        stmt = stmt.where(M.c.kind.in_(bindparam("b_kinds", expanding=True)))
+    if state:
+        stmt = stmt.where(M.c.state == bindparam("b_state"))
+    if live_only:
+        stmt = stmt.where(M.c.superseded_by == "")
+    if episode:
+        stmt = stmt.where(
+            or_(M.c.episode_id == bindparam("b_episode"), M.c.source_episode_id == bindparam("b_episode"))
+        )
+    if after:
+        stmt = stmt.where(_happened >= bindparam("b_after"))
+    if before:
+        stmt = stmt.where(_happened < bindparam("b_before"))
+    if cursor:
+        stmt = stmt.where(_older_than(bindparam("b_cursor_at"), bindparam("b_cursor_id")))
+    return stmt.order_by(M.c.created_at.desc(), M.c.memory_id.desc()).limit(bindparam("b_limit"))
 
 
 def _page(
     conn: Connection,
-    base: Any,
+    params: dict[str, Any],
     where: MemoryFilter,
     after: tuple[datetime, str] | None,
     limit: int,
@@ -348,8 +426,11 @@ def _page(
     found: list[Memory] = []
     cursor = after
     while len(found) < limit:
-        stmt = base if cursor is None else base.where(_older_than(*cursor))
-        batch = _rows(conn, stmt.limit(chunk))
+        stmt = _page_statement(where, cursor is not None)
+        bound = {**params, "b_limit": chunk}
+        if cursor is not None:
+            bound |= {"b_cursor_at": cursor[0], "b_cursor_id": cursor[1]}
+        batch = _rows(conn, stmt, bound)
         found += [m for m in batch if tagged(m, where)]
         if len(batch) < chunk:
             break
@@ -357,7 +438,7 @@ def _page(
     return found[:limit]
 
 
-def _older_than(created_at: datetime, memory_id: str) -> ColumnElement[bool]:
+def _older_than(created_at: Any, memory_id: Any) -> ColumnElement[bool]:
     return or_(M.c.created_at < created_at, and_(M.c.created_at == created_at, M.c.memory_id < memory_id))
 
 
