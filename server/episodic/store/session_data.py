@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, select, update
+from sqlalchemy import Connection, RowMapping, bindparam, select, update
 
 from episodic.domain.memories import SessionData
 from episodic.domain.ports.clock import Clock
@@ -18,6 +18,10 @@ from episodic.store.database import Database
 from episodic.store.writer import GroupCommitWriter
 
 SD, E = s.session_data, s.episodes
+# A turn reads its episode's data: built once, each call binds only its key.
+_DATA_OF = select(SD).where(
+    SD.c.tenant_id == bindparam("b_tenant"), SD.c.episode_id == bindparam("b_episode")
+)
 
 
 class SqlSessionDataStore:
@@ -27,8 +31,8 @@ class SqlSessionDataStore:
         self._clock = clock
 
     async def get(self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None) -> SessionData:
-        stmt = select(SD).where(SD.c.tenant_id == tenant_id, SD.c.episode_id == episode_id)
-        row = await self._db.read(lambda conn: conn.execute(stmt).mappings().first(), batch)
+        params = {"b_tenant": tenant_id, "b_episode": episode_id}
+        row = await self._db.read(lambda conn: conn.execute(_DATA_OF, params).mappings().first(), batch)
         return _current(row, tenant_id, episode_id, self._clock())
 
     async def update(
