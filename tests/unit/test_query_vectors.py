@@ -59,6 +59,18 @@ async def test_a_prefetched_text_is_embedded_once() -> None:
     assert embedder.texts == ["where did we go in May?"]
 
 
+async def test_a_text_is_under_way_from_its_prefetch_until_its_vector_is_held() -> None:
+    embedder = CountingEmbedder()
+    embedder.release.clear()
+    queries = QueryVectors(embedder)
+    assert not queries.under_way("where did we go in May?")
+    queries.prefetch("where did we go in May?")
+    assert queries.under_way("where did we go in May?") and not queries.under_way("another text")
+    embedder.release.set()
+    await queries.of("where did we go in May?")
+    assert not queries.under_way("where did we go in May?")
+
+
 async def test_callers_asking_while_it_runs_share_one_embedding() -> None:
     embedder = CountingEmbedder()
     embedder.release.clear()

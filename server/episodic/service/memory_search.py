@@ -67,17 +67,31 @@ class MemorySearch:
         return await self.ranked(Scope(caller.tenant_id, q.agent_id, q.user_id), q, mode, top_k)
 
     async def ranked(
-        self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int, batch: ReadBatch | None = None
+        self,
+        scope: Scope,
+        q: MemoryQuery,
+        mode: SearchMode,
+        top_k: int,
+        batch: ReadBatch | None = None,
+        *,
+        mark: bool = True,
     ) -> list[MemoryHit]:
-        """`batch`: the trip to the database a turn's searches share (None: reads of its own)."""
+        """`batch`: the trip to the database a turn's searches share (None: reads of its own).
+        `mark` False: the hits are not noted as recalled (a read the caller may not use: it
+        calls `recalled` for the hits it does)."""
         now = self.clock()
         if mode is SearchMode.RECENCY:
             found = await self._newest(scope, q.where, now, top_k, batch)
             hits = [MemoryHit(m, 1.0 / rank, (Signal.RECENCY,)) for rank, m in enumerate(found, start=1)]
         else:
             hits = await self._by_meaning(scope, q, mode, top_k, now, batch)
-        await self._touch(scope.tenant_id, [h.memory for h in hits], now)
+        if mark:
+            await self._touch(scope.tenant_id, [h.memory for h in hits], now)
         return hits
+
+    async def recalled(self, scope: Scope, hits: Sequence[MemoryHit]) -> None:
+        """Notes hits read with `mark=False` as recalled now."""
+        await self._touch(scope.tenant_id, [h.memory for h in hits], self.clock())
 
     def may_find_by_meaning(self, scope: Scope) -> bool:
         """False when the scope is known to hold no long-term memories' vectors: a search

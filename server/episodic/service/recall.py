@@ -72,6 +72,10 @@ class QueryVectorSource(Protocol):
     def prefetch(self, text: str, tenant_id: str = "") -> None:
         """Starts embedding `text` now, on `tenant_id`'s turn; a later `of(text)` gets the result."""
 
+    def under_way(self, text: str) -> bool:
+        """Whether `text` is being embedded now: a search waiting for it could do other work."""
+        ...
+
     async def of(self, text: str, tenant_id: str = "") -> Vector: ...
 
 

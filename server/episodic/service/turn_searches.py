@@ -66,8 +66,18 @@ class MemoryRanking(Protocol):
     """The user's long-term memories ranked for a query (service/memory_search.py)."""
 
     async def ranked(
-        self, scope: Scope, q: MemoryQuery, mode: SearchMode, top_k: int, batch: ReadBatch | None = None
+        self,
+        scope: Scope,
+        q: MemoryQuery,
+        mode: SearchMode,
+        top_k: int,
+        batch: ReadBatch | None = None,
+        *,
+        mark: bool = True,
     ) -> list[MemoryHit]: ...
+
+    async def recalled(self, scope: Scope, hits: Sequence[MemoryHit]) -> None:
+        """Notes hits read with `mark=False` as recalled."""
 
     def may_find_by_meaning(self, scope: Scope) -> bool: ...
 
@@ -146,9 +156,10 @@ class TurnSearches:
     ) -> Found:
         """`pending`: the episode's PENDING memories the append read (None: read them here)."""
         searches = self._searches(caller, ws, config, q, pending)
-        if "knowledge" in searches and len(searches) > 1:
-            # at once, the searches' reads handed one batch: one trip to the database
-            # (without knowledge a turn has one search read at most: tasks would only cost)
+        if len(searches) > 1 and ("knowledge" in searches or self.queries.under_way(q.text)):
+            # at once, the searches' reads handed one batch: one trip to the database. Else
+            # one search reads at a time (tasks would only cost), unless the query is still
+            # being embedded: then each does its reads that need no vector meanwhile
             with self.reads.together() as batch:
                 results = await asyncio.gather(*[search(batch) for search in searches.values()])
                 found = dict(zip(searches, results, strict=True))
@@ -247,6 +258,13 @@ class TurnSearches:
         if pending is None:
             pending = [m for m, _ in await self.memory_store.pending(e.tenant_id, e.episode_id, batch)]
         scope, top_k = Scope(e.tenant_id, e.agent_id, e.user_id), config.memory_top_k
+        pool = top_k * PROFILE_POOL
+        profile = MemoryQuery(e.agent_id, e.user_id, SearchMode.RECENCY, "", pool)
+        early: list[MemoryHit] | None = None
+        if query.matchable and self.queries.under_way(query.text):
+            # the match waits for the query's vector: read the profile meanwhile, unmarked
+            # until it is known to be used
+            early = await self.memories.ranked(scope, profile, SearchMode.RECENCY, pool, batch, mark=False)
         matched: list[KnownFact] = []
         if query.matchable:
             q = MemoryQuery(
@@ -258,9 +276,11 @@ class TurnSearches:
         # a matching search loaded the scope: known to hold nothing, it has no profile to read
         known_empty = query.matchable and not self.memories.may_find_by_meaning(scope)
         if len(matched) < top_k and not known_empty:
-            pool = top_k * PROFILE_POOL
-            q = MemoryQuery(e.agent_id, e.user_id, SearchMode.RECENCY, "", pool)
-            hits = await self.memories.ranked(scope, q, SearchMode.RECENCY, pool, batch)
+            if early is None:
+                hits = await self.memories.ranked(scope, profile, SearchMode.RECENCY, pool, batch)
+            else:
+                hits = early
+                await self.memories.recalled(scope, hits)
             newest = [_fact(h.memory, 0.0) for h in hits if h.memory.episode_id != e.episode_id]
         newest_first = [_fact(m, 1.0, pending=True) for m in reversed(pending)]
         held = pending_for_turn(newest_first, query.text, top_k)

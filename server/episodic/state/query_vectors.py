@@ -45,6 +45,10 @@ class QueryVectors:
         if text.strip() and not held and not embeds_inline(self._embedder, text):  # else `of` does, at once
             self._start(key, text, tenant_id)
 
+    def under_way(self, text: str) -> bool:
+        """Whether `text` is being embedded now (prefetched, not yet done)."""
+        return _key(text) in self._running
+
     async def of(self, text: str, tenant_id: str = "") -> Vector:
         key = _key(text)
         found = self._held.get(key)
