@@ -74,6 +74,37 @@ _SPOKEN_BEFORE = (
     .order_by(M.c.seq.desc())
     .limit(bindparam("b_limit"))
 )
+_RANKED_SPOKEN = (
+    select(
+        M.c.episode_id,
+        M.c.seq,
+        M.c.role,
+        M.c.content,
+        M.c.created_at,
+        func.row_number().over(partition_by=M.c.episode_id, order_by=M.c.seq).label("n"),
+    )
+    .join(E, and_(E.c.tenant_id == M.c.tenant_id, E.c.episode_id == M.c.episode_id))
+    .where(
+        M.c.tenant_id == _TENANT,
+        M.c.episode_id.in_(bindparam("b_episodes", expanding=True)),
+        M.c.role.in_([Role.USER.value, Role.ASSISTANT.value]),
+        M.c.retracted_at.is_(None),
+        E.c.deleted_at.is_(None),
+    )
+    .subquery()
+)
+# The first `b_per_episode` spoken, unretracted messages of each of `b_episodes`.
+_SPOKEN_OF = (
+    select(
+        _RANKED_SPOKEN.c.episode_id,
+        _RANKED_SPOKEN.c.seq,
+        _RANKED_SPOKEN.c.role,
+        _RANKED_SPOKEN.c.content,
+        _RANKED_SPOKEN.c.created_at,
+    )
+    .where(_RANKED_SPOKEN.c.n <= bindparam("b_per_episode"))
+    .order_by(_RANKED_SPOKEN.c.episode_id, _RANKED_SPOKEN.c.seq)
+)
 _PAGE = 256  # rows per query of a working set's messages
 _MESSAGE_ROLE = select(M.c.role).where(
     M.c.tenant_id == _TENANT, M.c.episode_id == _EPISODE, M.c.seq == bindparam("b_seq")
@@ -100,28 +131,8 @@ class SqlContextStore:
     ) -> dict[str, list[Message]]:
         if not episode_ids:
             return {}
-        ranked = (
-            select(
-                M.c.episode_id,
-                M.c.seq,
-                M.c.role,
-                M.c.content,
-                M.c.created_at,
-                func.row_number().over(partition_by=M.c.episode_id, order_by=M.c.seq).label("n"),
-            )
-            .join(E, and_(E.c.tenant_id == M.c.tenant_id, E.c.episode_id == M.c.episode_id))
-            .where(
-                M.c.tenant_id == tenant_id,
-                M.c.episode_id.in_(list(episode_ids)),
-                M.c.role.in_([Role.USER.value, Role.ASSISTANT.value]),
-                M.c.retracted_at.is_(None),
-                E.c.deleted_at.is_(None),
-            )
-            .subquery()
-        )
-        columns = (ranked.c.episode_id, ranked.c.seq, ranked.c.role, ranked.c.content, ranked.c.created_at)
-        stmt = select(*columns).where(ranked.c.n <= per_episode).order_by(ranked.c.episode_id, ranked.c.seq)
-        rows = await self._db.read(lambda conn: list(conn.execute(stmt)))
+        params = {"b_tenant": tenant_id, "b_episodes": list(episode_ids), "b_per_episode": per_episode}
+        rows = await self._db.read(lambda conn: list(conn.execute(_SPOKEN_OF, params)))
         found: dict[str, list[Message]] = {}
         for episode_id, seq, role, content, created_at in rows:
             message = Message(episode_id, seq, Role(role), content, 0, "", created_at)
