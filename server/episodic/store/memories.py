@@ -120,11 +120,11 @@ class SqlMemoryStore:
     async def vectors_of(self, tenant_id: str, memory_ids: Sequence[str]) -> dict[str, Vector]:
         if not memory_ids:
             return {}
-        stmt = select(M.c.memory_id, M.c.vector).where(
-            M.c.tenant_id == tenant_id, M.c.memory_id.in_(list(memory_ids)), M.c.vector.is_not(None)
-        )
+        params = {"b_tenant": tenant_id, "b_ids": list(memory_ids)}
         return await self._db.read(
-            lambda conn: {r["memory_id"]: _vector(r["vector"]) for r in conn.execute(stmt).mappings()}
+            lambda conn: {
+                r["memory_id"]: _vector(r["vector"]) for r in conn.execute(_VECTORS, params).mappings()
+            }
         )
 
     async def page(
@@ -161,10 +161,10 @@ class SqlMemoryStore:
         )
 
     async def same_text(self, scope: Scope, text_keys: Sequence[str]) -> list[Memory]:
-        return await self._live_matching(scope, M.c.text_key, text_keys)
+        return await self._live_matching(scope, _SAME_TEXT, text_keys)
 
     async def same_frame(self, scope: Scope, frame_keys: Sequence[str]) -> list[Memory]:
-        return await self._live_matching(scope, M.c.frame_key, frame_keys)
+        return await self._live_matching(scope, _SAME_FRAME, frame_keys)
 
     async def pending(
         self, tenant_id: str, episode_id: str, batch: ReadBatch | None = None
@@ -197,18 +197,11 @@ class SqlMemoryStore:
         nor recalled since the cut-off (a recall older than an update does not count)."""
         return await self._db.read(lambda conn: _expired(conn, now, limit))
 
-    async def _live_matching(self, scope: Scope, column: Any, keys: Sequence[str]) -> list[Memory]:
+    async def _live_matching(self, scope: Scope, stmt: Select[Any], keys: Sequence[str]) -> list[Memory]:
         if not keys:
             return []
-        stmt = select(M).where(
-            *_in_scope(scope),
-            M.c.state == _PROMOTED,
-            M.c.superseded_by == "",
-            _unexpired(self._clock()),
-            column.in_(list(keys)),
-        )
-        stmt = stmt.order_by(M.c.created_at, M.c.memory_id)
-        return await self._db.read(lambda conn: _rows(conn, stmt))
+        params = _scope_params(scope) | {"b_now": self._clock(), "b_keys": list(keys)}
+        return await self._db.read(lambda conn: _rows(conn, stmt, params))
 
     def _vector_values(self, vector: Vector | None) -> dict[str, Any]:
         if vector is None:
@@ -317,10 +310,6 @@ def _by_id(tenant_id: str, memory_id: str):  # type: ignore[no-untyped-def]
 # --- filters ------------------------------------------------------------------------------
 
 
-def _in_scope(scope: Scope) -> list[ColumnElement[bool]]:
-    return [M.c.tenant_id == scope.tenant_id, M.c.agent_id == scope.agent_id, M.c.user_id == scope.user_id]
-
-
 def _unexpired(now: Any) -> ColumnElement[bool]:
     return or_(M.c.expires_at.is_(None), M.c.expires_at > now)
 
@@ -352,6 +341,29 @@ _IN_SCOPE = (
     M.c.agent_id == bindparam("b_agent"),
     M.c.user_id == bindparam("b_user"),
 )
+_VECTORS = select(M.c.memory_id, M.c.vector).where(
+    M.c.tenant_id == bindparam("b_tenant"),
+    M.c.memory_id.in_(bindparam("b_ids", expanding=True)),
+    M.c.vector.is_not(None),
+)
+
+
+def _live_with(column: Any) -> Select[Any]:
+    """A scope's live promoted memories whose `column` is one of `b_keys`, oldest first."""
+    return (
+        select(M)
+        .where(
+            *_IN_SCOPE,
+            M.c.state == _PROMOTED,
+            M.c.superseded_by == "",
+            _unexpired(bindparam("b_now")),
+            column.in_(bindparam("b_keys", expanding=True)),
+        )
+        .order_by(M.c.created_at, M.c.memory_id)
+    )
+
+
+_SAME_TEXT, _SAME_FRAME = _live_with(M.c.text_key), _live_with(M.c.frame_key)
 
 
 def _scope_params(scope: Scope) -> dict[str, Any]:
