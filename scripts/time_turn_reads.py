@@ -45,7 +45,7 @@ from episodic.store.database import Database
 from episodic.store.memories import memory_values
 
 USERS, DIGESTS, PENDING, MEMORIES, MESSAGES = 4, 120, 3, 40, 30
-WORDS = "trip paris budget flight hotel museum dinner wine train tickets passport visa weather".split()
+WORDS = ("trip", "paris", "budget", "flight", "hotel", "museum", "dinner", "wine", "train", "tickets")
 QUERY = "what did we plan for the paris museum trip budget"
 _SELECT_1 = text("SELECT 1")
 
@@ -74,32 +74,38 @@ def _seed_rows(tenant: str, agent: str, now: datetime) -> dict[str, list[dict[st
         for i in range(DIGESTS + PENDING):
             episode = f"ep-{u}-{i}"
             ended = now - timedelta(hours=i + 1)
+            started = ended - timedelta(minutes=20)
             state = DigestState.READY if i < DIGESTS else DigestState.PENDING
+            key = {"tenant_id": tenant, "episode_id": episode, "agent_id": agent, "user_id": user}
             rows["episodes"].append(
-                {"tenant_id": tenant, "episode_id": episode, "agent_id": agent, "user_id": user,
-                 "state": "closed", "token_encoding": "cl100k_base", "started_at": ended - timedelta(minutes=20),
-                 "ended_at": ended, "close_reason": "client", "close_note": "", "metadata": {},
-                 "message_count": 0, "token_count": 0, "last_activity_at": ended}
-            )  # fmt: skip
+                key
+                | {"state": "closed", "token_encoding": "cl100k_base", "started_at": started}
+                | {"ended_at": ended, "close_reason": "client", "close_note": "", "metadata": {}}
+                | {"message_count": 0, "token_count": 0, "last_activity_at": ended}
+            )
             rows["digests"].append(
-                {"tenant_id": tenant, "episode_id": episode, "agent_id": agent, "user_id": user,
-                 "state": state.value, "summary": _body(i), "key_facts": [_body(i + 1)], "embedding_model": "m",
-                 "attempts": 0, "last_error": "", "next_attempt_at": ended, "started_at": ended - timedelta(minutes=20),
-                 "ended_at": ended, "updated_at": ended}
-            )  # fmt: skip
+                key
+                | {"state": state.value, "summary": _body(i), "key_facts": [_body(i + 1)]}
+                | {"embedding_model": "m", "attempts": 0, "last_error": "", "next_attempt_at": ended}
+                | {"started_at": started, "ended_at": ended, "updated_at": ended}
+            )
             if state is DigestState.READY:
-                scope = Scope(tenant, agent, user)
-                rows["texts"].append(
-                    {"tenant_id": tenant, "episode_id": episode, "agent_id": agent, "user_id": user,
-                     "body": _body(i), "scope": lexical.scope_token(scope)}
-                )  # fmt: skip
+                token = lexical.scope_token(Scope(tenant, agent, user))
+                rows["texts"].append(key | {"body": _body(i), "scope": token})
         for i in range(MEMORIES):
             created = now - timedelta(hours=i)
             memory = Memory(
-                tenant_id=tenant, memory_id=f"mem-{u}-{i}", agent_id=agent, user_id=user, text=_body(i),
-                kind=MemoryKind.FACT, source=Source(MemoryOrigin.CLIENT, "", 0, 0), state=MemoryState.PROMOTED,
-                created_at=created, updated_at=created,
-            )  # fmt: skip
+                tenant_id=tenant,
+                memory_id=f"mem-{u}-{i}",
+                agent_id=agent,
+                user_id=user,
+                text=_body(i),
+                kind=MemoryKind.FACT,
+                source=Source(MemoryOrigin.CLIENT, "", 0, 0),
+                state=MemoryState.PROMOTED,
+                created_at=created,
+                updated_at=created,
+            )
             rows["memories"].append(memory_values(memory) | {"model": "", "dimension": 0, "vector": None})
     return rows
 
@@ -132,7 +138,7 @@ def turn_reads(app: App, scope: Scope, episode_id: str) -> dict[str, Callable[[]
     a = app.adapters
     db = InlineReads(app.database)
     for store in (a.digests, a.memories, a.context, a.sessions, a.agents, a.episodes):
-        store._db = db  # type: ignore[attr-defined]
+        setattr(store, "_db", db)  # noqa: B010 (the SQL stores' own attribute, not in their ports)
     now = datetime.now(UTC)
     week = (now - timedelta(days=7), now)
     ids = [f"ep-0-{i}" for i in range(0, 60, 3)]
@@ -153,6 +159,7 @@ def turn_reads(app: App, scope: Scope, episode_id: str) -> dict[str, Callable[[]
         "sessions.get": lambda: a.sessions.get(tenant, episode_id),
         "context.sources(cached)": lambda: a.context.sources(tenant, episode_id, 0, MESSAGES, 2000),
         "context.sources(cold)": lambda: a.context.sources(tenant, episode_id, 0, None, 2000),
+        "context.spoken(4)": lambda: a.context.spoken(tenant, [episode_id, *ids[:3]], 400),
         "agents.get_agent": lambda: a.agents.get_agent(tenant, scope.agent_id),
         "episodes.get_episode": lambda: a.episodes.get_episode(tenant, episode_id),
     }
