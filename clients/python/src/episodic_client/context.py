@@ -26,9 +26,14 @@ class BuiltContext:
 
 def join_frames(frames: Iterable[context_service_pb2.BuildContextResponse]) -> BuiltContext:
     """The messages of every frame with their parts joined, and the last frame's report."""
+    received = list(frames)
+    if len(received) == 1 and received[0].HasField("report"):  # the usual stream: one whole frame
+        (whole,) = received
+        if not any(m.content_continues for m in whole.messages):
+            return BuiltContext(list(whole.messages), whole.report)
     messages: list[context_pb2.ContextMessage] = []
     report: context_pb2.ContextReport | None = None
-    for frame in frames:
+    for frame in received:
         for part in frame.messages:
             _add_part(messages, part)
         if frame.HasField("report"):
