@@ -401,30 +401,37 @@ def _immortal(obj: object) -> bool:
     return isinstance(obj, bool | type) or obj is ... or (isinstance(obj, int) and -5 <= obj <= 256)
 
 
+def walk_messages(walk: Walk, part: str, messages: Iterable[Any]) -> None:
+    for m in messages:
+        walk.add(f"{part}: message text", m.content)
+        walk.add(f"{part}: Message objects", m)
+        walk.add(f"{part}: episode_id strings", m.episode_id)
+        walk.add(f"{part}: token_encoding strings", m.token_encoding)
+        walk.add(f"{part}: created_at datetimes", m.created_at)
+        walk.deep(f"{part}: metadata dicts", m.metadata)
+        walk.deep(f"{part}: tool calls and results", m.tool_calls)
+        walk.deep(f"{part}: tool calls and results", m.tool_result)
+        walk.add(f"{part}: ints", m.seq)
+        walk.add(f"{part}: ints", m.token_count)
+
+
 def walk_working_set(walk: Walk, ws: WorkingSet) -> None:
     """Never `deep` on a tuple made here: a freed temporary's id comes back for the next one."""
-    for m in ws.tail:
-        walk.add("tail: message text", m.content)
-    for m in ws.compacted_log.messages:
-        walk.add("compacted log: message text", m.content)
-    for part, messages in (("tail", ws.tail), ("compacted log", ws.compacted_log.messages)):
-        for m in messages:
-            walk.add(f"{part}: Message objects", m)
-            walk.add(f"{part}: episode_id strings", m.episode_id)
-            walk.add(f"{part}: token_encoding strings", m.token_encoding)
-            walk.add(f"{part}: created_at datetimes", m.created_at)
-            walk.deep(f"{part}: metadata dicts", m.metadata)
-            walk.deep(f"{part}: tool calls and results", m.tool_calls)
-            walk.deep(f"{part}: tool calls and results", m.tool_result)
-            walk.add(f"{part}: ints", m.seq)
-            walk.add(f"{part}: ints", m.token_count)
+    walk_messages(walk, "tail", ws.tail)
+    log = ws.compacted_log
+    held = getattr(log, "blocks", None)
+    if held is None:  # a checkout before the compacted log held columns: its Message objects
+        walk_messages(walk, "compacted log", log.messages)
+    else:
+        walk.deep("compacted log: message text, zlib blocks", held)
+        for name in ("seqs", "times_us", "kind", "kinds", "token_counts", "ends", "episode_id"):
+            walk.deep("compacted log: message columns", getattr(log, name))
     walk.add("tail: lists", ws.tail)
     for r in ws.rendered:
         walk.add("rendered: RenderedMessage objects", r)
         walk.add("rendered: text not shared with the tail", r.content)
         walk.add("tail: ints", r.tokens)
     walk.add("tail: lists", ws.rendered)
-    log = ws.compacted_log
     for name in ("terms", "where", "times", "postings"):  # flat arrays, or the dict before them
         walk.deep("compacted log: word postings", getattr(log, name, None) if name != "postings" or
                   isinstance(getattr(log, name, None), dict) else None)  # fmt: skip
@@ -478,16 +485,26 @@ async def breakdown(url: str, ids: Sequence[str], sizing: Sizing, concurrency: i
         lines.append(f"| {what} | {size / n / 1024:.1f} | {walk.objects[what] / n:.0f} |")
     total = sum(walk.bytes.values())
     text = sum(v for k, v in walk.bytes.items() if k.endswith("text"))
+    zipped = walk.bytes.get("compacted log: message text, zlib blocks", 0)
+    if zipped:  # the text they hold, as str: what the blocks stand for
+        text += sum(compacted_text_bytes(ws.compacted_log) for ws in held if ws is not None)
     lines += [
         f"| **all of the above** | **{total / n / 1024:.1f}** | |",
         "",
-        f"text {text / n / 1024:.1f} KiB of {total / n / 1024:.1f} KiB walked ({total / text:.2f}x); "
+        f"text {text / n / 1024:.1f} KiB of {total / n / 1024:.1f} KiB walked ({total / text:.2f}x"
+        + (f"; the compacted log's as zlib blocks: {zipped / n / 1024:.1f} KiB" if zipped else "")
+        + "); "
         f"the working-set cache's estimate {estimate / n / 1024:.1f} KiB; "
         f"tracemalloc grew {(traced1 - traced0) / n / 1024:.1f} KiB and RSS {(rss1 - rss0) / n:.1f} KiB "
         "per conversation over the warm-up",
         others,
     ]
     return "\n".join(lines)
+
+
+def compacted_text_bytes(log: Any) -> int:
+    """The compacted log's texts as str objects would hold them (sys.getsizeof)."""
+    return sum(sys.getsizeof(log.text(i)) for i in range(len(log)))
 
 
 async def _settle(cache: Any, ids: Sequence[str]) -> None:

@@ -3,7 +3,7 @@ and the "[Earlier in this conversation]" block fitted under its allowance."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 
@@ -106,3 +106,27 @@ def test_a_dropped_passage_lists_only_messages_the_rendered_ones_do_not_hold() -
         shown = {s for p in passages if p.fate is not PassageFate.DROPPED for s in p.seqs}
         dropped = [p for p in passages if p.fate is PassageFate.DROPPED]
         assert all(p.seqs and not shown & set(p.seqs) for p in dropped), (allowance, passages)
+
+
+def test_held_messages_come_back_as_they_were_taken_across_partly_filled_blocks() -> None:
+    zones = (UTC, timezone(timedelta(hours=-5)), None)
+    taken = [
+        Message("ep", i, Role.USER if i % 3 else Role.ASSISTANT, f"Caroline: say {i} — café " * (i % 4), i,
+                "o200k_base" if i % 5 else "cl100k_base",
+                datetime(2023, 5, 8, 13, 56, 7, i, tzinfo=zones[i % 3]) + timedelta(hours=i))
+        for i in range(1, 24)
+    ]  # fmt: skip
+    log = CompactedLog()
+    for batch in (taken[:1], taken[1:6], taken[6:7], taken[7:]):  # blocks left short, then filled
+        log.extend(batch)
+    assert log.messages == taken
+    assert [log.text(i) for i in range(len(log))] == [m.content for m in taken]
+
+
+def test_a_log_over_its_bound_keeps_the_newest_messages_whole() -> None:
+    taken = [said(i, f"message {i} " + "and more " * (i % 7)) for i in range(1, MAX_MESSAGES + 40)]
+    log = CompactedLog()
+    for at in range(0, len(taken), 33):
+        log.extend(taken[at : at + 33])
+    assert log.messages == taken[-len(log) :]
+    assert log.postings(f"{taken[-1].seq}")[0].tolist() == [len(log) - 1]

@@ -89,11 +89,29 @@ def test_the_shared_empty_metadata_refuses_changes_and_reads_as_an_empty_dict() 
     assert Message(EPISODE_ID, 1, Role.USER, "hi", 1, "o200k_base", START).metadata is NO_METADATA
 
 
-def test_compacted_messages_keep_their_words_in_flat_postings_of_seven_bytes_each() -> None:
+def test_compacted_words_are_held_once_each_with_a_byte_a_posting_and_only_repeated_counts() -> None:
     log = CompactedLog.of([as_read(seq, words=30) for seq in range(1, 21)])
     pairs = sum(len(set(m.content.split())) for m in log.messages)
-    assert len(log.terms) == len(log.where) == len(log.times) == pairs
-    assert log.terms.nbytes + log.where.nbytes + log.times.nbytes == 7 * pairs
+    distinct = len({w for m in log.messages for w in m.content.split()})
+    assert len(log.terms) == len(log.term_ends) == distinct and len(log.where) == pairs
+    assert log.where.itemsize == 1 and len(log.repeated) == len(log.repeats) == 0
+    assert log.terms.nbytes + log.term_ends.nbytes + log.where.nbytes == 6 * distinct + pairs
+
+
+def test_a_word_said_again_in_a_message_counts_each_time_and_others_once() -> None:
+    said = ["fig fig fig plum", "plum", "fig plum plum", "nothing"]
+    log = CompactedLog.of([Message(EPISODE_ID, i, Role.USER, t, 3, "", START) for i, t in enumerate(said, 1)])
+    assert [a.tolist() for a in log.postings("fig")] == [[0, 2], [3, 1]]
+    assert [a.tolist() for a in log.postings("plum")] == [[0, 1, 2], [1, 1, 2]]
+    assert [a.tolist() for a in log.postings("pear")] == [[], []]
+
+
+def test_positions_widen_past_a_byte_and_still_find_each_word_s_messages() -> None:
+    log = CompactedLog.of([as_read(seq, words=3) for seq in range(1, 201)])
+    log.extend([Message(EPISODE_ID, seq, Role.USER, f"w{seq} tail", 2, "", START) for seq in range(201, 301)])
+    assert log.where.dtype == np.uint16
+    (where,) = log.postings("w300")[0].tolist()
+    assert log.message(where).seq == 300 and len(log.postings("tail")[0]) == 100
 
 
 def test_a_word_s_postings_list_its_messages_in_order_across_extends() -> None:

@@ -16,19 +16,21 @@ Linear in the postings of the query's words and in the messages held.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
+import zlib
 from array import array
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from episodic.domain.excerpts import bm25, neighbour_sums, unlabelled
-from episodic.domain.model import Message, Role, lean
+from episodic.domain.model import Message, Role
 from episodic.domain.recall import Hit, Signal, reciprocal_rank_fusion
 from episodic.domain.text_analysis import only_terms, terms, words
 
@@ -37,8 +39,10 @@ MAX_BYTES = 4 << 20  # and at most about this much: 2,000 messages of the larges
 HELD_CHARS = 4000  # of each message: what a passage renders is clipped far shorter (earlier_block)
 CANDIDATES = 40  # per signal: the head each ranking contributes to the fusion
 _SPOKEN = (Role.USER, Role.ASSISTANT)
-_FIXED_BYTES = 200  # a held message's share of lists, arrays and small objects (tracemalloc)
-_POSTING_BYTES = 7  # a word's hash (4), its message (2: uint16 while positions fit) and count (1)
+_FIXED_BYTES = 40  # a held message's columns: seq, time, kind, tokens, words, text end
+_BLOCK_BYTES = 33  # a bytes object's own, beside its data
+BLOCK = 4  # messages a zlib block holds: ~1.9x smaller than their text on the seed's, and a
+# block decompresses in ~20 us (16 messages: ~2.1x, but a rendered line costs 4x the work)
 _MOST_TIMES = 255  # a word's count in one message, held up to this (BM25 saturates far below)
 
 
@@ -53,22 +57,44 @@ class Candidate:
 
 @dataclass(slots=True)
 class CompactedLog:
-    """The spoken messages before the tail, oldest first, with their words and vectors."""
+    """The spoken messages before the tail, oldest first, with their words and vectors.
 
-    messages: list[Message] = field(default_factory=list)
+    A message is held as columns, not a `Message` (~200 bytes of objects and a datetime
+    beside its text): its seq, its time, its kind (role, encoding, time zone) and its text in
+    a zlib block of BLOCK messages (about half the bytes of the text). `message(i)` rebuilds
+    one for the few a turn renders; what rendering never reads (metadata, client ids, tool
+    calls) is not held."""
+
+    episode_id: str = ""
+    seqs: array[int] = field(default_factory=lambda: array("q"))
+    # wall-clock microseconds since 1970 (the datetime's fields, whatever its zone), and the
+    # index of (role, encoding, zone) in `kinds`: rebuilt, a datetime equals the one held
+    times_us: array[int] = field(default_factory=lambda: array("q"))
+    kind: array[int] = field(default_factory=lambda: array("H"))
+    kinds: list[_Kind] = field(default_factory=list)
+    token_counts: array[int] = field(default_factory=lambda: array("i"))
+    # message i's UTF-8 text: blocks[i // BLOCK][ends[i - 1] : ends[i]] decompressed (from 0
+    # for the first of a block); only the last block may hold fewer than BLOCK
+    blocks: list[bytes] = field(default_factory=list)
+    ends: array[int] = field(default_factory=lambda: array("I"))
     sizes: array[int] = field(default_factory=lambda: array("I"))  # words per message, at least 1
-    # every (word, message) once, sorted by the word's hash (then by message): the hash, the
-    # message's position, the word's count in it. The hash is str's (stable within a process),
-    # 32 bits of it: a query word shares one with another word of the log about once in a
-    # million turns, and then counts that word's occurrences too.
+    # the words' postings, by the word's hash: `terms` each hash once, ascending; the word's
+    # messages `where[term_ends[t - 1] : term_ends[t]]` (from 0 for the first), ascending; a
+    # word's count in a message is 1 but at the postings `repeated` (ascending), `repeats`
+    # there (~4% of them). ~2.5 bytes a posting where flat (hash, message, count) took 7.
+    # The hash is str's (stable within a process), 32 bits of it: a query word shares one with
+    # another word of the log about once in a million turns, and then counts that word's
+    # occurrences too.
     terms: NDArray[np.uint32] = field(default_factory=lambda: _empty(np.uint32))
-    where: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint16))
-    times: NDArray[np.uint8] = field(default_factory=lambda: _empty(np.uint8))
+    term_ends: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint16))
+    where: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint8))
+    repeated: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint16))
+    repeats: NDArray[np.uint8] = field(default_factory=lambda: _empty(np.uint8))
     # row i: message i's vector once embedded, as int8 times scales[i] / 127 (its largest
     # component maps to 127: the cosine's error stays under ~1%)
     vectors: NDArray[np.int8] | None = None
     scales: NDArray[np.float32] = field(default_factory=lambda: _empty(np.float32))
-    embedded: int = 0  # messages[:embedded] have their vector
+    embedded: int = 0  # the first `embedded` messages have their vector
     dropped: int = 0  # messages dropped from the front over the bound, since this log was made
     # per position, the tokens of its rendered line (earlier_block's, the same turn after turn)
     # times 2, plus 1 when the line was clipped; -1: not counted yet. `quoted` for the line,
@@ -87,16 +113,37 @@ class CompactedLog:
 
     @property
     def last_seq(self) -> int:
-        return self.messages[-1].seq if self.messages else 0
+        return self.seqs[-1] if self.seqs else 0
 
     def __len__(self) -> int:
-        return len(self.messages)
+        return len(self.seqs)
+
+    @property
+    def messages(self) -> list[Message]:
+        """Every held message rebuilt (for inspection and tests; a turn rebuilds only the
+        ones it renders, by `message`)."""
+        return [self.message(i) for i in range(len(self))]
+
+    def message(self, position: int) -> Message:
+        """The held message at `position`, rebuilt from its columns and its block."""
+        role, encoding, zone = self.kinds[self.kind[position]]
+        at = _EPOCH + timedelta(microseconds=self.times_us[position])
+        return Message(
+            self.episode_id, self.seqs[position], role, self.text(position),
+            self.token_counts[position], encoding, at.replace(tzinfo=zone),
+        )  # fmt: skip
+
+    def text(self, position: int) -> str:
+        return _opened(self.blocks[position // BLOCK], self.ends, position - position % BLOCK)[
+            position % BLOCK
+        ]
 
     def size(self) -> int:
         """Estimated bytes held (kept as messages come and go: a turn never walks them)."""
         vectors = self.vectors.nbytes + self.scales.nbytes if self.vectors is not None else 0
         counted = 4 * (len(self.quoted) + len(self.headed))
-        return self._bytes + vectors + counted
+        index = sum(a.nbytes for a in (self.terms, self.term_ends, self.where, self.repeated, self.repeats))
+        return self._bytes + vectors + counted + index
 
     def extend(self, messages: Sequence[Message]) -> None:
         """Takes the spoken, unretracted messages after the last held one; over the bound,
@@ -109,46 +156,87 @@ class CompactedLog:
         hashes: list[int] = []
         where: list[int] = []
         times: list[int] = []
-        episode_id = (self.messages or fresh)[0].episode_id
-        for m in fresh:
-            m = lean(m, episode_id)
-            if len(m.content) > HELD_CHARS:
-                m = dataclasses.replace(m, content=m.content[:HELD_CHARS])
-            position = len(self.messages)
-            self.messages.append(m)
-            said = Counter(only_terms(words(unlabelled(m.content))))
+        if not self.seqs:
+            self.episode_id = fresh[0].episode_id
+        texts = [m.content[:HELD_CHARS] for m in fresh]
+        for m, content in zip(fresh, texts, strict=True):
+            position = len(self.seqs)
+            self._hold_columns(m)
+            said = Counter(only_terms(words(unlabelled(content))))
             self.sizes.append(max(sum(said.values()), 1))
             hashes.extend([_hashed(w) for w in said])
             where.extend([position] * len(said))
             times.extend([min(n, _MOST_TIMES) for n in said.values()])
-            self._bytes += _FIXED_BYTES + sys.getsizeof(m.content) + _POSTING_BYTES * len(said)
+            self._bytes += _FIXED_BYTES
+        self._hold_texts(texts)
         self._add_postings(hashes, where, times)
-        if len(self.messages) > MAX_MESSAGES or self._bytes > MAX_BYTES:
-            self._keep_newest(min(MAX_MESSAGES, len(self.messages)) // 2)
+        if len(self.seqs) > MAX_MESSAGES or self.size() > MAX_BYTES:
+            self._keep_newest(min(MAX_MESSAGES, len(self.seqs)) // 2)
+
+    def _hold_columns(self, m: Message) -> None:
+        at = m.created_at
+        kind = (m.role, sys.intern(m.token_encoding), at.tzinfo)
+        if kind not in self.kinds:
+            self.kinds.append(kind)
+        self.seqs.append(m.seq)
+        self.times_us.append((at.replace(tzinfo=None) - _EPOCH) // _MICROSECOND)
+        self.kind.append(self.kinds.index(kind))
+        self.token_counts.append(m.token_count)
+
+    def _hold_texts(self, texts: list[str]) -> None:
+        """The texts (the newest `len(texts)` positions, their columns already held) into
+        blocks: the last block, when short, is opened and filled first."""
+        first = len(self.seqs) - len(texts)
+        start = first - first % BLOCK
+        if start < first:  # a short last block: opened, refilled, compressed again
+            texts = [*_opened(self.blocks[-1], self.ends, start), *texts]
+            self._bytes -= _BLOCK_BYTES + len(self.blocks.pop())
+            del self.ends[start:first]
+        for at in range(0, len(texts), BLOCK):
+            encoded = [t.encode() for t in texts[at : at + BLOCK]]
+            end = 0
+            for e in encoded:
+                end += len(e)
+                self.ends.append(end)
+            blob = zlib.compress(b"".join(encoded))
+            self.blocks.append(blob)
+            self._bytes += _BLOCK_BYTES + len(blob)
 
     def _add_postings(self, hashes: list[int], where: list[int], times: list[int]) -> None:
         """The new messages' postings merged in, kept sorted by word (a stable sort: each
         word's messages stay in order)."""
-        terms = np.concatenate([self.terms, np.array(hashes, dtype=np.uint32)])
-        order = np.argsort(terms, kind="stable")
-        self.terms = terms[order]
-        # positions stay below MAX_MESSAGES plus one batch: uint16, unless a batch is huge
-        # (concatenate widens the old ones then)
-        dtype = np.uint16 if len(self.messages) <= 0xFFFF else np.uint32
-        self.where = np.concatenate([self.where, np.array(where, dtype=dtype)])[order]
-        self.times = np.concatenate([self.times, np.array(times, dtype=np.uint8)])[order]
+        held = np.repeat(self.terms, np.diff(self.term_ends, prepend=0))
+        counts = np.ones(len(self.where), dtype=np.uint8)
+        counts[self.repeated] = self.repeats
+        flat = np.concatenate([held, np.array(hashes, dtype=np.uint32)])
+        order = np.argsort(flat, kind="stable")
+        flat = flat[order]
+        # positions and indexes in the narrowest type that holds them (concatenate widens)
+        self.where = np.concatenate([self.where, np.array(where, dtype=_index_type(len(self)))])[order]
+        counts = np.concatenate([counts, np.array(times, dtype=np.uint8)])[order]
+        self.terms, firsts = np.unique(flat, return_index=True)
+        index = _index_type(len(flat) + 1)
+        self.term_ends = (np.append(firsts[1:], len(flat)) if len(flat) else firsts).astype(index)
+        self.repeated = np.flatnonzero(counts > 1).astype(index)
+        self.repeats = counts[self.repeated]
 
     def postings(self, word: str) -> tuple[NDArray[np.unsignedinteger[Any]], NDArray[np.uint8]]:
         """The positions of the held messages that say `word`, ascending, and its count in each."""
         key = np.uint32(_hashed(word))
-        start = int(np.searchsorted(self.terms, key, side="left"))
-        end = int(np.searchsorted(self.terms, key, side="right"))
-        return self.where[start:end], self.times[start:end]
+        term = int(np.searchsorted(self.terms, key))
+        if term == len(self.terms) or self.terms[term] != key:
+            return self.where[:0], self.repeats[:0]
+        start, end = int(self.term_ends[term - 1]) if term else 0, int(self.term_ends[term])
+        times = np.ones(end - start, dtype=np.uint8)
+        low, high = np.searchsorted(self.repeated, (start, end))
+        times[self.repeated[low:high] - start] = self.repeats[low:high]
+        return self.where[start:end], times
 
     def _keep_newest(self, keep: int) -> None:
-        kept, vectors, scales = self.messages[-keep:], self.vectors, self.scales
-        embedded_kept = max(self.embedded - (len(self.messages) - keep), 0)
-        dropped = self.dropped + len(self.messages) - keep
+        n, vectors, scales = len(self), self.vectors, self.scales
+        kept = [self.message(i) for i in range(n - keep, n)]
+        embedded_kept = max(self.embedded - (n - keep), 0)
+        dropped = self.dropped + n - keep
         fresh = CompactedLog.of(kept)
         if vectors is not None and embedded_kept:
             start = self.embedded - embedded_kept
@@ -164,7 +252,7 @@ class CompactedLog:
     ) -> tuple[str, int]:
         """What `render` makes of message `key` (a negative key: of message -1 - key, for
         another rendering), with its tokens (counted once in the log's life)."""
-        line = render(self.messages[key if key >= 0 else -1 - key])
+        line = render(self.message(key if key >= 0 else -1 - key))
         return line, self._cost(key, line, count)[0]
 
     def cost(
@@ -179,13 +267,13 @@ class CompactedLog:
         render: Callable[[Message], str] | None = None,
     ) -> tuple[int, bool]:  # fmt: skip
         held, position = (self.quoted, key) if key >= 0 else (self.headed, -1 - key)
-        if len(held) < len(self.messages):
-            held.extend([-1] * (len(self.messages) - len(held)))
+        if len(held) < len(self):
+            held.extend([-1] * (len(self) - len(held)))
         packed = held[position]
         if packed < 0:
             if line is None:
                 assert render is not None
-                line = render(self.messages[position])
+                line = render(self.message(position))
             packed = held[position] = 2 * count(line) + line.endswith("…")
         return packed >> 1, bool(packed & 1)
 
@@ -193,7 +281,8 @@ class CompactedLog:
 
     def unembedded(self, most: int) -> tuple[int, list[str]]:
         """The position and texts of the next messages without a vector (at most `most`)."""
-        texts = [unlabelled_or_whole(m) for m in self.messages[self.embedded : self.embedded + most]]
+        positions = range(self.embedded, min(self.embedded + most, len(self)))
+        texts = [_unlabelled_or_whole(self.text(i)) for i in positions]
         return self.dropped + self.embedded, texts
 
     def add_vectors(self, start: int, vectors: Sequence[Sequence[float]] | NDArray[np.floating]) -> None:
@@ -202,7 +291,7 @@ class CompactedLog:
         local = start - self.dropped
         if local != self.embedded or not len(vectors):
             return
-        rows = np.asarray(vectors, dtype=np.float32)[: len(self.messages) - local]
+        rows = np.asarray(vectors, dtype=np.float32)[: len(self) - local]
         if self.vectors is None or self.vectors.shape[1] != rows.shape[1]:
             self.vectors = np.zeros((0, rows.shape[1]), dtype=np.int8)
             self.scales = np.zeros(0, dtype=np.float32)
@@ -228,7 +317,7 @@ class CompactedLog:
         return [Candidate(int(hit.episode_id), hit.score, signals) for hit, signals in fused]
 
     def _by_words(self, wanted: Sequence[str]) -> list[Hit]:
-        n = len(self.messages)
+        n = len(self)
         if not wanted or n == 0:
             return []
         counts = np.zeros((len(wanted), n))
@@ -280,4 +369,41 @@ def _head(scores: NDArray[np.floating], keep: NDArray[np.bool_]) -> list[Hit]:
 
 def unlabelled_or_whole(m: Message) -> str:
     """What a message's vector is made of: its words, without a speaker's "Name: " label."""
-    return unlabelled(m.content) or m.content
+    return _unlabelled_or_whole(m.content)
+
+
+def _unlabelled_or_whole(content: str) -> str:
+    return unlabelled(content) or content
+
+
+def _index_type(n: int) -> type[np.unsignedinteger[Any]]:
+    """The narrowest unsigned type that holds indexes below `n`: a live log's positions are
+    mostly below 256 (a byte a posting)."""
+    return np.uint8 if n <= 0x100 else np.uint16 if n <= 0x10000 else np.uint32
+
+
+_Kind = tuple[Role, str, tzinfo | None]  # a held message's role, token encoding and time zone
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+_OPENED: OrderedDict[int, tuple[bytes, tuple[str, ...]]] = OrderedDict()  # by id of the block
+_MOST_OPENED = 64  # blocks: a turn renders a few passages, a first one costs up to ~80 candidates
+
+
+def _opened(block: bytes, ends: array[int], first: int) -> tuple[str, ...]:
+    """The texts of a block whose first message is at position `first`, decompressed once
+    for the turns that read it close together: a small LRU for the whole process (blocks of
+    every log, none kept per conversation). An entry holds its block, so its id is not
+    reused while it is held."""
+    held = _OPENED.get(id(block))
+    if held is not None and held[0] is block:
+        with suppress(KeyError):  # another thread's turn evicted it meanwhile
+            _OPENED.move_to_end(id(block))
+        return held[1]
+    data = zlib.decompress(block)
+    cuts = [0, *ends[first : first + BLOCK]]
+    texts = tuple(data[cuts[i] : cuts[i + 1]].decode() for i in range(len(cuts) - 1))
+    _OPENED[id(block)] = (block, texts)
+    while len(_OPENED) > _MOST_OPENED:
+        with suppress(KeyError):
+            _OPENED.popitem(last=False)
+    return texts

@@ -33,10 +33,6 @@ class EarlierFound:
     log: CompactedLog
     candidates: Sequence[Candidate]
 
-    @property
-    def messages(self) -> Sequence[Message]:
-        return self.log.messages
-
 
 @dataclass(slots=True)
 class _Passage:
@@ -66,16 +62,16 @@ def earlier_block(
     while chosen:  # counts are not exactly additive: drop the worst until the whole fits
         message = rendered(Role.CONTEXT, _text(found, chosen, count), Section.EARLIER, count)
         if message.tokens <= allowance:
-            return message, _report(found.messages, chosen, dropped)
+            return message, _report(found.log.seqs, chosen, dropped)
         dropped.insert(0, chosen.pop())
-    return None, _report(found.messages, [], dropped)
+    return None, _report(found.log.seqs, [], dropped)
 
 
 def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Passage], list[_Passage]]:
     """Best match first: a match inside a chosen passage adds nothing; one beside or over it
     widens it; else it starts a passage, if its cost still fits. Stops at the
     MOST_REPORTED_DROPPED-th that does not fit: the room is as good as full."""
-    n, used = len(found.messages), 0
+    n, used = len(found.log), 0
     chosen: list[_Passage] = []
     dropped: list[_Passage] = []  # each as the match would have added it: its own window
     for c in found.candidates:
@@ -136,21 +132,21 @@ def _text(found: EarlierFound, chosen: Sequence[_Passage], count: CountTokens) -
 
 
 def _report(
-    messages: Sequence[Message], chosen: Sequence[_Passage], dropped: Sequence[_Passage]
+    seqs: Sequence[int], chosen: Sequence[_Passage], dropped: Sequence[_Passage]
 ) -> tuple[RecalledPassage, ...]:
     """The rendered passages, then the dropped ones with only the messages no rendered
     passage holds (what they would have added)."""
-    shown = [_recalled(messages, p, PassageFate.CUT if p.cut else PassageFate.WHOLE) for p in chosen]
-    left = [_recalled(messages, p, PassageFate.DROPPED, without=chosen) for p in dropped]
+    shown = [_recalled(seqs, p, PassageFate.CUT if p.cut else PassageFate.WHOLE) for p in chosen]
+    left = [_recalled(seqs, p, PassageFate.DROPPED, without=chosen) for p in dropped]
     return (*shown, *[p for p in left if p.seqs])
 
 
 def _recalled(
-    messages: Sequence[Message], p: _Passage, fate: PassageFate, without: Sequence[_Passage] = ()
+    seqs: Sequence[int], p: _Passage, fate: PassageFate, without: Sequence[_Passage] = ()
 ) -> RecalledPassage:
     """`without`: passages rendered, whose messages a dropped one does not list again."""
     shown = [i for i in range(p.first, p.last + 1) if not any(q.holds(i) for q in without)]
-    return RecalledPassage(tuple(messages[i].seq for i in shown), p.score, fate, p.signals)
+    return RecalledPassage(tuple(seqs[i] for i in shown), p.score, fate, p.signals)
 
 
 def _signals(groups: Sequence[tuple[Signal, ...]]) -> tuple[Signal, ...]:
