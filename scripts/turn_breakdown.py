@@ -7,7 +7,9 @@ server, a client on the same event loop):
 - warm, new question: a new text to embed each turn;
 - first after a restart: the app closed and opened again on the same database, then the first
   turn of each conversation (after one turn of another conversation, so the process-wide
-  warm-up is not counted), and the next turn of each beside it.
+  warm-up is not counted), and the next turn of each beside it. The restarted server's warm
+  start (`warm_start_conversations`) has read the conversations back by then; `--cold` turns
+  it off, so each first turn reads its own.
 
     .venv/bin/python scripts/turn_breakdown.py [--turns 40] [--conversations 12] [--embedder minilm]
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -367,8 +370,8 @@ async def conversation(client: AsyncEpisodicClient, user: str) -> str:
     return current
 
 
-def settings_for(path: Path, embedder: str) -> Settings:
-    return Settings(
+def settings_for(path: Path, embedder: str, cold: bool = False) -> Settings:
+    settings = Settings(
         address="127.0.0.1:0",
         database_url=f"sqlite:///{path}",
         insecure_dev=True,
@@ -376,12 +379,13 @@ def settings_for(path: Path, embedder: str) -> Settings:
         embedder=EmbedderKind(embedder),
         access_log=False,
     )
+    return dataclasses.replace(settings, warm_start_conversations=0) if cold else settings
 
 
-async def measure(turns: int, conversations: int, embedder: str) -> dict[str, Any]:
+async def measure(turns: int, conversations: int, embedder: str, cold: bool = False) -> dict[str, Any]:
     kinds: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        settings = settings_for(Path(tmp) / "turns.db", embedder)
+        settings = settings_for(Path(tmp) / "turns.db", embedder, cold)
         hand_over_the_gil_sooner(settings)  # as `episodic serve` does
         with instrumented():
             async with (
@@ -408,6 +412,8 @@ async def measure(turns: int, conversations: int, embedder: str) -> dict[str, An
                 serve_app(app, grace_seconds=1) as server,
                 AsyncEpisodicClient(f"127.0.0.1:{server.port}", timeout=60) as client,
             ):
+                if app.workers.warm_start is not None:  # the restarted server read the sets back
+                    await app.workers.warm_start.finished()
                 await one_turn(client, episodes[0], "A first question, to warm the process.")
                 firsts, seconds = [], []
                 for i, episode_id in enumerate(episodes[1:]):
@@ -464,8 +470,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=40, help="warm turns of each kind")
     parser.add_argument("--conversations", type=int, default=12, help="conversations restarted")
     parser.add_argument("--embedder", default="minilm", choices=[k.value for k in EmbedderKind])
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="no warm start: a restarted conversation is read on its first turn",
+    )
     args = parser.parse_args()
-    show(asyncio.run(measure(args.turns, args.conversations, args.embedder)))
+    show(asyncio.run(measure(args.turns, args.conversations, args.embedder, args.cold)))
 
 
 if __name__ == "__main__":

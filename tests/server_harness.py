@@ -35,6 +35,9 @@ def settings_for(database_url: str, **overrides: object) -> Settings:
         api_keys=keys,
         access_log=False,
         embedder=EmbedderKind.HASHING,
+        # the run's shared PostgreSQL database holds every test's open episodes: an app's
+        # warm start would read them all (tests/integration/test_warm_start.py turns it on)
+        warm_start_conversations=0,
     )
     return dataclasses.replace(base, **overrides)  # type: ignore[arg-type]
 

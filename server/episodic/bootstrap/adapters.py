@@ -48,6 +48,7 @@ from episodic.store.session_data import SqlSessionDataStore
 from episodic.store.signals import LocalSignals, PgSignals
 from episodic.store.transfer import SqlTransfer
 from episodic.store.vector_sources import SqlDigestVectors, SqlKnowledgeVectors, SqlMemoryVectors
+from episodic.store.warm_start import SqlRecentlyActive
 from episodic.store.writer import GroupCommitWriter
 from episodic.summarize.extractive import ExtractiveSummarizer
 from episodic.summarize.memories import ExtractiveMemoryExtractor
@@ -162,6 +163,7 @@ def build_adapters(
         )
     )
     return SqlAdapters(
+        recently_active=SqlRecentlyActive(database),
         tokens=tokens,
         agents=SqlAgentStore(database, writer),
         episodes=episodes,

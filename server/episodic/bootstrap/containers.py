@@ -18,6 +18,7 @@ from episodic.domain.ports.episodes import (
     DraftStore,
     EpisodeStore,
     ReadsTogether,
+    RecentlyActive,
     RetentionStore,
     UserDirectory,
 )
@@ -59,6 +60,7 @@ from episodic.workers.loops import SoleReplica
 from episodic.workers.reaper import IdleReaper
 from episodic.workers.recall_marks import RecallMarks
 from episodic.workers.retention import RetentionJob
+from episodic.workers.warm_start import WarmStart
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,8 @@ class Adapters:
     transfer: UserTransfer | None  # ExportUser / ImportUser: over SQL only (None in the fake world)
     # every erasure, kept outside the database (none: the fakes' world, unless a test gives one)
     erasure_ledger: ErasureLedger = field(default_factory=NoErasureLedger, kw_only=True)
+    # the open episodes last written to, for the warm start (none: the fakes' world has none)
+    recently_active: RecentlyActive | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +163,7 @@ class Workers:
     pruner: FeedPruner
     live_memories: LiveMemories  # memories extracted from live episodes' compacted turns
     earlier: EarlierMessages  # its background embedding of live episodes' compacted messages
+    warm_start: WarmStart | None = None  # None: no warm start (the fakes' world)
 
     def start(self) -> None:
         self.digester.start()
@@ -167,9 +172,13 @@ class Workers:
         self.retention.start()
         self.marks.start()
         self.pruner.start()
+        if self.warm_start is not None:
+            self.warm_start.start()
 
     async def stop(self) -> None:
         """Each loop is cancelled and awaited for a bounded time (see `within`)."""
+        if self.warm_start is not None:
+            await within(WORKER_STOP_SECONDS, self.warm_start.stop(), "stop warm start")
         await within(WORKER_STOP_SECONDS, self.pruner.stop(), "stop feed pruner")
         await within(WORKER_STOP_SECONDS, self.retention.stop(), "stop retention")
         if self.compactor is not None:

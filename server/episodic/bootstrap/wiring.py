@@ -61,6 +61,7 @@ from episodic.workers.feed import FeedPruner, FeedTail
 from episodic.workers.reaper import IdleReaper
 from episodic.workers.recall_marks import RecallMarks
 from episodic.workers.retention import RetentionJob
+from episodic.workers.warm_start import WarmStart
 
 log = logging.getLogger("episodic.server")
 
@@ -362,7 +363,22 @@ def build_workers(
     return Workers(
         digester=digester, reaper=reaper, retention=retention, compactor=compactor, marks=marks,
         pruner=pruner, earlier=services.context.searches.earlier, live_memories=live,
+        warm_start=build_warm_start(settings, adapters, state, services),
     )  # fmt: skip
+
+
+def build_warm_start(
+    settings: Settings, adapters: Adapters, state: State, services: Services
+) -> WarmStart | None:
+    if adapters.recently_active is None:
+        return None
+    cache, room = state.working_sets, settings.working_set_max_bytes // 2
+    return WarmStart(
+        recent=adapters.recently_active,
+        warm=services.context.warm,
+        full=lambda: cache.total_bytes >= room,
+        limit=settings.warm_start_conversations,
+    )
 
 
 def build_core(

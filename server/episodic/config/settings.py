@@ -199,6 +199,13 @@ class Settings:
         "RAM for the working sets of active conversations (latest summary + verbatim tail each); least recently used ones are evicted and rebuilt from SQL on their next turn.",
         section=Section.CACHES,
     )
+    warm_start_conversations: int = setting(
+        1000,
+        "At start, the working sets of up to this many most recently active open conversations are read back in the background (and their users' indexes loaded), while they fill at most half of working_set_max_bytes: their first turn after a restart is as fast as their next. 0: off (each is read on its first turn).",
+        check=at_least(0),
+        section=Section.CACHES,
+        brief="open conversations whose working sets are read back at start, most recent first",
+    )
     index_cache_bytes: int = setting(
         1024 * 1024 * 1024,
         "RAM for vectors: each scope (tenant, agent, user; an agent's knowledge) is loaded from SQL on its first search and the least recently used are dropped beyond this (half for episodes' digests, a quarter for memories, 15% for knowledge's vectors and 10% for its word index). Start-up loads nothing.",

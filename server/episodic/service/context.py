@@ -207,6 +207,16 @@ class ContextService:
                 raise
         return working_set, stored.seq, pending, appended
 
+    async def warm(self, key: Key) -> bool:
+        """Reads the conversation's working set (one read) and starts loading its user's
+        indexes, unless it is held already (a turn came first): False then."""
+        async with self.cache.hold(key):
+            if self.cache.get(key) is not None:
+                return False
+            working_set = await self._working_set(key, 0)
+        self.searches.preload(working_set)
+        return True
+
     def _uncommitted(self, key: Key, appended: asyncio.Future[None]) -> None:
         if appended.cancelled() or appended.exception() is not None:
             self.cache.discard(key)

@@ -188,8 +188,14 @@ class TurnSearches:
             or (memories is not None and memories.may_find_by_meaning(scope))
         ):
             self.queries.prefetch(q.text, e.tenant_id)
-            for index in self.scopes:  # the first turn after a restart: loaded beside the append
-                index.preload(scope)
+            self.preload(working_set)  # the first turn after a restart: loaded beside the append
+
+    def preload(self, working_set: WorkingSet) -> None:
+        """Starts loading the indexes of the conversation's user, where not resident."""
+        e = working_set.episode
+        scope = Scope(e.tenant_id, e.agent_id, e.user_id)
+        for index in self.scopes:
+            index.preload(scope)
 
     def _searches(
         self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: list[Memory] | None

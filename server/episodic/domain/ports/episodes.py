@@ -136,6 +136,14 @@ class EpisodeStore(Protocol):
     async def idle_episodes(self, now: datetime, limit: int) -> list[Episode]: ...
 
 
+class RecentlyActive(Protocol):
+    """The open episodes written to last, for a restarted replica to warm their working sets."""
+
+    async def recently_active(self, limit: int) -> list[tuple[str, str]]:
+        """(tenant, episode) of up to `limit` open episodes, most recently active first."""
+        ...
+
+
 class UserDirectory(Protocol):
     """The users an agent has episodes or long-term memories of (ListUsers, and the
     inspector's navigation)."""
