@@ -227,5 +227,9 @@ def test_a_compacted_line_is_counted_once_and_not_kept() -> None:
 def test_logs_never_compacted_share_their_empty_arrays() -> None:
     one, other = CompactedLog(), CompactedLog()
     assert one.terms is other.terms and one.where is other.where and one.scales is other.scales
+    assert one.seqs is other.seqs and one.blocks is other.blocks and one.quoted is other.quoted
     one.extend([as_read(1, words=3)])
+    one.cost(0, lambda m: m.content, lambda text: len(text.split()))
     assert len(one.terms) == 3 and len(other.terms) == 0
+    assert len(one) == len(one.quoted) == len(one.blocks) == 1
+    assert len(other) == len(other.quoted) == len(other.blocks) == len(other.kinds) == 0

@@ -66,18 +66,18 @@ class CompactedLog:
     calls) is not held."""
 
     episode_id: str = ""
-    seqs: array[int] = field(default_factory=lambda: array("q"))
+    seqs: array[int] = field(default_factory=lambda: _no_column("q"))
     # wall-clock microseconds since 1970 (the datetime's fields, whatever its zone), and the
     # index of (role, encoding, zone) in `kinds`: rebuilt, a datetime equals the one held
-    times_us: array[int] = field(default_factory=lambda: array("q"))
-    kind: array[int] = field(default_factory=lambda: array("H"))
-    kinds: list[_Kind] = field(default_factory=list)
-    token_counts: array[int] = field(default_factory=lambda: array("i"))
+    times_us: array[int] = field(default_factory=lambda: _no_column("q"))
+    kind: array[int] = field(default_factory=lambda: _no_column("H"))
+    kinds: list[_Kind] = field(default_factory=lambda: _NO_ITEMS)
+    token_counts: array[int] = field(default_factory=lambda: _no_column("i"))
     # message i's UTF-8 text: blocks[i // BLOCK][ends[i - 1] : ends[i]] decompressed (from 0
     # for the first of a block); only the last block may hold fewer than BLOCK
-    blocks: list[bytes] = field(default_factory=list)
-    ends: array[int] = field(default_factory=lambda: array("I"))
-    sizes: array[int] = field(default_factory=lambda: array("I"))  # words per message, at least 1
+    blocks: list[bytes] = field(default_factory=lambda: _NO_ITEMS)
+    ends: array[int] = field(default_factory=lambda: _no_column("I"))
+    sizes: array[int] = field(default_factory=lambda: _no_column("I"))  # words per message, at least 1
     # the words' postings, by the word's hash: `terms` each hash once, ascending; the word's
     # messages `where[term_ends[t - 1] : term_ends[t]]` (from 0 for the first), ascending; a
     # word's count in a message is 1 but at the postings `repeated` (ascending), `repeats`
@@ -101,8 +101,8 @@ class CompactedLog:
     # `headed` for the other rendering (the passage's header). The lines are not kept: a turn
     # costs candidates by these counts and renders only the passages it shows, and holding
     # every candidate's line took ~0.7 of the text again.
-    quoted: array[int] = field(default_factory=lambda: array("i"))
-    headed: array[int] = field(default_factory=lambda: array("i"))
+    quoted: array[int] = field(default_factory=lambda: _no_column("i"))
+    headed: array[int] = field(default_factory=lambda: _no_column("i"))
     _bytes: int = 0
 
     @classmethod
@@ -158,6 +158,7 @@ class CompactedLog:
         times: list[int] = []
         if not self.seqs:
             self.episode_id = fresh[0].episode_id
+            self._own_columns()
         texts = [m.content[:HELD_CHARS] for m in fresh]
         for m, content in zip(fresh, texts, strict=True):
             position = len(self.seqs)
@@ -172,6 +173,13 @@ class CompactedLog:
         self._add_postings(hashes, where, times)
         if len(self.seqs) > MAX_MESSAGES or self.size() > MAX_BYTES:
             self._keep_newest(min(MAX_MESSAGES, len(self.seqs)) // 2)
+
+    def _own_columns(self) -> None:
+        """An empty log's columns are shared by every empty log (~530 bytes of arrays a
+        conversation never compacted would hold): its own, before it takes a message."""
+        self.seqs, self.times_us, self.kind = array("q"), array("q"), array("H")
+        self.kinds, self.token_counts, self.blocks = [], array("i"), []
+        self.ends, self.sizes, self.quoted, self.headed = array("I"), array("I"), array("i"), array("i")
 
     def _hold_columns(self, m: Message) -> None:
         at = m.created_at
@@ -341,6 +349,14 @@ class CompactedLog:
 
 
 _EMPTY: dict[type, NDArray[Any]] = {}
+_NO_COLUMNS: dict[str, array[int]] = {}
+_NO_ITEMS: list[Any] = []  # an empty log's kinds and blocks: never appended to (`_own_columns`)
+
+
+def _no_column(typecode: str) -> array[int]:
+    """One empty array of the type for every empty log's columns: never appended to, the
+    log takes its own first (`_own_columns`)."""
+    return _NO_COLUMNS.setdefault(typecode, array(typecode))
 
 
 def _empty(dtype: type) -> NDArray[Any]:
