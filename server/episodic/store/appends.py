@@ -83,6 +83,9 @@ _GROW_EPISODES = (
         last_activity_at=bindparam("v_now"),
     )
 )
+# Built once: a statement object made per call is also keyed for the compiled cache per call.
+_INSERT_MESSAGES = M.insert()
+_INSERT_TOOL_CALLS = TC.insert()
 _RESULT_COLUMNS = (
     "has_result",
     "output",
@@ -251,13 +254,18 @@ def _result_params(key: Key, record: ToolCallRecord) -> dict[str, Any]:
 
 def _flush(conn: Connection, state: _State, now: datetime) -> None:
     if state.messages:
-        conn.execute(M.insert(), state.messages)
+        _execute(conn, _INSERT_MESSAGES, state.messages)
     if state.new_calls:
-        conn.execute(TC.insert(), state.new_calls)
+        _execute(conn, _INSERT_TOOL_CALLS, state.new_calls)
     if state.results:
-        conn.execute(_SET_TOOL_RESULTS, state.results)
+        _execute(conn, _SET_TOOL_RESULTS, state.results)
     if state.grown:
-        conn.execute(_GROW_EPISODES, [_growth_params(state.episodes[key]) for key in sorted(state.grown)])
+        _execute(conn, _GROW_EPISODES, [_growth_params(state.episodes[key]) for key in sorted(state.grown)])
+
+
+def _execute(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
+    """One row runs as a plain execute: executemany's batching costs more than it saves for one."""
+    conn.execute(statement, rows[0] if len(rows) == 1 else rows)
 
 
 def _growth_params(episode: Episode) -> dict[str, Any]:
