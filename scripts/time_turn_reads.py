@@ -129,6 +129,9 @@ async def seed(app: App, caller: Caller) -> tuple[Scope, str]:
         role = Role.USER if i % 2 == 0 else Role.ASSISTANT
         prepared = PreparedMessage(NewMessage(role, _body(i)), 12, "cl100k_base")
         await app.adapters.episodes.append(caller.tenant_id, episode.episode_id, [prepared])
+    if not app.database.is_sqlite:  # statistics, as autovacuum would gather: else plans for empty tables
+        async with app.database.engine.begin() as conn:
+            await conn.exec_driver_sql("ANALYZE")
     return Scope(caller.tenant_id, agent, "user0"), episode.episode_id
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
+from sqlalchemy import Connection, Integer, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from episodic.domain.context import ModelCall, ModelReply, Summary
@@ -102,7 +102,7 @@ _SPOKEN_OF = (
         _RANKED_SPOKEN.c.content,
         _RANKED_SPOKEN.c.created_at,
     )
-    .where(_RANKED_SPOKEN.c.n <= bindparam("b_per_episode"))
+    .where(_RANKED_SPOKEN.c.n <= bindparam("b_per_episode", type_=Integer))
     .order_by(_RANKED_SPOKEN.c.episode_id, _RANKED_SPOKEN.c.seq)
 )
 _PAGE = 256  # rows per query of a working set's messages
