@@ -432,7 +432,15 @@ def walk_working_set(walk: Walk, ws: WorkingSet) -> None:
         walk.add("rendered: text not shared with the tail", r.content)
         walk.add("tail: ints", r.tokens)
     walk.add("tail: lists", ws.rendered)
-    for name in ("terms", "where", "times", "postings"):  # flat arrays, or the dict before them
+    for name in (
+        "terms",
+        "term_ends",
+        "where",
+        "times",
+        "repeated",
+        "repeats",
+        "postings",
+    ):  # or a dict before
         walk.deep("compacted log: word postings", getattr(log, name, None) if name != "postings" or
                   isinstance(getattr(log, name, None), dict) else None)  # fmt: skip
     walk.deep("compacted log: vectors", log.vectors)
@@ -567,6 +575,9 @@ async def main() -> int:
     )
     add("--breakdown", type=int, default=200, help="conversations of the in-process breakdown (0 skips)")
     args = parser.parse_args()
+    # the servers here warm the conversations themselves: a warm start (reading back the
+    # seeded ones as it starts) would fill the baseline; older servers ignore the variable
+    os.environ["EPISODIC_WARM_START_CONVERSATIONS"] = "0"
     sizing = Sizing(args.messages, args.tokens, args.budget, args.embedder)
     most = max(args.conversations)
     print(f"# Footprint: {sizing.describe()}\n", flush=True)
