@@ -204,7 +204,9 @@ class GroupCommitWriter:
                 self._commit_on_sqlite,
                 units,
                 _on_loop(loop, executed),
-                _on_loop(loop, _settler(batch)),
+                # a staged write is answered twice, in that order: its answers stay on the
+                # worker's path, so its caller sees the first before the second
+                None if executed is not None else _on_loop(loop, _settler(batch)),
             )
         async with self._database.engine.connect() as conn:
             return await conn.run_sync(commit_batch, units, executed)
@@ -213,9 +215,9 @@ class GroupCommitWriter:
         self, ops: Sequence[_Unit], executed: Executed | None, committed: Executed | None
     ) -> list[Outcome]:
         """Runs on the writer thread. One connection kept open: no pool checkout and
-        reset per batch. `committed` answers the callers from here, as soon as COMMIT
-        returns: they resume one loop turn sooner than through the executor's future and
-        the worker task (which then finds them answered)."""
+        reset per batch. `committed`, when given, answers the callers from here as soon as
+        COMMIT returns: they resume one loop turn sooner than through the executor's future
+        and the worker task (which then finds them answered)."""
         if self._sqlite_conn is None or self._sqlite_conn.closed:
             assert self._database.sqlite_writer is not None
             self._sqlite_conn = self._database.sqlite_writer.connect()
