@@ -1,5 +1,6 @@
 """Appends, handled in bulk: every append queued in one group-commit batch shares one
-locked read of their episodes, one read of their client ids and tool calls, one INSERT
+locked read of their episodes, one read of their client ids and tool calls (on SQLite, a
+single AddMessage's episode and client id are one read), one INSERT
 of all their messages and one UPDATE of all their episodes. Each append is still
 planned on its own, in queue order, by the domain's plan_append; a refused append
 writes nothing and gets its error, the others go ahead.
@@ -14,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, RowMapping, bindparam, select, tuple_, update
+from sqlalchemy import Connection, RowMapping, and_, bindparam, select, tuple_, update
 
 from episodic.domain.log import AppendContext, AppendPlan, PreparedMessage, StoredMessage, plan_append
 from episodic.domain.memories import Memory, MemoryState
@@ -50,6 +51,27 @@ _EPISODE_LOCKED = (
     select(E)
     .where(E.c.tenant_id == bindparam("b_0"), E.c.episode_id == bindparam("b_1"), E.c.deleted_at.is_(None))
     .with_for_update()
+)
+# An AddMessage (one episode, one client_message_id) on SQLite: the episode and the message
+# already stored under that id if any, in one read; the message's columns come as m_<name>.
+# SQLite only, whose one writer runs one batch at a time: on PostgreSQL (READ COMMITTED) a
+# statement that waited for the episode's lock still sees only what committed before it
+# began, so a retry waiting on the first try would miss its message: the dedup read there
+# is a statement of its own, run once the lock is held.
+_EPISODE_AND_CLIENT_ID = (
+    select(E, *(column.label(f"m_{column.name}") for column in M.c))
+    .select_from(
+        E.outerjoin(
+            M,
+            and_(
+                M.c.tenant_id == E.c.tenant_id,
+                M.c.episode_id == E.c.episode_id,
+                M.c.client_message_id == bindparam("b_2"),
+            ),
+        )
+    )
+    .where(E.c.tenant_id == bindparam("b_0"), E.c.episode_id == bindparam("b_1"), E.c.deleted_at.is_(None))
+    .with_for_update(of=E)
 )
 _BY_CLIENT_ID = select(M).where(
     M.c.tenant_id == bindparam("b_0"),
@@ -157,17 +179,47 @@ def _pending_memories(conn: Connection, keys: Sequence[Key]) -> dict[Key, list[M
 
 def _load(conn: Connection, items: Sequence[AppendItem]) -> _State:
     keys = sorted({item.key for item in items})
+    wanted = _client_ids(items)
+    if len(keys) == 1 and len(wanted) == 1 and conn.dialect.name == "sqlite":
+        episodes, stored = _episode_and_client_id(conn, wanted[0])
+        return _State(episodes, stored, _tool_calls_named(conn, items))
     rows = _select_keys(conn, (_EPISODE_LOCKED, _EPISODES_LOCKED_IN), keys)
     episodes = {(r["tenant_id"], r["episode_id"]): episode_from_row(r) for r in rows}
-    return _State(episodes, _stored_by_client_id(conn, items), _tool_calls_named(conn, items))
+    return _State(episodes, _stored_by_client_id(conn, wanted), _tool_calls_named(conn, items))
+
+
+def _client_ids(items: Sequence[AppendItem]) -> list[tuple[str, str, str]]:
+    return sorted(
+        {(*i.key, p.new.client_message_id) for i in items for p in i.batch if p.new.client_message_id}
+    )
+
+
+def _episode_and_client_id(
+    conn: Connection, wanted: tuple[str, str, str]
+) -> tuple[dict[Key, Episode], defaultdict[Key, dict[str, StoredMessage]]]:
+    """What the two reads of `_load` find, in one: the episode and its message under the id."""
+    key, client_id = (wanted[0], wanted[1]), wanted[2]
+    episodes: dict[Key, Episode] = {}
+    stored: defaultdict[Key, dict[str, StoredMessage]] = defaultdict(dict)
+    row = (
+        conn.execute(_EPISODE_AND_CLIENT_ID, {"b_0": key[0], "b_1": key[1], "b_2": client_id})
+        .mappings()
+        .first()
+    )
+    if row is None:
+        return episodes, stored
+    episodes[key] = episode_from_row(row)
+    if row["m_seq"] is not None:
+        columns = {column.name: row[f"m_{column.name}"] for column in M.c}  # the message's own names
+        stored[key][client_id] = StoredMessage(
+            message_from_row(cast(RowMapping, columns)), row["m_fingerprint"]
+        )
+    return episodes, stored
 
 
 def _stored_by_client_id(
-    conn: Connection, items: Sequence[AppendItem]
+    conn: Connection, wanted: Sequence[tuple[str, str, str]]
 ) -> defaultdict[Key, dict[str, StoredMessage]]:
-    wanted = sorted(
-        {(*i.key, p.new.client_message_id) for i in items for p in i.batch if p.new.client_message_id}
-    )
     found: defaultdict[Key, dict[str, StoredMessage]] = defaultdict(dict)
     for r in _select_keys(conn, (_BY_CLIENT_ID, _BY_CLIENT_IDS), wanted):
         found[(r["tenant_id"], r["episode_id"])][r["client_message_id"]] = StoredMessage(
