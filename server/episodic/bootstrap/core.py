@@ -19,7 +19,7 @@ from episodic.bootstrap.schema import (
     require_current_schema,
     require_existing,
 )
-from episodic.bootstrap.wiring import build_core, new_embed_pool, new_summary_pool
+from episodic.bootstrap.wiring import build_core, new_embed_pool, new_query_pool, new_summary_pool
 from episodic.config import EmbedderKind, ExtractorKind, Settings, SummarizerKind
 from episodic.domain.ports.indexes import VectorIndex
 from episodic.store.database import Timeouts, open_database
@@ -72,17 +72,20 @@ async def open_core(
         if not reads_only:  # a reader's stores are never written through
             writer.start()
         pool, embed_pool = new_summary_pool(), new_embed_pool(settings.bulk_embed_threads)
+        query_pool = new_query_pool()
         try:
             ledger = NoErasureLedger() if reads_only else None
             adapters = build_adapters(settings, database, writer, index, ledger=ledger)
             core = build_core(
-                settings, adapters, pool=pool, embed_pool=embed_pool, tracing=tracing, metrics=metrics
-            )
+                settings, adapters, pool=pool, embed_pool=embed_pool, query_pool=query_pool,
+                tracing=tracing, metrics=metrics,
+            )  # fmt: skip
             database.health.listen(core.state.health.part("database"))
             yield OpenCore(settings, database, adapters, core)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             embed_pool.shutdown(wait=False, cancel_futures=True)
+            query_pool.shutdown(wait=False, cancel_futures=True)
             if not reads_only:
                 await writer.stop()
     finally:

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from episodic.bootstrap.adapters import KNOWLEDGE_WORDS_SHARE, build_indexes
 from episodic.bootstrap.containers import Adapters, Core, State, Workers
+from episodic.bootstrap.thread_priority import BULK_EMBED_NICE, QUERY_EMBED_NICE, niced_pool
 from episodic.config import ExtractorKind, Settings, SummarizerKind, values
 from episodic.config.concerns import CacheSettings
 from episodic.domain.digests import indexed_with
@@ -42,7 +43,7 @@ from episodic.service.users import UserService
 from episodic.service.watch import LiveEpisodes, WatchService
 from episodic.state.chunk_cache import ChunkCache
 from episodic.state.digest_memo import RememberedDigestReads
-from episodic.state.embed_turns import FairEmbeddings
+from episodic.state.embed_turns import QUERY_SLOTS, FairEmbeddings
 from episodic.state.fixed_facts import FixedFactsCache
 from episodic.state.health import Health
 from episodic.state.knowledge_words import ResidentWords
@@ -123,8 +124,16 @@ EMBED_THREADS = 1
 
 
 def new_embed_pool(threads: int = EMBED_THREADS) -> ThreadPoolExecutor:
-    """The bulk threads; FairEmbeddings' bulk slots (build_core) are as many."""
-    return ThreadPoolExecutor(threads, thread_name_prefix="episodic-embed")
+    """The bulk threads; FairEmbeddings' bulk slots (build_core) are as many. Below the query
+    threads, which are below the loop and the writer (thread_priority.py)."""
+    return niced_pool(threads, "episodic-embed", BULK_EMBED_NICE)
+
+
+def new_query_pool() -> ThreadPoolExecutor:
+    """The threads that embed turns' queries, one per query slot, niced below the loop and
+    the writer (thread_priority.py); not asyncio's default executor, whose threads run the
+    index searches on the turn's path at normal priority."""
+    return niced_pool(QUERY_SLOTS, "episodic-query-embed", QUERY_EMBED_NICE)
 
 
 def new_summary_pool() -> ThreadPoolExecutor:
@@ -387,14 +396,18 @@ def build_core(
     *,
     pool: Executor,
     embed_pool: Executor | None = None,
+    query_pool: Executor | None = None,
     tracing: Tracing | None = None,
     metrics: Metrics | None = None,
 ) -> Core:
     """The pure wiring over the ports, the same for the server (over SQL) and the unit tests
     (over fakes): no database opened, no thread, no task started; `pool` runs summaries and
-    extractions, `embed_pool` bulk embeddings; tenants take the embedding threads in turn."""
+    extractions, `embed_pool` bulk embeddings, `query_pool` turns' query embeddings (None:
+    asyncio's default executor); tenants take the embedding threads in turn."""
     state = build_state(settings, adapters)
-    embeddings = FairEmbeddings(adapters.embedder, embed_pool, bulk_slots=settings.bulk_embed_threads)
+    embeddings = FairEmbeddings(
+        adapters.embedder, embed_pool, query_pool=query_pool, bulk_slots=settings.bulk_embed_threads
+    )
     memories = build_memory_service(settings, adapters, state, pool, embed_pool, embeddings)
     digester = build_digester(settings, adapters, state, pool, memories, metrics, embed_pool, embeddings)
     live = LiveMemories(memories=memories)  # memories from compacted turns, while episodes are open
