@@ -113,6 +113,12 @@ def _session(model: bytes, threads: int) -> Any:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # Basic (constant folding, redundant nodes) and not the extended fusions (attention,
+    # layer norm, GELU): measured on 2 cores with onnxruntime 1.32, int8 ran a 15-token query
+    # in 1.35 ms against 1.56, a 128-token text in 9.5 ms against 11.2; fp32 5-10 % faster too.
+    # Same quality: mean cosine to the fp32 model 0.9936 either way on 348 texts; a short
+    # query's vector is the same to 1e-6, a 128-token text's within a cosine of 0.9985.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     # Idle pool threads would otherwise spin on the cores the gRPC server needs.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # The arena keeps the peak of the largest batch ever seen (900 MB after one batch of
