@@ -3,6 +3,7 @@ index is tenant-scoped by construction. Changes here need an Alembic migration."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +50,27 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], datetime | None] | None:
+        """On SQLite, the stored text parsed straight to an aware datetime: SQLAlchemy's
+        parse and then `replace(tzinfo=...)` took 0.84 us a value against 0.09, and a turn's
+        reads bring a few hundred of them (a recalled digest has four)."""
+        if dialect.name == "sqlite":
+            return _utc_from_sqlite
+        return super().result_processor(dialect, coltype)
+
+
+def _utc_from_sqlite(value: str | None) -> datetime | None:
+    """SQLAlchemy's SQLite storage format ("2026-12-01 10:11:12.123456", naive UTC) read
+    as UTC; any other text fromisoformat reads (a zone of its own: converted to UTC)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value + "+00:00")
+    except ValueError:  # a zone of its own
+        other = datetime.fromisoformat(value)
+        return other.replace(tzinfo=UTC) if other.tzinfo is None else other.astimezone(UTC)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)  # a date alone
 
 
 Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
