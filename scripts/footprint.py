@@ -427,11 +427,12 @@ def walk_working_set(walk: Walk, ws: WorkingSet) -> None:
         for name in ("seqs", "times_us", "kind", "kinds", "token_counts", "ends", "episode_id"):
             walk.deep("compacted log: message columns", getattr(log, name))
     walk.add("tail: lists", ws.tail)
-    for r in ws.rendered:
+    rendered = getattr(ws, "rendered", None)  # a checkout before the views were made per turn
+    for r in rendered or ():
         walk.add("rendered: RenderedMessage objects", r)
         walk.add("rendered: text not shared with the tail", r.content)
         walk.add("tail: ints", r.tokens)
-    walk.add("tail: lists", ws.rendered)
+    walk.add("tail: lists", rendered)
     for name in (
         "terms",
         "term_ends",

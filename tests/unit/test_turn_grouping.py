@@ -3,12 +3,14 @@ fall together; any other message is a turn of its own."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from episodic.domain.context import RenderedMessage, Section
-from episodic.domain.model import Role, ToolCall
-from episodic.domain.reducers import group_turns
+from episodic.domain.model import Message, Role, ToolCall, ToolResult
+from episodic.domain.reducers import MESSAGE_OVERHEAD, from_log, group_turns, history_views
 
 
 def said(seq: int, role: Role = Role.USER) -> RenderedMessage:
@@ -62,3 +64,25 @@ def test_grouping_follows_the_rule_for_any_history(steps: list[tuple[str, str]])
         for i, (kind, call_id) in enumerate(steps, start=1)
     ]
     assert seqs(history) == reference(history)
+
+
+def test_a_log_message_s_history_view_equals_the_one_its_constructor_makes() -> None:
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    call = ToolCall("c1", "lookup", {"q": "lisbon"})
+    log = [
+        Message("ep", 1, Role.USER, "hello", 2, "o200k_base", at),
+        Message("ep", 2, Role.ASSISTANT, "", 5, "o200k_base", at, tool_calls=(call,)),
+        Message("ep", 3, Role.TOOL, "", 7, "o200k_base", at, tool_result=ToolResult("c1", {"n": 16}, True)),
+        Message("ep", 4, Role.TOOL, "said", 1, "o200k_base", at, tool_result=ToolResult("c1", error="no")),
+    ]
+    made = [
+        RenderedMessage(Role.USER, "hello", Section.HISTORY, 2 + MESSAGE_OVERHEAD, seq=1),
+        RenderedMessage(Role.ASSISTANT, "", Section.HISTORY, 5 + MESSAGE_OVERHEAD, (call,), seq=2),
+        RenderedMessage(
+            Role.TOOL, '{"n": 16}', Section.HISTORY, 7 + MESSAGE_OVERHEAD, tool_call_id="c1", seq=3
+        ),
+        RenderedMessage(Role.TOOL, "said", Section.HISTORY, 1 + MESSAGE_OVERHEAD, tool_call_id="c1", seq=4),
+    ]
+    views = history_views(log)
+    assert views == made and [from_log(m) for m in log] == made
+    assert hash(views[0]) == hash(made[0]) and not any(v.stubbed for v in views)

@@ -15,6 +15,7 @@ from episodic.domain.context import Summary
 from episodic.domain.earlier import MAX_MESSAGES, CompactedLog
 from episodic.domain.model import NO_METADATA, Agent, Episode, EpisodeState, MemoryConfig, Message, Role, lean
 from episodic.domain.ports.episodes import ContextSources
+from episodic.domain.reducers import history_views
 from episodic.domain.working_set import WorkingSet
 from episodic.state.working_set import WorkingSetCache
 
@@ -56,9 +57,14 @@ def test_a_held_message_shares_its_episode_id_encoding_and_empty_metadata_with_t
     assert all(m.metadata is NO_METADATA for m in ws.tail)
 
 
-def test_each_message_text_is_held_once_by_the_tail_and_its_rendered_view() -> None:
+def test_a_turn_s_history_views_share_each_message_text_and_the_set_keeps_none() -> None:
     ws = held(40)
-    assert all(r.content is m.content for r, m in zip(ws.rendered, ws.tail, strict=True))
+    assert all(r.content is m.content for r, m in zip(history_views(ws.tail), ws.tail, strict=True))
+    assert not any(isinstance(value, list) and value is not ws.tail for value in _fields(ws))
+
+
+def _fields(ws: WorkingSet) -> list[object]:
+    return [getattr(ws, f.name) for f in dataclasses.fields(ws)]
 
 
 def test_messages_appended_or_absorbed_later_are_held_lean_too() -> None:
@@ -129,8 +135,8 @@ def walked_bytes(ws: WorkingSet) -> int:
     seen: set[int] = set()
     total = 0
     for obj in [
-        *ws.tail, *ws.rendered, *(m.content for m in ws.tail), *(m.created_at for m in ws.tail),
-        *(m.episode_id for m in ws.tail), ws.tail, ws.rendered,
+        *ws.tail, *(m.content for m in ws.tail), *(m.created_at for m in ws.tail),
+        *(m.episode_id for m in ws.tail), ws.tail,
     ]:  # fmt: skip
         if id(obj) not in seen:
             seen.add(id(obj))

@@ -87,7 +87,6 @@ class AssemblyInput:
     budget: Budget
     can_compact: bool
     system_prompt_overridden: bool = False
-    rendered_tail: Sequence[RenderedMessage] | None = None  # from_log of each tail message, if cached
     held_after: int = 0  # the tail holds the messages after this seq
     facts: Sequence[KnownFact] = ()  # long-term memories found for this turn, best first
     session: Sequence[tuple[str, JsonValue]] = ()  # session data the agent asked to render
@@ -173,7 +172,7 @@ class _Fixed:
 
 
 def _fit_history(inp: AssemblyInput, count: CountTokens, allowance: int, fixed: _Fixed) -> Assembly:
-    stubs = stub_old_tool_results(inp.tail, inp.keep_tool_results, count, inp.rendered_tail)
+    stubs = stub_old_tool_results(inp.tail, inp.keep_tool_results, count)
     turns = group_turns(stubs.messages)
     kept_turns = turns[len(turns) - newest_that_fit(turns, allowance) :]
     history = [m for turn in kept_turns for m in turn.messages]

@@ -4,6 +4,7 @@ tail slides by tokens, never by message count. Pure."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -29,15 +30,36 @@ def rendered(role: Role, content: str, section: Section, count: CountTokens) -> 
 
 def from_log(message: Message) -> RenderedMessage:
     """A log message, costed from its stored count: history is never re-tokenized."""
-    return RenderedMessage(
-        message.role,
-        _visible_text(message),
-        Section.HISTORY,
-        message.token_count + MESSAGE_OVERHEAD,
-        tool_calls=message.tool_calls,
-        tool_call_id=message.tool_result.tool_call_id if message.tool_result else "",
-        seq=message.seq,
-    )
+    return history_views([message])[0]
+
+
+# A history view is made per tail message per turn (a working set keeps none: ~100 bytes a
+# message), so the frozen dataclass's __init__ (one object.__setattr__ a field, ~0.8 us a
+# view) is bypassed: a bare object filled through its slots' descriptors, ~0.4 us. Every
+# field is set, so the set must be RenderedMessage's fields exactly.
+_VIEW_FIELDS = ("role", "content", "section", "tokens", "tool_calls", "tool_call_id", "seq", "stubbed")
+if tuple(f.name for f in dataclasses.fields(RenderedMessage)) != _VIEW_FIELDS:
+    raise TypeError("history_views sets RenderedMessage's fields one by one: update _VIEW_FIELDS")
+_SETTERS = tuple(getattr(RenderedMessage, name).__set__ for name in _VIEW_FIELDS)
+
+
+def history_views(tail: Sequence[Message]) -> list[RenderedMessage]:
+    """`from_log` of each message, in order (equal to what RenderedMessage(...) would make)."""
+    role, content, section, tokens, calls, call_id, seq, stubbed = _SETTERS
+    new, cls, history, views = object.__new__, RenderedMessage, Section.HISTORY, []
+    for m in tail:
+        view = new(cls)
+        result = m.tool_result
+        role(view, m.role)
+        content(view, m.content if m.content or result is None else _visible_text(m))
+        section(view, history)
+        tokens(view, m.token_count + MESSAGE_OVERHEAD)
+        calls(view, m.tool_calls)
+        call_id(view, result.tool_call_id if result is not None else "")
+        seq(view, m.seq)
+        stubbed(view, False)
+        views.append(view)
+    return views
 
 
 # A stub ("[tool result elided (ok); log seq 1]") is at least 12 tokens in cl100k_base and
@@ -100,18 +122,14 @@ class Stubbed:
     stubbed: int
 
 
-def stub_old_tool_results(
-    tail: Sequence[Message], keep: int, count: CountTokens, rendered: Sequence[RenderedMessage] | None = None
-) -> Stubbed:
-    """Renders the tail; all but the `keep` newest tool results become ~10-token stubs.
-    `rendered` may hold `from_log` of each tail message, already made (a cache)."""
-    views = rendered if rendered is not None else [from_log(m) for m in tail]
+def stub_old_tool_results(tail: Sequence[Message], keep: int, count: CountTokens) -> Stubbed:
+    """Renders the tail; all but the `keep` newest tool results become ~10-token stubs."""
+    out = history_views(tail)
     results = [i for i, m in enumerate(tail) if m.role is Role.TOOL and m.tool_result is not None]
     old = results[: max(len(results) - keep, 0)]
     if not old:
-        return Stubbed(list(views), 0)
+        return Stubbed(out, 0)
     names = {call.tool_call_id: call.tool_name for m in tail for call in m.tool_calls}
-    out = list(views)
     for i in old:
         out[i] = _stub(tail[i], names, count)
     return Stubbed(out, len(old))
@@ -121,13 +139,12 @@ def _stub(message: Message, names: dict[str, str], count: CountTokens) -> Render
     result = message.tool_result
     assert result is not None
     text = stub_text(names.get(result.tool_call_id, "tool"), result.succeeded, message.seq)
-    full = from_log(message)
     return RenderedMessage(
         Role.TOOL,
         text,
         Section.HISTORY,
         count(text) + MESSAGE_OVERHEAD,
-        tool_call_id=full.tool_call_id,
+        tool_call_id=result.tool_call_id,
         seq=message.seq,
         stubbed=True,
     )

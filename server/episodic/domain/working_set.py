@@ -6,24 +6,23 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from episodic.domain.context import RenderedMessage, Summary
+from episodic.domain.context import Summary
 from episodic.domain.earlier import CompactedLog
 from episodic.domain.model import Agent, Episode, Message, lean
 from episodic.domain.ports.episodes import ContextSources
-from episodic.domain.reducers import from_log
 
-_MESSAGE_FIXED_BYTES = 320  # Message + RenderedMessage objects and small fields (tracemalloc)
+_MESSAGE_FIXED_BYTES = 192  # a Message object, its created_at and its list slot (tracemalloc: ~190)
 
 
 def message_bytes(m: Message) -> int:
-    """The message, its rendered view (which shares the text) and their small fields."""
+    """The message, its text and its small fields."""
     return _MESSAGE_FIXED_BYTES + sys.getsizeof(m.content) + 120 * len(m.tool_calls)
 
 
 @dataclass(slots=True)
 class WorkingSet:
-    """`rendered` holds each tail message as the model sees it (before stubbing), so a turn
-    does not rebuild them; the strings are shared with `tail`, not copied.
+    """The tail is held as `Message`s only: a turn renders its views afresh (reducers'
+    `history_views`, ~0.4 us a message), where a cache of them cost ~100 bytes a message.
 
     After a big import (more new messages than the allowance a read takes, see
     ContextStore.sources) the tail holds only the newest ones: the messages between the
@@ -35,7 +34,6 @@ class WorkingSet:
     agent: Agent
     summary: Summary | None
     tail: list[Message] = field(default_factory=list)  # messages after held_after, oldest first
-    rendered: list[RenderedMessage] = field(default_factory=list)
     held_after: int = -1  # the tail starts after this seq; -1: right after the summary
     earlier: Summary | None = None  # the latest summary, when unheld messages follow it
     # the spoken messages the tail no longer holds, searched per turn ("Earlier in this conversation")
@@ -43,7 +41,6 @@ class WorkingSet:
 
     def __post_init__(self) -> None:
         self.tail = self._lean(self.tail)
-        self.rendered = [from_log(m) for m in self.tail]
         if self.held_after < 0:
             self.held_after = self.summary.to_seq if self.summary else 0
 
@@ -88,7 +85,6 @@ class WorkingSet:
         last = self.last_seq
         fresh = self._lean([m for m in found.messages if m.seq > last])
         self.tail.extend(fresh)
-        self.rendered.extend(from_log(m) for m in fresh)
 
     def appended(self, message: Message) -> bool:
         """Takes a message this process just appended, without reading the log again: True
@@ -100,7 +96,6 @@ class WorkingSet:
             return False
         (message,) = self._lean([message])
         self.tail.append(message)
-        self.rendered.append(from_log(message))
         return True
 
     def _hold_only(self, newest: list[Message]) -> None:
@@ -108,7 +103,6 @@ class WorkingSet:
         self.earlier, self.summary = self.shown_summary, None
         self.held_after = newest[0].seq - 1
         self.tail = self._lean(newest)
-        self.rendered = [from_log(m) for m in self.tail]
 
     def _lean(self, messages: list[Message]) -> list[Message]:
         """The messages as the set holds them (`lean`): one episode id string for all."""
@@ -123,9 +117,7 @@ class WorkingSet:
             return
         self.summary, self.earlier, self.held_after = summary, None, summary.to_seq
         self.compacted_log.extend([m for m in self.tail if m.seq <= summary.to_seq])
-        keep = [i for i, m in enumerate(self.tail) if m.seq > summary.to_seq]
-        self.tail = [self.tail[i] for i in keep]
-        self.rendered = [self.rendered[i] for i in keep]
+        self.tail = [m for m in self.tail if m.seq > summary.to_seq]
 
     def size(self) -> int:
         summary = sum([sys.getsizeof(s.content) for s in (self.summary, self.earlier) if s])

@@ -351,7 +351,7 @@ class ContextService:
             summary = await self.compaction.inline.summary(key, turn.working_set, through)
             span.set_attribute("episodic.summary.to_seq", through)
         rest = [m for m in inputs.tail if m.seq > through]
-        again = dataclasses.replace(inputs, summary=summary, tail=rest, can_compact=False, rendered_tail=None)
+        again = dataclasses.replace(inputs, summary=summary, tail=rest, can_compact=False)
         return assemble(again, count, self._trim(turn)), summary, Compaction.SUMMARIZED
 
     def _trim(self, turn: Turn) -> Trim:
@@ -423,10 +423,7 @@ def _inputs(
 ) -> AssemblyInput:
     """The user message appended by this call (`user_seq`) is rendered last, not in history;
     retracted messages are in no context."""
-    keep = [i for i, m in enumerate(ws.tail) if m.seq != user_seq and m.retracted_at is None]
-    everything = len(keep) == len(ws.tail)
-    tail: list[Message] = ws.tail if everything else [ws.tail[i] for i in keep]
-    rendered = ws.rendered if everything else [ws.rendered[i] for i in keep]
+    tail = [m for m in ws.tail if m.seq != user_seq and m.retracted_at is None]
     return AssemblyInput(
         system_prompt=r.system_prompt if r.system_prompt is not None else ws.agent.system_prompt,
         user_message=r.user_message,
@@ -437,7 +434,6 @@ def _inputs(
         budget=Budget(config.max_working_memory_tokens, config.ceiling_tokens),
         can_compact=True,
         system_prompt_overridden=r.system_prompt is not None,
-        rendered_tail=rendered,
         held_after=ws.held_after,
         knowledge=r.knowledge,
         shares=Shares(
