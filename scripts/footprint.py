@@ -436,6 +436,8 @@ def walk_working_set(walk: Walk, ws: WorkingSet) -> None:
     for name in (
         "terms",
         "term_ends",
+        "term_sizes",
+        "term_marks",
         "where",
         "times",
         "repeated",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from episodic.domain.context import Summary
-from episodic.domain.earlier import MAX_MESSAGES, CompactedLog
+from episodic.domain.earlier import MARK, MAX_MESSAGES, CompactedLog
 from episodic.domain.model import NO_METADATA, Agent, Episode, EpisodeState, MemoryConfig, Message, Role, lean
 from episodic.domain.ports.episodes import ContextSources
 from episodic.domain.reducers import history_views
@@ -99,9 +99,10 @@ def test_compacted_words_are_held_once_each_with_a_byte_a_posting_and_only_repea
     log = CompactedLog.of([as_read(seq, words=30) for seq in range(1, 21)])
     pairs = sum(len(set(m.content.split())) for m in log.messages)
     distinct = len({w for m in log.messages for w in m.content.split()})
-    assert len(log.terms) == len(log.term_ends) == distinct and len(log.where) == pairs
+    assert len(log.terms) == len(log.term_sizes) == distinct and len(log.where) == pairs
     assert log.where.itemsize == 1 and len(log.repeated) == len(log.repeats) == 0
-    assert log.terms.nbytes + log.term_ends.nbytes + log.where.nbytes == 6 * distinct + pairs
+    assert log.terms.nbytes + log.term_sizes.nbytes + log.where.nbytes == 5 * distinct + pairs
+    assert len(log.term_marks) == -(-distinct // MARK)
 
 
 def test_a_word_said_again_in_a_message_counts_each_time_and_others_once() -> None:
@@ -110,6 +111,17 @@ def test_a_word_said_again_in_a_message_counts_each_time_and_others_once() -> No
     assert [a.tolist() for a in log.postings("fig")] == [[0, 2], [3, 1]]
     assert [a.tolist() for a in log.postings("plum")] == [[0, 1, 2], [1, 1, 2]]
     assert [a.tolist() for a in log.postings("pear")] == [[], []]
+
+
+def test_each_word_s_postings_are_its_messages_and_counts_past_many_words_and_repeats() -> None:
+    said = [" ".join(f"w{(seq * k) % 150 // 2}" for k in range(1, 40)) for seq in range(1, 60)]
+    log = CompactedLog.of([Message(EPISODE_ID, i, Role.USER, t, 3, "", START) for i, t in enumerate(said, 1)])
+    assert len(log.terms) > 4 * MARK and len(log.repeated) > 0
+    for word in {w for t in said for w in t.split()} | {"absent"}:
+        counts = [t.split().count(word) for t in said]
+        where, times = log.postings(word)
+        assert where.tolist() == [i for i, n in enumerate(counts) if n]
+        assert times.tolist() == [n for n in counts if n]
 
 
 def test_positions_widen_past_a_byte_and_still_find_each_word_s_messages() -> None:

@@ -6,12 +6,12 @@ tail no longer holds (a summary covers them), searched each turn with the turn's
 and dropped with the working set. It holds each message as columns and its text in zlib blocks
 (`CompactedLog`), its words as postings and, once the background embedder has got to it,
 the message's vector (int8, scaled per row: 384 bytes at 384 dimensions where float16 took
-768). The postings are flat arrays: each word's hash once, then its messages (a byte each
-while the log holds at most 256) and only the counts above 1, not a dict of a word to two
-arrays (~300 bytes per distinct word: the postings of a log held several times the bytes of
-its text). A turn decompresses the blocks of the lines it renders (~7 us a message here,
-~0.6 ms when it renders a whole 87-message log). `ranked` scores a query
-the way past-episode recall does: BM25 over passages (a message with its neighbours,
+768). The postings are flat arrays: each word's hash once with its number of messages, then
+its messages (a byte each while the log holds at most 256) and only the counts above 1, not
+a dict of a word to two arrays (~300 bytes per distinct word: the postings of a log held
+several times the bytes of its text). A turn decompresses the blocks of the lines it renders
+(~7 us a message here, ~0.6 ms when it renders a whole 87-message log). `ranked` scores a
+query the way past-episode recall does: BM25 over passages (a message with its neighbours,
 statistics from this log only) and cosine similarity by meaning, fused by reciprocal rank.
 Linear in the postings of the query's words and in the messages held.
 """
@@ -41,11 +41,13 @@ MAX_BYTES = 4 << 20  # and at most about this much: 2,000 messages of the larges
 HELD_CHARS = 4000  # of each message: what a passage renders is clipped far shorter (earlier_block)
 CANDIDATES = 40  # per signal: the head each ranking contributes to the fusion
 _SPOKEN = (Role.USER, Role.ASSISTANT)
-_FIXED_BYTES = 40  # a held message's columns: seq, time, kind, tokens, words, text end
+_FIXED_BYTES = 30  # a held message's columns: seq, time, kind, tokens, words, text end (26) and slack
 _BLOCK_BYTES = 33  # a bytes object's own, beside its data
 BLOCK = 4  # messages a zlib block holds: ~1.9x smaller than their text on the seed's, and a
 # block decompresses in ~20 us (16 messages: ~2.1x, but a rendered line costs 4x the work)
 _MOST_TIMES = 255  # a word's count in one message, held up to this (BM25 saturates far below)
+MARK = 16  # every MARK-th word's first posting is held; a word's start is summed on from there
+_STEPS = np.arange(MARK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +80,21 @@ class CompactedLog:
     # message i's UTF-8 text: blocks[i // BLOCK][ends[i - 1] : ends[i]] decompressed (from 0
     # for the first of a block); only the last block may hold fewer than BLOCK
     blocks: list[bytes] = field(default_factory=lambda: _NO_ITEMS)
-    ends: array[int] = field(default_factory=lambda: _no_column("I"))
-    sizes: array[int] = field(default_factory=lambda: _no_column("I"))  # words per message, at least 1
-    # the words' postings, by the word's hash: `terms` each hash once, ascending; the word's
-    # messages `where[term_ends[t - 1] : term_ends[t]]` (from 0 for the first), ascending; a
-    # word's count in a message is 1 but at the postings `repeated` (ascending), `repeats`
-    # there (~4% of them). ~2.5 bytes a posting where flat (hash, message, count) took 7.
+    # 16 bits: a block is at most BLOCK x HELD_CHARS characters of up to 4 UTF-8 bytes (64,000)
+    ends: array[int] = field(default_factory=lambda: _no_column("H"))
+    sizes: array[int] = field(default_factory=lambda: _no_column("H"))  # words per message (1 to 2,000)
+    # the words' postings, by the word's hash: `terms` each hash once, ascending, and
+    # `term_sizes` its number of messages; the word's messages are `where[start : start +
+    # term_sizes[t]]`, ascending, where start is `term_marks[t // MARK]` plus the sizes of the
+    # words from t - t % MARK to t (a byte a word, where each word's end took two); a word's
+    # count in a message is 1 but at the postings `repeated` (ascending), `repeats` there (~4%
+    # of them). ~2.3 bytes a posting where flat (hash, message, count) took 7.
     # The hash is str's (stable within a process), 32 bits of it: a query word shares one with
     # another word of the log about once in a million turns, and then counts that word's
     # occurrences too.
     terms: NDArray[np.uint32] = field(default_factory=lambda: _empty(np.uint32))
-    term_ends: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint16))
+    term_sizes: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint8))
+    term_marks: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint16))
     where: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint8))
     repeated: NDArray[np.unsignedinteger[Any]] = field(default_factory=lambda: _empty(np.uint16))
     repeats: NDArray[np.uint8] = field(default_factory=lambda: _empty(np.uint8))
@@ -144,7 +150,8 @@ class CompactedLog:
         """Estimated bytes held (kept as messages come and go: a turn never walks them)."""
         vectors = self.vectors.nbytes + self.scales.nbytes if self.vectors is not None else 0
         counted = 4 * (len(self.quoted) + len(self.headed))
-        index = sum(a.nbytes for a in (self.terms, self.term_ends, self.where, self.repeated, self.repeats))
+        held = (self.terms, self.term_sizes, self.term_marks, self.where, self.repeated, self.repeats)
+        index = sum(a.nbytes for a in held)
         return self._bytes + vectors + counted + index
 
     def extend(self, messages: Sequence[Message]) -> None:
@@ -181,7 +188,7 @@ class CompactedLog:
         conversation never compacted would hold): its own, before it takes a message."""
         self.seqs, self.times_us, self.kind = array("q"), array("q"), array("H")
         self.kinds, self.token_counts, self.blocks = [], array("i"), []
-        self.ends, self.sizes, self.quoted, self.headed = array("I"), array("I"), array("i"), array("i")
+        self.ends, self.sizes, self.quoted, self.headed = array("H"), array("H"), array("i"), array("i")
 
     def _hold_columns(self, m: Message) -> None:
         at = m.created_at
@@ -215,7 +222,7 @@ class CompactedLog:
     def _add_postings(self, hashes: list[int], where: list[int], times: list[int]) -> None:
         """The new messages' postings merged in, kept sorted by word (a stable sort: each
         word's messages stay in order)."""
-        held = np.repeat(self.terms, np.diff(self.term_ends, prepend=0))
+        held = np.repeat(self.terms, self.term_sizes)
         counts = np.ones(len(self.where), dtype=np.uint8)
         counts[self.repeated] = self.repeats
         flat = np.concatenate([held, np.array(hashes, dtype=np.uint32)])
@@ -224,23 +231,40 @@ class CompactedLog:
         # positions and indexes in the narrowest type that holds them (concatenate widens)
         self.where = np.concatenate([self.where, np.array(where, dtype=_index_type(len(self)))])[order]
         counts = np.concatenate([counts, np.array(times, dtype=np.uint8)])[order]
-        self.terms, firsts = np.unique(flat, return_index=True)
+        self.terms, firsts, sizes = np.unique(flat, return_index=True, return_counts=True)
         index = _index_type(len(flat) + 1)
-        self.term_ends = (np.append(firsts[1:], len(flat)) if len(flat) else firsts).astype(index)
+        self.term_sizes = sizes.astype(_index_type(int(sizes.max(initial=0)) + 1))
+        self.term_marks = firsts[::MARK].astype(index)
         self.repeated = np.flatnonzero(counts > 1).astype(index)
         self.repeats = counts[self.repeated]
 
     def postings(self, word: str) -> tuple[NDArray[np.unsignedinteger[Any]], NDArray[np.uint8]]:
         """The positions of the held messages that say `word`, ascending, and its count in each."""
-        key = np.uint32(_hashed(word))
-        term = int(np.searchsorted(self.terms, key))
-        if term == len(self.terms) or self.terms[term] != key:
-            return self.where[:0], self.repeats[:0]
-        start, end = int(self.term_ends[term - 1]) if term else 0, int(self.term_ends[term])
-        times = np.ones(end - start, dtype=np.uint8)
-        low, high = np.searchsorted(self.repeated, (start, end))
-        times[self.repeated[low:high] - start] = self.repeats[low:high]
-        return self.where[start:end], times
+        ((where, times),) = self._postings([word])
+        return where, times
+
+    def _postings(
+        self, words: Sequence[str]
+    ) -> list[tuple[NDArray[np.unsignedinteger[Any]], NDArray[np.uint8]]]:
+        """`postings` of each word, found together (a few numpy calls for the query, not per word)."""
+        terms, sizes = self.terms, self.term_sizes
+        if not len(terms):
+            return [(self.where[:0], self.repeats[:0])] * len(words)
+        keys = np.array([_hashed(w) for w in words], dtype=np.uint32)
+        at = np.minimum(np.searchsorted(terms, keys), len(terms) - 1)
+        steps = (at - at % MARK)[:, np.newaxis] + _STEPS
+        before = np.where(steps < at[:, np.newaxis], sizes[np.minimum(steps, len(terms) - 1)], 0)
+        starts = self.term_marks[at // MARK] + before.sum(axis=1)
+        ends = np.where(terms[at] == keys, starts + sizes[at], starts)
+        lows, highs = np.searchsorted(self.repeated, starts), np.searchsorted(self.repeated, ends)
+        found = []
+        for start, end, low, high in zip(
+            starts.tolist(), ends.tolist(), lows.tolist(), highs.tolist(), strict=True
+        ):
+            times = np.ones(end - start, dtype=np.uint8)
+            times[self.repeated[low:high] - start] = self.repeats[low:high]
+            found.append((self.where[start:end], times))
+        return found
 
     def _keep_newest(self, keep: int) -> None:
         n, vectors, scales = len(self), self.vectors, self.scales
@@ -331,12 +355,11 @@ class CompactedLog:
         if not wanted or n == 0:
             return []
         counts = np.zeros((len(wanted), n))
-        for row, word in enumerate(wanted):
-            where, times = self.postings(word)
+        for row, (where, times) in enumerate(self._postings(wanted)):
             counts[row, where] = times
         if not counts.any():
             return []
-        sizes = np.frombuffer(self.sizes, dtype=np.uint32).astype(np.float64)
+        sizes = np.frombuffer(self.sizes, dtype=np.uint16).astype(np.float64)
         scores = bm25(neighbour_sums(counts), neighbour_sums(sizes[np.newaxis, :])[0])
         return _head(scores, scores > 0)
 
