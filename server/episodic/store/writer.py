@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar, overload
@@ -77,8 +79,11 @@ class Staged(Generic[T]):
 
 class GroupCommitWriter:
     """Runs write operations in batches of at most `max_batch`. SQLite: one batch at a time
-    on a dedicated thread. PostgreSQL: `workers` batches in flight (row locks keep appends
-    to one episode ordered, also across replicas)."""
+    on a dedicated thread, which takes the writes straight from a thread-safe queue and
+    answers each batch's callers with one wake-up of the loop (an asyncio worker task and an
+    executor between them cost the loop two more wake-ups, a task switch and an executor
+    submit per write). PostgreSQL: `workers` batches in flight (row locks keep appends to one
+    episode ordered, also across replicas)."""
 
     def __init__(
         self,
@@ -94,25 +99,27 @@ class GroupCommitWriter:
         self._max_batch = max_batch
         self._queue: asyncio.Queue[_Pending[Any]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
-        self._thread: ThreadPoolExecutor | None = None
-        self._sqlite_conn: Connection | None = None  # opened and used on the writer thread only
+        self._sqlite: _SqliteThread | None = None
 
     def start(self) -> None:
         if self._database.is_sqlite:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="episodic-sqlite-writer")
+            self._sqlite = _SqliteThread(self._database, self._max_batch, self._on_batch)
+            self._sqlite.start(asyncio.get_running_loop())
+            return
         self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
 
     async def stop(self, *, drain_seconds: float = 30.0) -> None:
         """Lets queued operations finish (for at most `drain_seconds`: a database that stopped
         answering must not hold the process), then stops the workers."""
+        if self._sqlite is not None:
+            sqlite, self._sqlite = self._sqlite, None
+            await within(drain_seconds, sqlite.stop(), "commit queued writes")
+            return
         await within(drain_seconds, self._queue.join(), "commit queued writes")
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        if self._thread is not None:
-            await asyncio.get_running_loop().run_in_executor(self._thread, self._close_sqlite)
-            self._thread.shutdown(wait=True)
 
     @overload
     async def run(self, op: WriteOp[T]) -> T: ...
@@ -146,22 +153,27 @@ class GroupCommitWriter:
             self._submit(lambda future: _Pending(None, future, bulk, item, executed=executed))
         )
         try:
-            done, _ = await asyncio.wait({executed, durable}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({executed, durable}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             durable.cancel()  # as run_bulk's caller cancelled: left out unless already running
             raise
-        if durable in done:  # refused or failed (raises as run_bulk does), or already committed
+        if not executed.done():  # refused or failed (raises as run_bulk does)
             return Staged(await durable, _resolved(loop))
+        # its statements ran: answered so, even when its commit is known already (both
+        # answers can reach the loop in one of its turns); `durable` tells how the commit went
         landed: asyncio.Future[None] = loop.create_future()
         durable.add_done_callback(partial(_landed, landed))
         return Staged(executed.result(), landed)
 
     async def _submit(self, make: Callable[[asyncio.Future[Any]], _Pending[Any]]) -> Any:
-        if not self._tasks:
+        if not self._tasks and self._sqlite is None:
             raise RuntimeError("GroupCommitWriter used before start()")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         started = time.monotonic()
-        self._queue.put_nowait(make(future))
+        if self._sqlite is not None:
+            self._sqlite.put(make(future))
+        else:
+            self._queue.put_nowait(make(future))
         try:
             result = await future
         except Exception as exc:
@@ -193,47 +205,104 @@ class GroupCommitWriter:
             if classify(exc) is None:  # an outage is logged once, by the store's health
                 log.exception("group commit of %d operations failed", len(batch))
             outcomes = [(False, exc)] * len(batch)
-        _settler(batch)(outcomes)  # those answered from the writer thread are left as they are
+        _settler(batch)(outcomes)
 
     async def _run_batch(self, batch: list[_Pending[Any]]) -> list[Outcome]:
-        units, executed = _units(batch), _announcer(batch)
-        if self._thread is not None:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._thread,
-                self._commit_on_sqlite,
-                units,
-                _on_loop(loop, executed),
-                # a staged write is answered twice, in that order: its answers stay on the
-                # worker's path, so its caller sees the first before the second
-                None if executed is not None else _on_loop(loop, _settler(batch)),
-            )
         async with self._database.engine.connect() as conn:
-            return await conn.run_sync(commit_batch, units, executed)
+            return await conn.run_sync(commit_batch, _units(batch), _announcer(batch))
 
-    def _commit_on_sqlite(
-        self, ops: Sequence[_Unit], executed: Executed | None, committed: Executed | None
-    ) -> list[Outcome]:
-        """Runs on the writer thread. One connection kept open: no pool checkout and
-        reset per batch. `committed`, when given, answers the callers from here as soon as
-        COMMIT returns: they resume one loop turn sooner than through the executor's future
-        and the worker task (which then finds them answered)."""
-        if self._sqlite_conn is None or self._sqlite_conn.closed:
-            assert self._database.sqlite_writer is not None
-            self._sqlite_conn = self._database.sqlite_writer.connect()
+
+_STOP = object()  # put after the last write: the thread commits what came before it and ends
+
+
+class _SqliteThread:
+    """SQLite's one writer: a thread of its own that takes the writes queued since its last
+    batch (at most `max_batch`), runs them in one transaction (`commit_batch`) on one
+    connection kept open (no pool checkout and reset per batch), and answers the batch's
+    callers on the loop in one call, as soon as COMMIT returns. A staged write's first answer
+    (before COMMIT) is scheduled on the loop before that call, so it is always seen first."""
+
+    def __init__(self, database: Database, max_batch: int, on_batch: Callable[[int], None] | None) -> None:
+        self._database = database
+        self._max_batch = max_batch
+        self._on_batch = on_batch
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._conn: Connection | None = None
+        self._thread = threading.Thread(target=self._serve, name="episodic-sqlite-writer", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ended: asyncio.Future[None] | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop, self._ended = loop, loop.create_future()
+        self._thread.start()
+
+    def put(self, pending: _Pending[Any]) -> None:
+        self._inbox.put(pending)
+
+    async def stop(self) -> None:
+        """Returns once every write queued before it has been answered and the connection is
+        closed."""
+        assert self._ended is not None
+        self._inbox.put(_STOP)
+        await asyncio.shield(self._ended)
+
+    def _serve(self) -> None:
+        loop, ended = self._loop, self._ended
+        assert loop is not None and ended is not None
         try:
-            outcomes = commit_batch(self._sqlite_conn, ops, executed)
-        except Exception:
-            self._close_sqlite()  # a broken connection is replaced on the next batch
-            raise
-        if committed is not None:
-            committed(outcomes)
-        return outcomes
+            while (batch := self._next_batch()) is not None:
+                if batch:
+                    self._commit(loop, batch)
+        finally:
+            self._close()
+            _tell(loop, _settle, ended, True, None)
 
-    def _close_sqlite(self) -> None:
-        if self._sqlite_conn is not None:
-            self._sqlite_conn.close()
-            self._sqlite_conn = None
+    def _next_batch(self) -> list[_Pending[Any]] | None:
+        """The writes queued since the last batch, waiting for the first; None once stopped
+        (after the writes queued before the stop: they come first)."""
+        first = self._inbox.get()
+        if first is _STOP:
+            return None
+        batch = [first]
+        while len(batch) < self._max_batch:
+            try:
+                pending = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if pending is _STOP:
+                self._inbox.put(_STOP)  # ends the thread after this batch
+                break
+            batch.append(pending)
+        # a caller cancelled before its write ran is left out (one cancelled while it is
+        # running finds the write done or not, as any cancelled caller of a write does)
+        return [p for p in batch if not p.future.cancelled()]
+
+    def _commit(self, loop: asyncio.AbstractEventLoop, batch: list[_Pending[Any]]) -> None:
+        if self._on_batch is not None:
+            _tell(loop, self._on_batch, len(batch))
+        try:
+            outcomes = self._commit_batch(_units(batch), _on_loop(loop, _announcer(batch)))
+        except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable
+            if classify(exc) is None:  # an outage is logged once, by the store's health
+                log.exception("group commit of %d operations failed", len(batch))
+            outcomes = [(False, exc)] * len(batch)
+        _tell(loop, _settler(batch), outcomes)
+
+    def _commit_batch(self, units: Sequence[_Unit], executed: Executed | None) -> list[Outcome]:
+        if self._conn is None or self._conn.closed:
+            assert self._database.sqlite_writer is not None
+            self._conn = self._database.sqlite_writer.connect()
+        try:
+            return commit_batch(self._conn, units, executed)
+        except Exception:
+            self._close()  # a broken connection is replaced on the next batch
+            raise
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            with suppress(Exception):  # closing a connection to a file that went away
+                self._conn.close()
+            self._conn = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +423,13 @@ def _on_loop(loop: asyncio.AbstractEventLoop, executed: Executed | None) -> Exec
         loop.call_soon_threadsafe(told, outcomes)
 
     return threadsafe
+
+
+def _tell(loop: asyncio.AbstractEventLoop, call: Callable[..., Any], *args: Any) -> None:
+    """`call(*args)` on the loop's thread, from the writer's; nothing once the loop is closed
+    (the process is ending: nobody waits for the answer)."""
+    with suppress(RuntimeError):
+        loop.call_soon_threadsafe(call, *args)
 
 
 def _resolved(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
