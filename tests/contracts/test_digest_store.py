@@ -184,7 +184,11 @@ async def test_ready_among_returns_the_scopes_ready_digests_of_the_ids_asked(wor
     late = await ready(world, agent)
     pending = await waiting(world, agent)
     theirs = await ready(world, agent, "u2")
-    asked = [early.episode_id, late.episode_id, pending.episode_id, theirs.episode_id, "missing"]
+    another_agents = await ready(world, await world.agent())  # the same user, another agent
+    asked = [
+        early.episode_id, late.episode_id, pending.episode_id, theirs.episode_id,
+        another_agents.episode_id, "missing",
+    ]  # fmt: skip
     scope = scope_of(agent)
     assert await world.digests.ready_among(scope, asked, None, None) == {
         early.episode_id: early,

@@ -143,10 +143,17 @@ class SqlDigestStore:
         before: datetime | None,
         batch: ReadBatch | None = None,
     ) -> dict[str, Digest]:
-        stmt = _READY_AMONG[after is not None, before is not None]
-        params = {**_scope_params(scope), **_period_params(after, before), "b_ids": list(episode_ids)}
+        """By primary key, then filtered here: SQLite walked the scope's READY digests in its
+        (scope, state, ended_at) index to find the few candidates among them."""
+        if not episode_ids:
+            return {}
+        params = {"b_tenant": scope.tenant_id, "b_ids": list(episode_ids)}
         return await self._db.quick_read(
-            lambda conn: {r["episode_id"]: digest_from_row(r) for r in conn.execute(stmt, params).mappings()},
+            lambda conn: {
+                d.episode_id: d
+                for d in map(digest_from_row, conn.execute(_BY_IDS, params).mappings())
+                if _ready_in_scope(d, scope, after, before)
+            },
             batch,
         )
 
@@ -210,9 +217,22 @@ _RECENT = {
     p: _ready_in(*p).order_by(D.c.ended_at.desc(), D.c.episode_id).limit(bindparam("b_limit"))
     for p in _PERIODS
 }
-_READY_AMONG = {
-    p: _ready_in(*p).where(D.c.episode_id.in_(bindparam("b_ids", expanding=True))) for p in _PERIODS
-}
+_BY_IDS = select(D).where(
+    D.c.tenant_id == bindparam("b_tenant"), D.c.episode_id.in_(bindparam("b_ids", expanding=True))
+)
+
+
+def _ready_in_scope(d: Digest, scope: Scope, after: datetime | None, before: datetime | None) -> bool:
+    """What `_ready_in`'s WHERE asks of a row, asked of a digest read by its key."""
+    return (
+        d.agent_id == scope.agent_id
+        and d.user_id == scope.user_id
+        and d.state is DigestState.READY
+        and (after is None or d.ended_at >= after)
+        and (before is None or d.ended_at < before)
+    )
+
+
 # IN, not !=: two index seeks instead of a walk over the scope's READY digests.
 _PENDING_COUNT = select(func.count()).where(
     _IN_SCOPE, D.c.state.in_([DigestState.PENDING.value, DigestState.FAILED.value])
