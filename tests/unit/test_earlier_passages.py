@@ -48,6 +48,28 @@ def test_the_message_sharing_the_query_words_ranks_first_and_comes_with_its_neig
     assert passages[0].fate is PassageFate.WHOLE and 3 in passages[0].seqs
 
 
+def test_the_section_s_lines_and_text_are_counted_apart_from_recurring_texts_each_line_once() -> None:
+    log = CompactedLog.of(LOG)
+    once: list[str] = []
+    recurring: list[str] = []
+
+    def count_once(text: str) -> int:
+        once.append(text)
+        return words_count(text)
+
+    def count(text: str) -> int:
+        recurring.append(text)
+        return words_count(text)
+
+    found = EarlierFound(log, log.ranked("who feeds my cat?", None), count_once)
+    message, _ = earlier_block(found, 200, count)
+    again, _ = earlier_block(found, 200, count)
+    assert message is not None and again == message
+    shown = message.content.removeprefix(EARLIER_HEADER).split("\n")
+    assert set(shown) <= set(once) and len(once) == len(set(once)) + 1  # the section's text: each turn
+    assert message.content in once and not set(once) & set(recurring) and EARLIER_HEADER in recurring
+
+
 def test_nothing_matching_renders_nothing_and_a_tight_allowance_drops_what_does_not_fit() -> None:
     log = CompactedLog.of(LOG)
     assert log.ranked("quantum chromodynamics", None) == []

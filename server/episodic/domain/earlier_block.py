@@ -28,10 +28,15 @@ MOST_REPORTED_DROPPED = 5  # passages that did not fit, listed in the report
 
 @dataclass(frozen=True, slots=True)
 class EarlierFound:
-    """What the turn's search found: the log and the matches among its messages."""
+    """What the turn's search found: the log and the matches among its messages.
+    `count_once` counts the texts that do not recur turn after turn: the lines, whose counts
+    the log keeps (CompactedLog.cost), and the section's text, this turn's. The server passes
+    its uncached counter: held in the cache of recurring texts, with their UTF-8 copies, they
+    took ~2 KB a line and ~12 KB a section at the seed's sizing, and evicted what recurs."""
 
     log: CompactedLog
     candidates: Sequence[Candidate]
+    count_once: CountTokens | None = None
 
 
 @dataclass(slots=True)
@@ -59,8 +64,9 @@ def earlier_block(
         return None, ()
     room = allowance - count(EARLIER_HEADER) - 4  # MESSAGE_OVERHEAD, and a margin for the joins
     chosen, dropped = _fit(found, room, count)
+    once = found.count_once or count
     while chosen:  # counts are not exactly additive: drop the worst until the whole fits
-        message = rendered(Role.CONTEXT, _text(found, chosen, count), Section.EARLIER, count)
+        message = rendered(Role.CONTEXT, _text(found, chosen, count), Section.EARLIER, once)
         if message.tokens <= allowance:
             return message, _report(found.log.seqs, chosen, dropped)
         dropped.insert(0, chosen.pop())
@@ -105,8 +111,9 @@ def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Pass
 def _cost(found: EarlierFound, first: int, last: int, count: CountTokens) -> tuple[int, bool]:
     """Tokens of a passage from its lines' (each counted once in the log's life), and
     whether a line of it was clipped."""
-    lines = [found.log.cost(i, _line, count) for i in range(first, last + 1)]
-    head, _ = found.log.cost(-1 - first, _header, count)
+    once = found.count_once or count
+    lines = [found.log.cost(i, _line, once) for i in range(first, last + 1)]
+    head, _ = found.log.cost(-1 - first, _header, once)
     return head + sum(t for t, _ in lines) + len(lines), any(cut for _, cut in lines)
 
 
@@ -119,8 +126,8 @@ def _header(m: Message) -> str:
 
 
 def _text(found: EarlierFound, chosen: Sequence[_Passage], count: CountTokens) -> str:
-    """In time order: the model reads a conversation forwards."""
-    log = found.log
+    """In time order: the model reads a conversation forwards (its lines counted by `_cost`)."""
+    log, count = found.log, found.count_once or count
     parts = [
         "\n".join(
             [log.quote(-1 - p.first, _header, count)[0]]

@@ -300,13 +300,17 @@ class ContextService:
     async def _assemble(
         self, caller: Caller, key: Key, r: ContextRequest, turn: Turn
     ) -> tuple[ModelCall, Summary | None]:
-        count = partial(self.counts.count, encoding=turn.working_set.episode.token_encoding)
+        encoding = turn.working_set.episode.token_encoding
+        count = partial(self.counts.count, encoding=encoding)
         with self.tracing.span("reduce", {GEN_AI_CONVERSATION_ID: r.episode_id}):
             found = turn.found
             inputs = _inputs(r, turn.working_set, turn.config, found.snippets, turn.user_seq)
             knowledge = (*r.knowledge, *found.knowledge)
+            # the earlier section's lines and text do not recur: not for the cache of recurring texts
+            once = partial(self.tokens.count, encoding=encoding)
+            earlier = found.earlier and dataclasses.replace(found.earlier, count_once=once)
             inputs = dataclasses.replace(
-                inputs, facts=found.facts, session=found.session, knowledge=knowledge, earlier=found.earlier
+                inputs, facts=found.facts, session=found.session, knowledge=knowledge, earlier=earlier
             )
             assembly = assemble(inputs, count, self._trim(turn))
         assembly, summary, compaction = await self._compact(key, turn, inputs, assembly, count)
