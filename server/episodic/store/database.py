@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import asyncpg
@@ -31,6 +31,7 @@ from episodic.domain.ports.episodes import ReadBatch
 from episodic.errors import CONFIGURATION, InvalidArgument
 from episodic.store import pg_url, read_batch
 from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify, is_wrong_role
+from episodic.store.reader_threads import ReaderThreads
 
 # What a dedicated asyncpg connection (LISTEN, advisory locks) raises on a database fault: the
 # server gone, a dropped connection, a wrong-role server (InternalClientError's
@@ -98,7 +99,7 @@ class SqliteReaders:
     wrapping a read in BEGIN/COMMIT cost ~140 us, several times the read itself."""
 
     engine: Engine
-    threads: ThreadPoolExecutor
+    threads: ReaderThreads  # each holds one of `engine`'s connections
     inline: Engine
     _inline_conn: Connection | None = None
 
@@ -115,13 +116,18 @@ class SqliteReaders:
             self._inline_conn.close()
             self._inline_conn = None
 
-    def run(self, read: Callable[[Connection], T]) -> T:
-        with self.engine.connect() as conn, conn.begin():
-            return read(conn)
+    async def run(self, read: Callable[[Connection], T]) -> T:
+        """`read` in one transaction, on a reader thread."""
+        return await self.threads.run(partial(_in_transaction, read))
 
-    def run_each(self, reads: Sequence[read_batch.Read]) -> list[read_batch.Outcome]:
-        with self.engine.connect() as conn:
-            return read_batch.run_each(conn, reads)
+    async def run_each(self, reads: Sequence[read_batch.Read]) -> list[read_batch.Outcome]:
+        """Each read in a transaction of its own, all on one trip to a reader thread."""
+        return await self.threads.run(partial(read_batch.run_each, reads=reads))
+
+
+def _in_transaction(read: Callable[[Connection], T], conn: Connection) -> T:
+    with conn.begin():
+        return read(conn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +182,7 @@ class Database:
     async def _read(self, read: Callable[[Connection], T]) -> T:
         readers = self.sqlite_readers
         if readers is not None:
-            return await asyncio.get_running_loop().run_in_executor(readers.threads, readers.run, read)
+            return await readers.run(read)
         async with self.engine.connect() as conn:
             return await conn.run_sync(read)
 
@@ -188,7 +194,7 @@ class Database:
     async def _run_many(self, reads: Sequence[read_batch.Read]) -> list[read_batch.Outcome]:
         readers = self.sqlite_readers
         if readers is not None:
-            return await asyncio.get_running_loop().run_in_executor(readers.threads, readers.run_each, reads)
+            return await readers.run_each(reads)
         async with self.engine.connect() as conn:
             return await conn.run_sync(read_batch.run_each, reads)
 
@@ -266,7 +272,7 @@ class Database:
         if self.sqlite_writer is not None:
             self.sqlite_writer.dispose()
         if self.sqlite_readers is not None:
-            self.sqlite_readers.threads.shutdown(wait=True)
+            await asyncio.to_thread(self.sqlite_readers.threads.shutdown)
             self.sqlite_readers.engine.dispose()
             self.sqlite_readers.close_inline()
             self.sqlite_readers.inline.dispose()
@@ -293,9 +299,10 @@ def _open(raw_url: str, pool_size: int, timeouts: Timeouts) -> Database:
     )
     _take_over_sqlite_transactions(reader.sync_engine, "BEGIN")
     writer = _sqlite_sync_engine(url, "BEGIN IMMEDIATE", 1)
+    threads = _sqlite_sync_engine(url, "BEGIN", pool_size)
     readers = SqliteReaders(
-        _sqlite_sync_engine(url, "BEGIN", pool_size),
-        ThreadPoolExecutor(pool_size, thread_name_prefix="episodic-sqlite-reader"),
+        threads,
+        ReaderThreads(threads, pool_size),
         _sqlite_sync_engine(url, None, 1),
     )
     return Database(url, reader, writer, readers)
