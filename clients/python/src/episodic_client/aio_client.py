@@ -6,6 +6,7 @@ deadline and API key, and returns the generated response message. Failed calls r
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
@@ -53,6 +54,9 @@ from episodic_client.values import (
 
 Req = TypeVar("Req", bound=ProtoMessage)
 Resp = TypeVar("Resp", bound=ProtoMessage)
+# How long `close` lets streams already answered end on their own (their status is one
+# message away) before the channel closes on them.
+FINISH_SECONDS = 1.0
 
 
 ImportRequest = episode_service_pb2.ImportUserRequest
@@ -83,6 +87,7 @@ class AsyncEpisodicClient:
         self._channel = _open_channel(target, credentials, options) if channel is None else channel
         self._timeout = timeout
         self._metadata = auth_metadata(api_key)
+        self._finishing: set[grpc.aio.Call] = set()  # streams answered whose status is on its way
         self._agents = AgentServiceStub(self._channel)
         self._episodes = EpisodeServiceStub(self._channel)
         self._context = ContextServiceStub(self._channel)
@@ -99,6 +104,9 @@ class AsyncEpisodicClient:
         await self.close()
 
     async def close(self) -> None:
+        if self._finishing:  # answered streams whose status is still on its way: let them end
+            ending = [asyncio.ensure_future(call.code()) for call in self._finishing]
+            await asyncio.wait(ending, timeout=FINISH_SECONDS)
         if self._owns_channel:
             await self._channel.close(None)
 
@@ -119,6 +127,32 @@ class AsyncEpisodicClient:
             raise from_rpc_error(error) from error
         finally:  # a no-op once the stream has ended; stops it if we were interrupted
             call.cancel()
+
+    async def _context_frames(
+        self, request: context_service_pb2.BuildContextRequest, timeout: float | None
+    ) -> list[context_service_pb2.BuildContextResponse]:
+        """BuildContext's frames up to the one with the report, which is the last (the
+        contract): the call is not waited on past it, only kept until its status arrives."""
+        call = self._context.BuildContext(
+            request, timeout=self._timeout if timeout is None else timeout, metadata=self._metadata
+        )
+        frames: list[context_service_pb2.BuildContextResponse] = []
+        ended = False
+        try:
+            async for frame in call:
+                frames.append(frame)
+                if frame.HasField("report"):
+                    ended = True
+                    self._finishing.add(call)
+                    call.add_done_callback(self._finishing.discard)
+                    return frames
+            ended = True
+            return frames
+        except grpc.RpcError as error:
+            raise from_rpc_error(error) from error
+        finally:
+            if not ended:  # interrupted: stop the stream
+                call.cancel()
 
     # --- agents -------------------------------------------------------------------------
 
@@ -437,7 +471,7 @@ class AsyncEpisodicClient:
             request_id=request_id,
             knowledge=knowledge,
         )
-        return join_frames(await self._stream(self._context.BuildContext, request, timeout))
+        return join_frames(await self._context_frames(request, timeout))
 
     async def get_model_call(self, model_call_id: str) -> context_service_pb2.GetModelCallResponse:
         return await self._call(self._context.GetModelCall, rq.get_model_call(model_call_id))
