@@ -12,6 +12,11 @@ server, a client on the same event loop):
   it off, so each first turn reads its own.
 
     .venv/bin/python scripts/turn_breakdown.py [--turns 40] [--conversations 12] [--embedder minilm]
+    .venv/bin/python scripts/turn_breakdown.py --history 600 --budget 2000   # a long conversation
+
+`--history N --budget T`: the warm conversation already holds N messages more and the agent's
+budget is T tokens, so its start is compacted and every warm turn also searches it for
+"[Earlier in this conversation]" (the live-episode recall; its row is "earlier").
 
 Each row is the median over the turns of a stretch of the request's path, measured by
 monotonic stamps taken by wrappers this script puts around the server's functions (nothing
@@ -44,6 +49,7 @@ from episodic.edges.grpc import context_convert
 from episodic.edges.grpc.context import ContextServicer
 from episodic.service import context as context_module
 from episodic.service.context import ContextService
+from episodic.service.earlier import EarlierRecall
 from episodic.service.memory_search import MemorySearch
 from episodic.service.model_calls import ModelCallRecorder
 from episodic.service.passages import Passages
@@ -56,6 +62,7 @@ from episodic.store.context import SqlContextStore
 from episodic.store.writer import GroupCommitWriter
 from episodic_client import AsyncEpisodicClient
 from episodic_client.requests import message_input
+from episodic_client.v1 import agent_pb2
 
 QUESTIONS = [
     "What did we decide about the hotel in Kyoto?",
@@ -255,6 +262,7 @@ def instrumented() -> Iterator[None]:
         (TurnSearches, "run", lambda o: _timed("searches (recall, known facts, ...)", o)),
         (TurnSearches, "_recall", lambda o: _timed("  recall", o)),
         (TurnSearches, "_known_facts", lambda o: _timed("  known facts", o)),
+        (EarlierRecall, "found", lambda o: _timed("  earlier (in this conversation)", o)),
         (QueryVectors, "of", lambda o: _timed("  wait for the query embedding (in the searches)", o)),
         (context_module, "assemble", lambda o: _timed_sync("assembly (under the budget)", o)),
         (ContextService, "_model_call", lambda o: _timed_sync("render the report", o)),
@@ -361,11 +369,17 @@ async def echo_ms(client: AsyncEpisodicClient, count: int) -> float:
     return statistics.median(times)
 
 
-async def conversation(client: AsyncEpisodicClient, user: str) -> str:
+async def conversation(client: AsyncEpisodicClient, user: str, history: int = 0) -> str:
     past = (await client.open_episode("tracer", user)).episode.episode_id
     await client.add_messages(past, [message_input(role, text) for role, text in PAST])
     await client.close_episode(past, wait_for_digest=True)
     current = (await client.open_episode("tracer", user)).episode.episode_id
+    said = [
+        message_input(role, f"{text} ({i})")
+        for i, (role, text) in enumerate(PAST * (history // len(PAST) + 1))
+    ]
+    for start in range(0, history, 500):  # a long conversation: its start is compacted, then searched
+        await client.add_messages(current, said[start : min(start + 500, history)])
     await client.add_messages(current, [message_input(role, f"{text} (now)") for role, text in PAST])
     return current
 
@@ -382,7 +396,9 @@ def settings_for(path: Path, embedder: str, cold: bool = False) -> Settings:
     return dataclasses.replace(settings, warm_start_conversations=0) if cold else settings
 
 
-async def measure(turns: int, conversations: int, embedder: str, cold: bool = False) -> dict[str, Any]:
+async def measure(
+    turns: int, conversations: int, embedder: str, cold: bool = False, history: int = 0, budget: int = 0
+) -> dict[str, Any]:
     kinds: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         settings = settings_for(Path(tmp) / "turns.db", embedder, cold)
@@ -393,8 +409,9 @@ async def measure(turns: int, conversations: int, embedder: str, cold: bool = Fa
                 serve_app(app, grace_seconds=1) as server,
                 AsyncEpisodicClient(f"127.0.0.1:{server.port}", timeout=60) as client,
             ):
-                await client.create_agent("tracer", model="gpt-4o")
-                warm = await conversation(client, "warm-user")
+                memory = agent_pb2.MemoryConfig(max_working_memory_tokens=budget) if budget else None
+                await client.create_agent("tracer", model="gpt-4o", memory_config=memory)
+                warm = await conversation(client, "warm-user", history)
                 episodes = [await conversation(client, f"user-{i}") for i in range(conversations + 1)]
                 for i in range(8):
                     await one_turn(client, warm, f"{QUESTIONS[i % len(QUESTIONS)]} (warm-up {i})")
@@ -455,7 +472,7 @@ def show(result: dict[str, Any]) -> None:
 
 def _parent(row: str) -> str:
     name = row.strip()
-    if name.startswith(("recall", "known facts", "wait for the query")):
+    if name.startswith(("recall", "known facts", "earlier", "wait for the query")):
         return TOP[6]
     for top in TOP:
         if name.startswith(top + ":"):
@@ -475,8 +492,11 @@ def main() -> None:
         action="store_true",
         help="no warm start: a restarted conversation is read on its first turn",
     )
+    parser.add_argument("--history", type=int, default=0, help="messages more in the warm conversation")
+    parser.add_argument("--budget", type=int, default=0, help="the agent's max_working_memory_tokens")
     args = parser.parse_args()
-    show(asyncio.run(measure(args.turns, args.conversations, args.embedder, args.cold)))
+    kinds = (args.turns, args.conversations, args.embedder, args.cold, args.history, args.budget)
+    show(asyncio.run(measure(*kinds)))
 
 
 if __name__ == "__main__":
