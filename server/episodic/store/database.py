@@ -299,12 +299,8 @@ def _open(raw_url: str, pool_size: int, timeouts: Timeouts) -> Database:
     )
     _take_over_sqlite_transactions(reader.sync_engine, "BEGIN")
     writer = _sqlite_sync_engine(url, "BEGIN IMMEDIATE", 1)
-    threads = _sqlite_sync_engine(url, "BEGIN", pool_size)
-    readers = SqliteReaders(
-        threads,
-        ReaderThreads(threads, pool_size),
-        _sqlite_sync_engine(url, None, 1),
-    )
+    reads = _sqlite_sync_engine(url, "BEGIN", pool_size)
+    readers = SqliteReaders(reads, ReaderThreads(reads, pool_size), _sqlite_sync_engine(url, None, 1))
     return Database(url, reader, writer, readers)
 
 
