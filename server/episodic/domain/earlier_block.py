@@ -63,10 +63,10 @@ def earlier_block(
     if found is None or not found.candidates or allowance <= 0:
         return None, ()
     room = allowance - count(EARLIER_HEADER) - 4  # MESSAGE_OVERHEAD, and a margin for the joins
-    chosen, dropped = _fit(found, room, count)
-    once = found.count_once or count
+    once = found.count_once or count  # for the lines and the section: they do not recur
+    chosen, dropped = _fit(found, room, once)
     while chosen:  # counts are not exactly additive: drop the worst until the whole fits
-        message = rendered(Role.CONTEXT, _text(found, chosen, count), Section.EARLIER, once)
+        message = rendered(Role.CONTEXT, _text(found, chosen, once), Section.EARLIER, once)
         if message.tokens <= allowance:
             return message, _report(found.log.seqs, chosen, dropped)
         dropped.insert(0, chosen.pop())
@@ -111,9 +111,8 @@ def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Pass
 def _cost(found: EarlierFound, first: int, last: int, count: CountTokens) -> tuple[int, bool]:
     """Tokens of a passage from its lines' (each counted once in the log's life), and
     whether a line of it was clipped."""
-    once = found.count_once or count
-    lines = [found.log.cost(i, _line, once) for i in range(first, last + 1)]
-    head, _ = found.log.cost(-1 - first, _header, once)
+    lines = [found.log.cost(i, _line, count) for i in range(first, last + 1)]
+    head, _ = found.log.cost(-1 - first, _header, count)
     return head + sum(t for t, _ in lines) + len(lines), any(cut for _, cut in lines)
 
 
@@ -127,7 +126,7 @@ def _header(m: Message) -> str:
 
 def _text(found: EarlierFound, chosen: Sequence[_Passage], count: CountTokens) -> str:
     """In time order: the model reads a conversation forwards (its lines counted by `_cost`)."""
-    log, count = found.log, found.count_once or count
+    log = found.log
     parts = [
         "\n".join(
             [log.quote(-1 - p.first, _header, count)[0]]
