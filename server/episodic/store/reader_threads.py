@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from episodic.store.loop_answers import settle, tell
+
 T = TypeVar("T")
 Job = tuple[Callable[[Connection], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 log = logging.getLogger(__name__)
@@ -75,8 +77,7 @@ class ReaderThreads:
             while (job := self._jobs.get()) is not _STOP:
                 read, loop, future = job
                 outcome = held.run(read)
-                with suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                    loop.call_soon_threadsafe(_answer, future, *outcome)
+                tell(loop, settle, future, *outcome)
         finally:
             held.close()
 
@@ -113,12 +114,3 @@ class _Held:
         if conn is not None:
             with suppress(Exception):
                 conn.close()
-
-
-def _answer(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.done():  # cancelled meanwhile
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)

@@ -44,6 +44,7 @@ from episodic.errors import Aborted
 from episodic.store import feed
 from episodic.store.database import Database
 from episodic.store.faults import classify, is_lock_conflict
+from episodic.store.loop_answers import settle, tell
 
 T = TypeVar("T")
 WriteOp = Callable[[Connection], T]
@@ -202,9 +203,7 @@ class GroupCommitWriter:
         try:
             outcomes = await self._run_batch(batch)
         except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable
-            if classify(exc) is None:  # an outage is logged once, by the store's health
-                log.exception("group commit of %d operations failed", len(batch))
-            outcomes = [(False, exc)] * len(batch)
+            outcomes = _all_failed(exc, len(batch))
         _settler(batch)(outcomes)
 
     async def _run_batch(self, batch: list[_Pending[Any]]) -> list[Outcome]:
@@ -255,7 +254,7 @@ class _SqliteThread:
                     self._commit(loop, batch)
         finally:
             self._close()
-            _tell(loop, _settle, ended, True, None)
+            tell(loop, settle, ended, True, None)
 
     def _next_batch(self) -> list[_Pending[Any]] | None:
         """The writes queued since the last batch, waiting for the first; None once stopped
@@ -279,14 +278,12 @@ class _SqliteThread:
 
     def _commit(self, loop: asyncio.AbstractEventLoop, batch: list[_Pending[Any]]) -> None:
         if self._on_batch is not None:
-            _tell(loop, self._on_batch, len(batch))
+            tell(loop, self._on_batch, len(batch))
         try:
             outcomes = self._commit_batch(_units(batch), _on_loop(loop, _announcer(batch)))
         except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable
-            if classify(exc) is None:  # an outage is logged once, by the store's health
-                log.exception("group commit of %d operations failed", len(batch))
-            outcomes = [(False, exc)] * len(batch)
-        _tell(loop, _settler(batch), outcomes)
+            outcomes = _all_failed(exc, len(batch))
+        tell(loop, _settler(batch), outcomes)
 
     def _commit_batch(self, units: Sequence[_Unit], executed: Executed | None) -> list[Outcome]:
         if self._conn is None or self._conn.closed:
@@ -381,6 +378,14 @@ def commit_batch(conn: Connection, units: Sequence[_Unit], executed: Executed | 
         return _told(executed, [outcome for unit in units for outcome in _attempt(conn, unit)])
 
 
+def _all_failed(exc: Exception, size: int) -> list[Outcome]:
+    """A batch whose COMMIT failed: every caller gets the error (an outage is logged once, by
+    the store's health; anything else here)."""
+    if classify(exc) is None:
+        log.exception("group commit of %d operations failed", size)
+    return [(False, exc)] * size
+
+
 def _told(executed: Executed | None, outcomes: list[Outcome]) -> list[Outcome]:
     if executed is not None:
         executed(outcomes)
@@ -398,7 +403,7 @@ def _announcer(batch: Sequence[_Pending[Any]]) -> Executed | None:
         for i, executed in staged:
             ok, value = outcomes[i]
             if ok:  # a refusal is answered with the batch, as any write's
-                _settle(executed, True, value)
+                settle(executed, True, value)
 
     return announce
 
@@ -406,11 +411,11 @@ def _announcer(batch: Sequence[_Pending[Any]]) -> Executed | None:
 def _settler(batch: Sequence[_Pending[Any]]) -> Executed:
     """What answers the batch's callers with their outcomes (on the loop's thread)."""
 
-    def settle(outcomes: list[Outcome]) -> None:
+    def answer(outcomes: list[Outcome]) -> None:
         for pending, (ok, value) in zip(batch, outcomes, strict=True):
-            _settle(pending.future, ok, value)
+            settle(pending.future, ok, value)
 
-    return settle
+    return answer
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, executed: Executed | None) -> Executed | None:
@@ -423,13 +428,6 @@ def _on_loop(loop: asyncio.AbstractEventLoop, executed: Executed | None) -> Exec
         loop.call_soon_threadsafe(told, outcomes)
 
     return threadsafe
-
-
-def _tell(loop: asyncio.AbstractEventLoop, call: Callable[..., Any], *args: Any) -> None:
-    """`call(*args)` on the loop's thread, from the writer's; nothing once the loop is closed
-    (the process is ending: nobody waits for the answer)."""
-    with suppress(RuntimeError):
-        loop.call_soon_threadsafe(call, *args)
 
 
 def _resolved(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
@@ -460,12 +458,3 @@ def _attempt(conn: Connection, unit: _Unit) -> list[Outcome]:
                 continue
             return unit.failed(exc)
     raise AssertionError("unreachable")
-
-
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.done():
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
