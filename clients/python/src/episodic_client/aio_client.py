@@ -7,7 +7,7 @@ deadline and API key, and returns the generated response message. Failed calls r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
@@ -117,42 +117,31 @@ class AsyncEpisodicClient:
             raise from_rpc_error(error) from error
 
     async def _stream(
-        self, rpc: grpc.aio.UnaryStreamMultiCallable[Req, Resp], request: Req, timeout: float | None
+        self,
+        rpc: grpc.aio.UnaryStreamMultiCallable[Req, Resp],
+        request: Req,
+        timeout: float | None,
+        *,
+        last: Callable[[Resp], bool],
     ) -> list[Resp]:
-        """Every response of a server stream; timeout (default: the client's) covers them all."""
+        """A server stream's responses up to the one `last` says ends it (the stream has
+        nothing after it, by contract): the call is not waited on past that one, only kept
+        until its status arrives. The timeout (default: the client's) covers them all."""
         call = rpc(request, timeout=self._timeout if timeout is None else timeout, metadata=self._metadata)
+        responses: list[Resp] = []
         try:
-            return [response async for response in call]
-        except grpc.RpcError as error:
-            raise from_rpc_error(error) from error
-        finally:  # a no-op once the stream has ended; stops it if we were interrupted
-            call.cancel()
-
-    async def _context_frames(
-        self, request: context_service_pb2.BuildContextRequest, timeout: float | None
-    ) -> list[context_service_pb2.BuildContextResponse]:
-        """BuildContext's frames up to the one with the report, which is the last (the
-        contract): the call is not waited on past it, only kept until its status arrives."""
-        call = self._context.BuildContext(
-            request, timeout=self._timeout if timeout is None else timeout, metadata=self._metadata
-        )
-        frames: list[context_service_pb2.BuildContextResponse] = []
-        ended = False
-        try:
-            async for frame in call:
-                frames.append(frame)
-                if frame.HasField("report"):
-                    ended = True
+            async for response in call:
+                responses.append(response)
+                if last(response):
                     self._finishing.add(call)
                     call.add_done_callback(self._finishing.discard)
-                    return frames
-            ended = True
-            return frames
+                    break
         except grpc.RpcError as error:
             raise from_rpc_error(error) from error
-        finally:
-            if not ended:  # interrupted: stop the stream
-                call.cancel()
+        except BaseException:
+            call.cancel()  # interrupted: stop the stream
+            raise
+        return responses
 
     # --- agents -------------------------------------------------------------------------
 
@@ -471,7 +460,8 @@ class AsyncEpisodicClient:
             request_id=request_id,
             knowledge=knowledge,
         )
-        return join_frames(await self._context_frames(request, timeout))
+        frames = await self._stream(self._context.BuildContext, request, timeout, last=_has_report)
+        return join_frames(frames)
 
     async def get_model_call(self, model_call_id: str) -> context_service_pb2.GetModelCallResponse:
         return await self._call(self._context.GetModelCall, rq.get_model_call(model_call_id))
@@ -704,6 +694,11 @@ class AsyncEpisodicClient:
         """Whether the vector indexes hold exactly what SQL holds (the tenant's, or one agent's)."""
         request = diagnostics_service_pb2.CheckIndexRequest(agent_id=agent_id)
         return await self._call(self._diagnostics.CheckIndex, request)
+
+
+def _has_report(frame: context_service_pb2.BuildContextResponse) -> bool:
+    """The report comes on BuildContext's last frame."""
+    return frame.HasField("report")
 
 
 def _open_channel(
