@@ -6,7 +6,9 @@ code. On 2 cores that is three runnable threads: when the writer woke it waited 
 (the append's hop to the writer took 1.5-2.3 ms p50 beside an embedding, 0.15 ms without).
 Niced, the embedding yields the core whenever the loop or the writer has work, and takes it
 back the moment they wait: `scripts/turn_breakdown.py` put the hop back at ~0.35 ms and a
-new-question turn's rate from 10.2-10.9 % of Echo's to 11.1-11.5 %. Bulk embeddings
+new-question turn's rate from 10.2-10.9 % of Echo's to 11.1-11.5 % (since the writer has a
+thread of its own, +10 and no nice measure the same: on 2 cores the wait only moves between
+the append and the embedding; what the nice still buys is the order under load). Bulk embeddings
 (documents, memories, digests: nobody waits on them this turn) sit lower still, so a
 tenant's ingest takes what the turns leave.
 
