@@ -90,11 +90,13 @@ class Stamps:
         self.rows: dict[str, float] = defaultdict(float)
         self.points: dict[str, float] = {}
         self.submitted: dict[int, float] = {}  # a write's future id -> when it was queued
+        self.stream_ended = asyncio.Event()  # the handler's stream ended (its record durable)
 
     def start(self) -> None:
         self.on = True
         self.rows = defaultdict(float)
         self.points = {}
+        self.stream_ended = asyncio.Event()
 
     def add(self, row: str, started: float, ended: float) -> None:
         if self.on:
@@ -155,17 +157,19 @@ def _servicer(original: Any) -> Any:
         async for frame in original(self, request, context):
             STAMPS.point("built")
             if frame.HasField("report") and not frame.messages and "report frame" in STAMPS.points:
-                # the report waited for the record (and the append) to be durable
+                # the report waited for the user message to be durable
                 STAMPS.add(TOP[9], resumed, STAMPS.points["report frame"])
             elif frame.HasField("report") and "frame made" in STAMPS.points:
-                # one frame, made while the record commits, sent once it is durable
+                # one frame, made while the append commits, sent once it is durable
                 STAMPS.add(TOP[9], STAMPS.points["frame made"], time.perf_counter())
             yield frame
             resumed = time.perf_counter()
-        first = min(STAMPS.points.get(p, time.perf_counter()) for p in ("built", "frame made"))
-        STAMPS.add(TOP[10], first, time.perf_counter())
-        STAMPS.rows[TOP[10]] -= STAMPS.rows.get(TOP[9], 0.0)
-        STAMPS.point("handler_end")
+            if frame.HasField("report"):  # the client has its answer; the record may still commit
+                first = min(STAMPS.points.get(p, resumed) for p in ("built", "frame made"))
+                STAMPS.add(TOP[10], first, resumed)
+                STAMPS.rows[TOP[10]] -= STAMPS.rows.get(TOP[9], 0.0)
+                STAMPS.point("handler_end")
+        STAMPS.stream_ended.set()
 
     return build
 
@@ -319,7 +323,7 @@ class _BulkMarked:
 
 
 INSIDE = "inside the searches (overlapping)"
-BESIDE_RECORD = "beside: model-call record write (while the messages are sent)"
+BESIDE_RECORD = "beside: model-call record write (while the call is sent, and after)"
 TOP = [
     "gRPC receive + interceptors (auth, access log, span)",
     "request checks",
@@ -330,9 +334,9 @@ TOP = [
     "searches (recall, known facts, ...)",
     "assembly (under the budget)",
     "render the report",
-    "wait for the model-call record (and the append) to be durable, its frame made",
+    "wait for the user message to be durable (the report acknowledges it), its frame made",
     "frames + stream send (handler's generator)",
-    "handler done -> client has the answer (client's join)",
+    "report sent -> client has the answer (client's join)",
 ]
 
 
@@ -341,6 +345,8 @@ async def one_turn(client: AsyncEpisodicClient, episode_id: str, text: str) -> d
     started = time.perf_counter()
     await client.build_context(episode_id, user_message=text, append_user_message=True)
     ended = time.perf_counter()
+    # the record may still commit: the next turn starts once it has, as after a model call
+    await asyncio.wait_for(STAMPS.stream_ended.wait(), 10)
     STAMPS.on = False
     rows = dict(STAMPS.rows)
     p = STAMPS.points

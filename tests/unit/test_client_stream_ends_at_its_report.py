@@ -1,5 +1,6 @@
 """The async client's BuildContext returns at the report frame (the last, by contract): it
-reads no further, never cancels an answered stream, and lets it end before closing."""
+reads no further, never cancels an answered stream, and lets it end before closing; asked to
+wait for the record, it reads a report sent before its record was durable to the stream's end."""
 
 from __future__ import annotations
 
@@ -82,4 +83,29 @@ async def test_a_stream_interrupted_before_its_report_is_cancelled() -> None:
     with pytest.raises(asyncio.CancelledError):
         await client.build_context("e1", user_message="q", append_user_message=True)
     assert stream.cancelled
+    await client.close()
+
+
+async def test_waiting_for_the_record_reads_a_pending_report_to_the_end_of_the_stream() -> None:
+    pending = frame(report=True)
+    pending.record_pending = True
+    stream = FakeStream([frame(report=False), pending])
+    client = client_with(stream)
+    building = asyncio.ensure_future(
+        client.build_context("e1", user_message="q", append_user_message=True, wait_for_record=True)
+    )
+    await asyncio.sleep(0.01)
+    assert not building.done()  # the record still commits: the stream's end says whether it did
+    stream.end.set()
+    built = await asyncio.wait_for(building, 5)
+    assert built.record_pending and built.report.model_call_id == "mc-1"
+    await client.close()
+
+
+async def test_a_durable_report_needs_no_wait_for_the_record() -> None:
+    stream = FakeStream([frame(report=True)])
+    client = client_with(stream)
+    built = await asyncio.wait_for(client.build_context("e1", wait_for_record=True), 5)
+    assert not built.record_pending and not stream.read_past_report
+    stream.end.set()
     await client.close()

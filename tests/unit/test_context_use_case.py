@@ -89,6 +89,23 @@ async def test_a_turn_renders_system_history_then_user_message_and_is_stored_as_
     assert await app.model_calls.get_model_call(CALLER, call.model_call_id) == call
 
 
+async def test_reads_of_a_call_whose_record_still_commits_wait_for_it(app: UseCases) -> None:
+    """The report may go out before the record is durable (record_pending): a read of the call
+    right after it finds the call, as one after the stream's end does."""
+    episode_id = await app.open()
+    started = await app.context.start(CALLER, ContextRequest(episode_id, "hi", append_user_message=True))
+    assert not started.stored.done()
+    call_id = started.call.model_call_id
+    assert await app.model_calls.get_model_call(CALLER, call_id) == started.call
+    started = await app.context.start(CALLER, ContextRequest(episode_id, "and?", append_user_message=True))
+    page = await app.model_calls.list_model_calls(CALLER, episode_id, 10, "")
+    assert page.items[0] == started.call
+    started = await app.context.start(CALLER, ContextRequest(episode_id, "so?", append_user_message=True))
+    reply = ModelReply(1, 2, timedelta(0), 0)
+    replied = await app.model_calls.record_reply(CALLER, started.call.model_call_id, reply)
+    assert replied.model_call_id == started.call.model_call_id
+
+
 async def test_the_appended_user_message_is_logged_once_and_rendered_only_last(app: UseCases) -> None:
     episode_id = await app.open()
     await app.say(episode_id, *CHAT[:2])

@@ -49,6 +49,7 @@ from episodic.state.health import Health
 from episodic.state.knowledge_words import ResidentWords
 from episodic.state.query_vectors import QueryVectors
 from episodic.state.recall_memo import RecencyMemo, ScopeVersions
+from episodic.state.records_in_flight import RecordsInFlight
 from episodic.state.shares import TenantShares
 from episodic.state.spoken_cache import SpokenCache
 from episodic.state.visibility import Visibility
@@ -265,14 +266,16 @@ def build_services(
     )
     calls = ModelCallRecorder(
         store=a.context, clock=clock, new_id=a.new_id,
-        rendered=metered.context_rendered if metered else _unmetered,
+        rendered=metered.context_rendered if metered else _unmetered, in_flight=RecordsInFlight(),
     )  # fmt: skip
     context = ContextService(
         store=a.context, turns=episodes, tokens=a.tokens, limits=limits, cache=state.working_sets,
         pii=state.pii, searches=searches, calls=calls, tracing=tracing,
         compaction=TailCompaction(inline=inline, background=compactor, listener=live),
     )  # fmt: skip
-    model_calls = ModelCallService(store=a.context, episodes=episodes, limits=limits, clock=clock)
+    model_calls = ModelCallService(
+        store=a.context, episodes=episodes, limits=limits, clock=clock, in_flight=calls.in_flight
+    )
     agents = AgentService(
         store=a.agents, tokens=a.tokens, limits=limits, clock=clock, changes=state.visibility
     )

@@ -6,10 +6,10 @@ does not fit) -> store the model call (with any new summary) in one transaction.
 streamed is the call stored, so stored == streamed by construction.
 
 The turn waits for no fsync it need not: the append returns once its statements ran and
-commits while the searches run; the call's record is written while its messages stream
-(`start`), and the report, which names it, is sent only once the record and the user
-message are durable. A call with a request_id is stored before anything streams: the
-record decides which call the id names.
+commits while the searches run; the call's record is written while the call streams
+(`start`). The report goes once the user message is durable, saying whether the record
+still commits (`record_pending`); the stream ends once it is. A call with a request_id is
+stored before anything streams: the record decides which call the id names.
 """
 
 from __future__ import annotations
@@ -95,11 +95,13 @@ class Turn:
 @dataclass(frozen=True, slots=True)
 class StartedCall:
     """A turn's model call, rendered, and its record: `stored` completes with the stored call
-    (and whether it is new) once it and the turn's user message are durable. `call`'s
-    messages may be sent before; its report, only with what `stored` gives."""
+    (and whether it is new) once it and the turn's user message are durable; `appended`, once
+    the user message is (None: nothing to wait for). `call`'s messages may be sent at once,
+    its report once `appended` is done (the report acknowledges the message)."""
 
     call: ModelCall
     stored: asyncio.Future[tuple[ModelCall, bool]]
+    appended: asyncio.Future[None] | None = None
 
 
 class TurnAppends(Protocol):
@@ -172,10 +174,11 @@ class ContextService:
         storing = asyncio.ensure_future(self._store(key, turn, call, summary, lock))
         self._storing.add(storing)  # held until done: a client gone mid-stream does not stop it
         storing.add_done_callback(self._stored)
+        self.calls.storing(call, storing)
         if request.request_id:  # the record decides which call the id names: stored first
             named, _ = await asyncio.shield(storing)
             return StartedCall(named, storing)
-        return StartedCall(call, storing)
+        return StartedCall(call, storing, turn.appended)
 
     def _stored(self, storing: asyncio.Future[tuple[ModelCall, bool]]) -> None:
         self._storing.discard(storing)

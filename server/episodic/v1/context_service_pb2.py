@@ -28,7 +28,7 @@ from episodic.v1 import knowledge_pb2 as episodic_dot_v1_dot_knowledge__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!episodic/v1/context_service.proto\x12\x0b\x65pisodic.v1\x1a\x17\x65pisodic/v1/agent.proto\x1a\x19\x65pisodic/v1/context.proto\x1a\x1b\x65pisodic/v1/knowledge.proto\x1a\x1egoogle/protobuf/duration.proto\"\xbf\x02\n\x13\x42uildContextRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x14\n\x0cuser_message\x18\x02 \x01(\t\x12\x1b\n\x13\x61ppend_user_message\x18\x03 \x01(\x08\x12\x19\n\x11\x63lient_message_id\x18\x04 \x01(\t\x12\x1a\n\rsystem_prompt\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x30\n\rmemory_config\x18\x06 \x01(\x0b\x32\x19.episodic.v1.MemoryConfig\x12\r\n\x05model\x18\x07 \x01(\t\x12\x14\n\x0crecall_query\x18\x08 \x01(\t\x12\x12\n\nrequest_id\x18\t \x01(\t\x12-\n\tknowledge\x18\n \x03(\x0b\x32\x1a.episodic.v1.KnowledgeItemB\x10\n\x0e_system_prompt\"q\n\x14\x42uildContextResponse\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.episodic.v1.ContextMessage\x12*\n\x06report\x18\x02 \x01(\x0b\x32\x1a.episodic.v1.ContextReport\",\n\x13GetModelCallRequest\x12\x15\n\rmodel_call_id\x18\x01 \x01(\t\"B\n\x14GetModelCallResponse\x12*\n\nmodel_call\x18\x01 \x01(\x0b\x32\x16.episodic.v1.ModelCall\"R\n\x15ListModelCallsRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"^\n\x16ListModelCallsResponse\x12+\n\x0bmodel_calls\x18\x01 \x03(\x0b\x32\x16.episodic.v1.ModelCall\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa8\x01\n\x17RecordModelReplyRequest\x12\x15\n\rmodel_call_id\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x05\x12\x15\n\routput_tokens\x18\x03 \x01(\x05\x12*\n\x07latency\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1d\n\x15\x61ssistant_message_seq\x18\x05 \x01(\x03\"F\n\x18RecordModelReplyResponse\x12*\n\nmodel_call\x18\x01 \x01(\x0b\x32\x16.episodic.v1.ModelCall2\xf8\x02\n\x0e\x43ontextService\x12U\n\x0c\x42uildContext\x12 .episodic.v1.BuildContextRequest\x1a!.episodic.v1.BuildContextResponse0\x01\x12S\n\x0cGetModelCall\x12 .episodic.v1.GetModelCallRequest\x1a!.episodic.v1.GetModelCallResponse\x12Y\n\x0eListModelCalls\x12\".episodic.v1.ListModelCallsRequest\x1a#.episodic.v1.ListModelCallsResponse\x12_\n\x10RecordModelReply\x12$.episodic.v1.RecordModelReplyRequest\x1a%.episodic.v1.RecordModelReplyResponseB\x89\x01\n\x0f\x63om.episodic.v1B\x13\x43ontextServiceProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!episodic/v1/context_service.proto\x12\x0b\x65pisodic.v1\x1a\x17\x65pisodic/v1/agent.proto\x1a\x19\x65pisodic/v1/context.proto\x1a\x1b\x65pisodic/v1/knowledge.proto\x1a\x1egoogle/protobuf/duration.proto\"\xbf\x02\n\x13\x42uildContextRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x14\n\x0cuser_message\x18\x02 \x01(\t\x12\x1b\n\x13\x61ppend_user_message\x18\x03 \x01(\x08\x12\x19\n\x11\x63lient_message_id\x18\x04 \x01(\t\x12\x1a\n\rsystem_prompt\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x30\n\rmemory_config\x18\x06 \x01(\x0b\x32\x19.episodic.v1.MemoryConfig\x12\r\n\x05model\x18\x07 \x01(\t\x12\x14\n\x0crecall_query\x18\x08 \x01(\t\x12\x12\n\nrequest_id\x18\t \x01(\t\x12-\n\tknowledge\x18\n \x03(\x0b\x32\x1a.episodic.v1.KnowledgeItemB\x10\n\x0e_system_prompt\"\x89\x01\n\x14\x42uildContextResponse\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.episodic.v1.ContextMessage\x12*\n\x06report\x18\x02 \x01(\x0b\x32\x1a.episodic.v1.ContextReport\x12\x16\n\x0erecord_pending\x18\x03 \x01(\x08\",\n\x13GetModelCallRequest\x12\x15\n\rmodel_call_id\x18\x01 \x01(\t\"B\n\x14GetModelCallResponse\x12*\n\nmodel_call\x18\x01 \x01(\x0b\x32\x16.episodic.v1.ModelCall\"R\n\x15ListModelCallsRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"^\n\x16ListModelCallsResponse\x12+\n\x0bmodel_calls\x18\x01 \x03(\x0b\x32\x16.episodic.v1.ModelCall\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa8\x01\n\x17RecordModelReplyRequest\x12\x15\n\rmodel_call_id\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x05\x12\x15\n\routput_tokens\x18\x03 \x01(\x05\x12*\n\x07latency\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1d\n\x15\x61ssistant_message_seq\x18\x05 \x01(\x03\"F\n\x18RecordModelReplyResponse\x12*\n\nmodel_call\x18\x01 \x01(\x0b\x32\x16.episodic.v1.ModelCall2\xf8\x02\n\x0e\x43ontextService\x12U\n\x0c\x42uildContext\x12 .episodic.v1.BuildContextRequest\x1a!.episodic.v1.BuildContextResponse0\x01\x12S\n\x0cGetModelCall\x12 .episodic.v1.GetModelCallRequest\x1a!.episodic.v1.GetModelCallResponse\x12Y\n\x0eListModelCalls\x12\".episodic.v1.ListModelCallsRequest\x1a#.episodic.v1.ListModelCallsResponse\x12_\n\x10RecordModelReply\x12$.episodic.v1.RecordModelReplyRequest\x1a%.episodic.v1.RecordModelReplyResponseB\x89\x01\n\x0f\x63om.episodic.v1B\x13\x43ontextServiceProtoP\x01Z.episodic/clients/go/gen/episodic/v1;episodicv1\xa2\x02\x03\x45XX\xaa\x02\x0b\x45pisodic.V1\xca\x02\x0b\x45pisodic\\V1\xea\x02\x0c\x45pisodic::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,20 +38,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\017com.episodic.v1B\023ContextServiceProtoP\001Z.episodic/clients/go/gen/episodic/v1;episodicv1\242\002\003EXX\252\002\013Episodic.V1\312\002\013Episodic\\V1\352\002\014Episodic::V1'
   _globals['_BUILDCONTEXTREQUEST']._serialized_start=164
   _globals['_BUILDCONTEXTREQUEST']._serialized_end=483
-  _globals['_BUILDCONTEXTRESPONSE']._serialized_start=485
-  _globals['_BUILDCONTEXTRESPONSE']._serialized_end=598
-  _globals['_GETMODELCALLREQUEST']._serialized_start=600
-  _globals['_GETMODELCALLREQUEST']._serialized_end=644
-  _globals['_GETMODELCALLRESPONSE']._serialized_start=646
-  _globals['_GETMODELCALLRESPONSE']._serialized_end=712
-  _globals['_LISTMODELCALLSREQUEST']._serialized_start=714
-  _globals['_LISTMODELCALLSREQUEST']._serialized_end=796
-  _globals['_LISTMODELCALLSRESPONSE']._serialized_start=798
-  _globals['_LISTMODELCALLSRESPONSE']._serialized_end=892
-  _globals['_RECORDMODELREPLYREQUEST']._serialized_start=895
-  _globals['_RECORDMODELREPLYREQUEST']._serialized_end=1063
-  _globals['_RECORDMODELREPLYRESPONSE']._serialized_start=1065
-  _globals['_RECORDMODELREPLYRESPONSE']._serialized_end=1135
-  _globals['_CONTEXTSERVICE']._serialized_start=1138
-  _globals['_CONTEXTSERVICE']._serialized_end=1514
+  _globals['_BUILDCONTEXTRESPONSE']._serialized_start=486
+  _globals['_BUILDCONTEXTRESPONSE']._serialized_end=623
+  _globals['_GETMODELCALLREQUEST']._serialized_start=625
+  _globals['_GETMODELCALLREQUEST']._serialized_end=669
+  _globals['_GETMODELCALLRESPONSE']._serialized_start=671
+  _globals['_GETMODELCALLRESPONSE']._serialized_end=737
+  _globals['_LISTMODELCALLSREQUEST']._serialized_start=739
+  _globals['_LISTMODELCALLSREQUEST']._serialized_end=821
+  _globals['_LISTMODELCALLSRESPONSE']._serialized_start=823
+  _globals['_LISTMODELCALLSRESPONSE']._serialized_end=917
+  _globals['_RECORDMODELREPLYREQUEST']._serialized_start=920
+  _globals['_RECORDMODELREPLYREQUEST']._serialized_end=1088
+  _globals['_RECORDMODELREPLYRESPONSE']._serialized_start=1090
+  _globals['_RECORDMODELREPLYRESPONSE']._serialized_end=1160
+  _globals['_CONTEXTSERVICE']._serialized_start=1163
+  _globals['_CONTEXTSERVICE']._serialized_end=1539
 # @@protoc_insertion_point(module_scope)

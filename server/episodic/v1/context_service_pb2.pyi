@@ -111,6 +111,15 @@ class BuildContextResponse(_message.Message):
 
     MESSAGES_FIELD_NUMBER: _builtins.int
     REPORT_FIELD_NUMBER: _builtins.int
+    RECORD_PENDING_FIELD_NUMBER: _builtins.int
+    record_pending: _builtins.bool
+    """On the last frame: true when it was sent before the model call's record
+    (report.model_call_id) was durable. The record is being committed, and the stream
+    ends OK only once it is; a stream that ends in an error status stored no record.
+    False: the record was durable when the report was sent. Either way the appended user
+    message is durable by the report. GetModelCall, ListModelCalls and RecordModelReply on
+    the same server wait for a pending record.
+    """
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[_context_pb2.ContextMessage]:
         """Rendered messages or parts of them."""
@@ -124,10 +133,11 @@ class BuildContextResponse(_message.Message):
         *,
         messages: _abc.Iterable[_context_pb2.ContextMessage] | None = ...,
         report: _context_pb2.ContextReport | None = ...,
+        record_pending: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["report", b"report"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "report", b"report"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "record_pending", b"record_pending", "report", b"report"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

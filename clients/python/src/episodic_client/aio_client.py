@@ -444,10 +444,14 @@ class AsyncEpisodicClient:
         request_id: str = "",
         knowledge: Sequence[knowledge_pb2.KnowledgeItem] = (),
         timeout: float | None = None,
+        wait_for_record: bool = False,
     ) -> BuiltContext:
-        """Runs the stream to its end and returns the whole messages and the report.
+        """Returns the whole messages and the report, as soon as the report arrives.
         `knowledge`: items retrieved elsewhere (`episodic_client.knowledge_item(text, ...)`),
-        rendered in the "[Knowledge]" section; `report.knowledge` says what became of each."""
+        rendered in the "[Knowledge]" section; `report.knowledge` says what became of each.
+        `record_pending`: the model call's record was still being committed (the appended
+        user message is durable either way); `get_model_call` waits for it.
+        `wait_for_record`: return only once the record is durable (raises if it failed)."""
         request = rq.build_context(
             episode_id,
             user_message=user_message,
@@ -460,7 +464,8 @@ class AsyncEpisodicClient:
             request_id=request_id,
             knowledge=knowledge,
         )
-        frames = await self._stream(self._context.BuildContext, request, timeout, last=_has_report)
+        last = _has_durable_report if wait_for_record else _has_report
+        frames = await self._stream(self._context.BuildContext, request, timeout, last=last)
         return join_frames(frames)
 
     async def get_model_call(self, model_call_id: str) -> context_service_pb2.GetModelCallResponse:
@@ -699,6 +704,12 @@ class AsyncEpisodicClient:
 def _has_report(frame: context_service_pb2.BuildContextResponse) -> bool:
     """The report comes on BuildContext's last frame."""
     return frame.HasField("report")
+
+
+def _has_durable_report(frame: context_service_pb2.BuildContextResponse) -> bool:
+    """A report of a record still pending is read past: the stream's status says whether it
+    was stored."""
+    return frame.HasField("report") and not frame.record_pending
 
 
 def _open_channel(

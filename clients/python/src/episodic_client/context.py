@@ -18,10 +18,12 @@ from episodic_client.v1 import context_pb2, context_service_pb2
 @dataclass(frozen=True, slots=True)
 class BuiltContext:
     """What the model should see, whole: `messages` in order (as stored in the model call
-    `report.model_call_id`), and the report of the call."""
+    `report.model_call_id`), and the report of the call. `record_pending`: the report was
+    sent before the call's record was durable (the stream's end confirms it)."""
 
     messages: list[context_pb2.ContextMessage]
     report: context_pb2.ContextReport
+    record_pending: bool = False
 
 
 def join_frames(frames: Iterable[context_service_pb2.BuildContextResponse]) -> BuiltContext:
@@ -30,17 +32,18 @@ def join_frames(frames: Iterable[context_service_pb2.BuildContextResponse]) -> B
     if len(received) == 1 and received[0].HasField("report"):  # the usual stream: one whole frame
         (whole,) = received
         if not any(m.content_continues for m in whole.messages):
-            return BuiltContext(list(whole.messages), whole.report)
+            return BuiltContext(list(whole.messages), whole.report, whole.record_pending)
     messages: list[context_pb2.ContextMessage] = []
     report: context_pb2.ContextReport | None = None
+    pending = False
     for frame in received:
         for part in frame.messages:
             _add_part(messages, part)
         if frame.HasField("report"):
-            report = frame.report
+            report, pending = frame.report, frame.record_pending
     if report is None or (messages and messages[-1].content_continues):
         raise _broken_stream("the BuildContext stream ended before its report or mid-message")
-    return BuiltContext(messages, report)
+    return BuiltContext(messages, report, pending)
 
 
 def _add_part(messages: list[context_pb2.ContextMessage], part: context_pb2.ContextMessage) -> None:

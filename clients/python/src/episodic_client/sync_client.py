@@ -406,7 +406,9 @@ class EpisodicClient:
         knowledge: Sequence[knowledge_pb2.KnowledgeItem] = (),
         timeout: float | None = None,
     ) -> BuiltContext:
-        """Runs the stream to its end and returns the whole messages and the report.
+        """Runs the stream to its end and returns the whole messages and the report: the
+        model call's record is durable then, even where `record_pending` says it was
+        still being committed when the report was sent.
         `knowledge`: items retrieved elsewhere (`episodic_client.knowledge_item(text, ...)`),
         rendered in the "[Knowledge]" section; `report.knowledge` says what became of each."""
         request = rq.build_context(

@@ -39,8 +39,15 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         if whole is None:  # a context of several frames: its messages go while the record commits
             for frame in cc.message_frames(started.call, self._max_frame_bytes):
                 yield frame
-        call, _ = await asyncio.shield(started.stored)  # the report names a durable record only
-        yield whole if whole is not None else cc.report_frame(call)
+        if started.appended is not None:  # the report acknowledges the user message: durable
+            await asyncio.shield(started.appended)
+        last = whole if whole is not None else cc.report_frame(started.call)
+        if started.stored.done():
+            started.stored.result()  # a record that failed fails the call before its report
+        else:
+            last.record_pending = True
+        yield last
+        await asyncio.shield(started.stored)  # the stream ends OK only once the record is durable
 
     def _fits(self, response: R) -> R:
         return require_fits(

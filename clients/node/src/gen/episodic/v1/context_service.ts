@@ -87,7 +87,18 @@ export interface BuildContextResponse {
   /** Rendered messages or parts of them. */
   messages: ContextMessage[];
   /** The final report; set only on the last frame. */
-  report: ContextReport | undefined;
+  report:
+    | ContextReport
+    | undefined;
+  /**
+   * On the last frame: true when it was sent before the model call's record
+   * (report.model_call_id) was durable. The record is being committed, and the stream
+   * ends OK only once it is; a stream that ends in an error status stored no record.
+   * False: the record was durable when the report was sent. Either way the appended user
+   * message is durable by the report. GetModelCall, ListModelCalls and RecordModelReply on
+   * the same server wait for a pending record.
+   */
+  recordPending: boolean;
 }
 
 /** Request of GetModelCall. */
@@ -409,7 +420,7 @@ export const BuildContextRequest: MessageFns<BuildContextRequest> = {
 };
 
 function createBaseBuildContextResponse(): BuildContextResponse {
-  return { messages: [], report: undefined };
+  return { messages: [], report: undefined, recordPending: false };
 }
 
 export const BuildContextResponse: MessageFns<BuildContextResponse> = {
@@ -419,6 +430,9 @@ export const BuildContextResponse: MessageFns<BuildContextResponse> = {
     }
     if (message.report !== undefined) {
       ContextReport.encode(message.report, writer.uint32(18).fork()).join();
+    }
+    if (message.recordPending !== false) {
+      writer.uint32(24).bool(message.recordPending);
     }
     return writer;
   },
@@ -452,6 +466,14 @@ export const BuildContextResponse: MessageFns<BuildContextResponse> = {
             message.report = ContextReport.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.recordPending = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -470,6 +492,11 @@ export const BuildContextResponse: MessageFns<BuildContextResponse> = {
         ? object.messages.map((e: any) => ContextMessage.fromJSON(e))
         : [],
       report: isSet(object.report) ? ContextReport.fromJSON(object.report) : undefined,
+      recordPending: isSet(object.recordPending)
+        ? globalThis.Boolean(object.recordPending)
+        : isSet(object.record_pending)
+        ? globalThis.Boolean(object.record_pending)
+        : false,
     };
   },
 
@@ -480,6 +507,9 @@ export const BuildContextResponse: MessageFns<BuildContextResponse> = {
     }
     if (message.report !== undefined) {
       obj.report = ContextReport.toJSON(message.report);
+    }
+    if (message.recordPending !== false) {
+      obj.recordPending = message.recordPending;
     }
     return obj;
   },
@@ -493,6 +523,7 @@ export const BuildContextResponse: MessageFns<BuildContextResponse> = {
     message.report = (object.report !== undefined && object.report !== null)
       ? ContextReport.fromPartial(object.report)
       : undefined;
+    message.recordPending = object.recordPending ?? false;
     return message;
   },
 };
