@@ -5,7 +5,6 @@ words (tests/fakes_tokens.py) plus 4 per message."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -451,35 +450,6 @@ async def test_a_turn_shows_the_pending_memories_its_append_read(app: UseCases) 
     call = await build(app, episode_id, "what should I eat?", append_user_message=True)
     facts = [m.content for m in call.messages if m.section is Section.KNOWN_FACTS]
     assert len(facts) == 1 and "Mary is vegetarian." in facts[0]
-
-
-async def test_a_turn_whose_append_is_refused_fails_with_its_error_and_notes_no_memory_recalled(
-    app: UseCases, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The searches run beside the append: a refused append still writes nothing, recall
-    marks included."""
-    append = app.context.turns.append_turn
-
-    class SlowAppends:  # as the writer thread is: the searches go first
-        async def append_turn(self, *args: Any) -> Any:
-            for _ in range(20):
-                await asyncio.sleep(0)
-            return await append(*args)
-
-    monkeypatch.setattr(app.context, "turns", SlowAppends())
-    episode_id = await app.open()
-    await build(app, episode_id, "hi", append_user_message=True, client_message_id="m-1")
-    tea = NewMemory(text="Mary likes green tea.", kind=MemoryKind.PREFERENCE)
-    await app.memories.create(CALLER, CreateRequest([tea], agent_id="helper", user_id="mary"))
-    stored = app.memory_store._t.memories.values()
-    with pytest.raises(AlreadyExists):
-        await build(app, episode_id, "which tea?", append_user_message=True, client_message_id="m-1")
-    await app.workers.marks.flush()
-    assert [s.memory.last_recalled_at for s in stored] == [None]
-    call = await build(app, episode_id, "which tea do I like?", append_user_message=True)
-    assert any("green tea" in m.content for m in call.messages if m.section is Section.KNOWN_FACTS)
-    await app.workers.marks.flush()
-    assert [s.memory.last_recalled_at for s in stored] == [app.clock()]
 
 
 # --- replies ---------------------------------------------------------------------------

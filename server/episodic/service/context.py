@@ -15,7 +15,6 @@ stored before anything streams: the record decides which call the id names.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
@@ -231,9 +230,6 @@ class ContextService:
         the held set is current and the turn appends: the append finds what it missed),
         the PII policy and the agent's memory configuration applied once, the append taken
         into the held set."""
-        outside = contextvars.copy_context()  # the searches' spans are the call's, not this one's
-        searching: asyncio.Task[Found] | None = None
-        user_seq, appended = 0, None
         with self.tracing.span("load_working_set", {GEN_AI_CONVERSATION_ID: r.episode_id}) as span:
             allowance = r.memory.max_working_memory_tokens or 0
             working_set = self._current(key, allowance) if r.append_user_message else None
@@ -246,51 +242,16 @@ class ContextService:
             self._check_ceiling(r, working_set, config)
             query = TurnQuery.of(r.recall_query, r.user_message)
             self.searches.prefetch(working_set, config, query)
-            if r.append_user_message:
-                searching, working_set, user_seq, appended = await self._append_beside_searches(
-                    caller, key, working_set, r, config, query, outside
-                )
+            working_set, user_seq, pending, appended = await self._append_user_message(
+                key, working_set, r, allowance, config
+            )
             span.set_attribute("episodic.working_set.messages", len(working_set.tail))
         try:
-            if searching is None:
-                found = await self.searches.run(caller, working_set, config, query, None)
-            else:
-                found = await searching
+            found = await self.searches.run(caller, working_set, config, query, pending)
         except BaseException:
             _abandoned(appended)
             raise
         return Turn(working_set, config, model, user_seq, r, found, appended)
-
-    async def _append_beside_searches(
-        self,
-        caller: Caller,
-        key: Key,
-        working_set: WorkingSet,
-        r: ContextRequest,
-        config: MemoryConfig,
-        query: TurnQuery,
-        context: contextvars.Context,
-    ) -> tuple[asyncio.Task[Found], WorkingSet, int, asyncio.Future[None] | None]:
-        """Appends the user message with the turn's searches started beside it (in `context`):
-        they need nothing it writes, and known facts awaits the episode's PENDING memories
-        the append reads last. A refused append fails the turn with its own error."""
-        loop = asyncio.get_running_loop()
-        pending: asyncio.Future[list[Memory]] = loop.create_future()
-        searching = loop.create_task(
-            self.searches.run(caller, working_set, config, query, pending), context=context
-        )
-        allowance = r.memory.max_working_memory_tokens or 0
-        try:
-            working_set, user_seq, read, appended = await self._append_user_message(
-                key, working_set, r, allowance, config
-            )
-        except BaseException:
-            pending.cancel()
-            searching.cancel()
-            searching.add_done_callback(_retrieved)
-            raise
-        pending.set_result(read or [])
-        return searching, working_set, user_seq, appended
 
     def _current(self, key: Key, allowance: int) -> WorkingSet | None:
         held = self.cache.current(key)
@@ -425,12 +386,6 @@ def _settled(value: T) -> asyncio.Future[T]:
     done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
     done.set_result(value)
     return done
-
-
-def _retrieved(done: asyncio.Future[Found]) -> None:
-    """A search stopped because its turn failed first: its own outcome is not the turn's."""
-    if not done.cancelled():
-        done.exception()
 
 
 def _abandoned(appended: asyncio.Future[None] | None) -> None:

@@ -34,9 +34,6 @@ from episodic.telemetry.tracing import GEN_AI_CONVERSATION_ID, Tracing, no_traci
 T = TypeVar("T")
 # One of a turn's searches, started with the batch its reads join (None: trips of their own).
 Search = Callable[[ReadBatch | None], Coroutine[Any, Any, Any]]
-# The episode's PENDING memories: read by the turn's append (a future while it runs beside
-# the searches), or None: known facts reads them itself.
-Pending = list[Memory] | asyncio.Future[list[Memory]] | None
 
 # Excerpts of recalled episodes: how many matching messages each (each with its reply), how long.
 EXCERPTS_PER_EPISODE = 3
@@ -155,10 +152,9 @@ class TurnSearches:
     tracing: Tracing = field(default_factory=no_tracing)
 
     async def run(
-        self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: Pending
+        self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: list[Memory] | None
     ) -> Found:
-        """`pending`: the episode's PENDING memories the turn's append read, or will have read
-        (a future: the append runs beside the searches); None: read them here."""
+        """`pending`: the episode's PENDING memories the append read (None: read them here)."""
         searches = self._searches(caller, ws, config, q, pending)
         if len(searches) > 1 and ("knowledge" in searches or self.queries.under_way(q.text)):
             # at once, the searches' reads handed one batch: one trip to the database. Else
@@ -202,7 +198,7 @@ class TurnSearches:
             index.preload(scope)
 
     def _searches(
-        self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: Pending
+        self, caller: Caller, ws: WorkingSet, config: MemoryConfig, q: TurnQuery, pending: list[Memory] | None
     ) -> dict[str, Search]:
         """What this turn looks up beside its working set, by name; only what it will use.
         Each is started when it is run (a coroutine made and never awaited is a leak), given
@@ -255,7 +251,7 @@ class TurnSearches:
         ws: WorkingSet,
         config: MemoryConfig,
         query: TurnQuery,
-        pending: Pending,
+        pending: list[Memory] | None,
         batch: ReadBatch | None,
     ) -> list[KnownFact]:
         """This episode's PENDING memories (its working memory) first, then the user's long-term
@@ -265,10 +261,6 @@ class TurnSearches:
         if not config.known_facts:
             return []
         e = ws.episode
-        # beside the append: hits are noted as recalled only once it is accepted (a refused
-        # call writes nothing)
-        deferred = isinstance(pending, asyncio.Future)
-        unmarked: list[MemoryHit] = []
         if pending is None:
             pending = [m for m, _ in await self.memory_store.pending(e.tenant_id, e.episode_id, batch)]
         scope, top_k = Scope(e.tenant_id, e.agent_id, e.user_id), config.memory_top_k
@@ -284,28 +276,21 @@ class TurnSearches:
             q = MemoryQuery(
                 e.agent_id, e.user_id, SearchMode.HYBRID, query.text, top_k, config.memory_min_score
             )
-            hits = await self.memories.ranked(scope, q, SearchMode.HYBRID, top_k, batch, mark=not deferred)
-            unmarked += hits if deferred else []
+            hits = await self.memories.ranked(scope, q, SearchMode.HYBRID, top_k, batch)
             matched = [_fact(h.memory, h.score) for h in hits if h.memory.episode_id != e.episode_id]
         newest: list[KnownFact] = []
         # a matching search loaded the scope: known to hold nothing, it has no profile to read
         known_empty = query.matchable and not self.memories.may_find_by_meaning(scope)
         if len(matched) < top_k and not known_empty:
             if early is None:
-                hits = await self.memories.ranked(
-                    scope, profile, SearchMode.RECENCY, pool, batch, mark=not deferred
-                )
-                unmarked += hits if deferred else []
+                hits = await self.memories.ranked(scope, profile, SearchMode.RECENCY, pool, batch)
             else:
                 hits = early
-                unmarked += hits
+                await self.memories.recalled(scope, hits)
             newest = [_fact(h.memory, 0.0) for h in hits if h.memory.episode_id != e.episode_id]
-        held = await pending if isinstance(pending, asyncio.Future) else pending
-        if unmarked:
-            await self.memories.recalled(scope, unmarked)
-        newest_first = [_fact(m, 1.0, pending=True) for m in reversed(held)]
-        shown = pending_for_turn(newest_first, query.text, top_k)
-        return selected(shown, matched, newest, top_k, subject_words(e.user_id))
+        newest_first = [_fact(m, 1.0, pending=True) for m in reversed(pending)]
+        held = pending_for_turn(newest_first, query.text, top_k)
+        return selected(held, matched, newest, top_k, subject_words(e.user_id))
 
     async def _session(
         self, ws: WorkingSet, config: MemoryConfig, batch: ReadBatch | None
