@@ -134,12 +134,19 @@ class CompactedLog:
 
     def message(self, position: int) -> Message:
         """The held message at `position`, rebuilt from its columns and its block."""
-        role, encoding, zone = self.kinds[self.kind[position]]
-        at = _EPOCH + timedelta(microseconds=self.times_us[position])
+        role, encoding, _ = self.kinds[self.kind[position]]
         return Message(
             self.episode_id, self.seqs[position], role, self.text(position),
-            self.token_counts[position], encoding, at.replace(tzinfo=zone),
+            self.token_counts[position], encoding, self.created_at(position),
         )  # fmt: skip
+
+    def role(self, position: int) -> Role:
+        return self.kinds[self.kind[position]][0]
+
+    def created_at(self, position: int) -> datetime:
+        """The held message's time, as `message(position).created_at`."""
+        zone = self.kinds[self.kind[position]][2]
+        return (_EPOCH + timedelta(microseconds=self.times_us[position])).replace(tzinfo=zone)
 
     def text(self, position: int) -> str:
         return _opened(self.blocks[position // BLOCK], self.ends, position - position % BLOCK)[

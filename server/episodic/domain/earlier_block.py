@@ -12,7 +12,7 @@ from datetime import date, datetime
 
 from episodic.domain.context import PassageFate, RecalledPassage, RenderedMessage, Section
 from episodic.domain.earlier import Candidate, CompactedLog
-from episodic.domain.excerpts import verbatim
+from episodic.domain.excerpts import spoken_line
 from episodic.domain.model import Message, Role
 from episodic.domain.recall import Signal
 from episodic.domain.reducers import CountTokens, rendered
@@ -66,7 +66,7 @@ def earlier_block(
     once = found.count_once or count  # for the lines and the section: they do not recur
     chosen, dropped = _fit(found, room, once)
     while chosen:  # counts are not exactly additive: drop the worst until the whole fits
-        message = rendered(Role.CONTEXT, _text(found, chosen, once), Section.EARLIER, once)
+        message = rendered(Role.CONTEXT, _text(found, chosen), Section.EARLIER, once)
         if message.tokens <= allowance:
             return message, _report(found.log.seqs, chosen, dropped)
         dropped.insert(0, chosen.pop())
@@ -80,10 +80,11 @@ def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Pass
     n, used = len(found.log), 0
     chosen: list[_Passage] = []
     dropped: list[_Passage] = []  # each as the match would have added it: its own window
+    covered: set[int] = set()  # the positions the chosen passages hold
     for c in found.candidates:
         if len(dropped) >= MOST_REPORTED_DROPPED:
             break
-        if any(p.holds(c.position) for p in chosen):
+        if c.position in covered:
             continue
         first, last = max(c.position - NEIGHBOURS, 0), min(c.position + NEIGHBOURS, n - 1)
         meeting = [p for p in chosen if p.meets(first, last)]
@@ -105,6 +106,7 @@ def _fit(found: EarlierFound, room: int, count: CountTokens) -> tuple[list[_Pass
         for p in meeting:
             chosen.remove(p)
         chosen.insert(min(at, len(chosen)), merged)
+        covered.update(range(wide_first, wide_last + 1))
     return chosen, dropped
 
 
@@ -117,20 +119,26 @@ def _cost(found: EarlierFound, first: int, last: int, count: CountTokens) -> tup
 
 
 def _line(m: Message) -> str:
-    return verbatim(m, MESSAGE_CHARS)
+    return spoken_line(m.role, m.content, MESSAGE_CHARS)
 
 
 def _header(m: Message) -> str:
-    return f"[{_when(m.created_at)}]"
+    return _heading(m.created_at)
 
 
-def _text(found: EarlierFound, chosen: Sequence[_Passage], count: CountTokens) -> str:
-    """In time order: the model reads a conversation forwards (its lines counted by `_cost`)."""
+def _heading(at: datetime) -> str:
+    return f"[{_when(at)}]"
+
+
+def _text(found: EarlierFound, chosen: Sequence[_Passage]) -> str:
+    """In time order: the model reads a conversation forwards. Its lines are counted by
+    `_cost` (as `_line` and `_header` render them); here they are made from the log's
+    columns, with no message rebuilt: this runs every turn."""
     log = found.log
     parts = [
         "\n".join(
-            [log.quote(-1 - p.first, _header, count)[0]]
-            + [log.quote(i, _line, count)[0] for i in range(p.first, p.last + 1)]
+            [_heading(log.created_at(p.first))]
+            + [spoken_line(log.role(i), log.text(i), MESSAGE_CHARS) for i in range(p.first, p.last + 1)]
         )
         for p in sorted(chosen, key=lambda p: p.first)
     ]

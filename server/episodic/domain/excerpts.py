@@ -160,9 +160,14 @@ def bm25(counts: NDArray[np.float64], lengths: NDArray[np.float64]) -> NDArray[n
 
 def verbatim(m: Message, max_chars: int) -> str:
     """One line, speaker-attributed (a message not already labelled "Name: " gets its role)."""
-    text = " ".join(m.content.split())
+    return spoken_line(m.role, m.content, max_chars)
+
+
+def spoken_line(role: Role, content: str, max_chars: int) -> str:
+    """`verbatim` of a message with this role and content."""
+    text = " ".join(content.split())
     if not _LABELLED.match(text):
-        text = f"{m.role.value.capitalize()}: {text}"
+        text = f"{role.value.capitalize()}: {text}"
     if len(text) <= max_chars:
         return text
     cut = text[: max_chars - 1]
