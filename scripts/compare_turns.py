@@ -29,23 +29,11 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
+from turn_breakdown import PAST, QUESTIONS  # the same conversation and questions (scripts/)
+
 from episodic_client import AsyncEpisodicClient
 from episodic_client.requests import message_input
 
-PAST = [
-    ("user", "We are planning a trip to Kyoto in April with my sister."),
-    ("assistant", "Lovely: cherry blossoms peak early April. Shall I look at hotels near Gion?"),
-    ("user", "Yes, a quiet hotel, budget about 20000 yen a night. She wants Kiyomizu temple first."),
-    ("assistant", "Noted: quiet hotel near Gion, 20000 yen a night, Kiyomizu-dera on day one."),
-    ("user", "Also a 7-day rail pass; it was 50000 yen last time."),
-    ("assistant", "The 7-day JR pass is 50000 yen; worth it with a Hiroshima day trip."),
-]
-QUESTIONS = [
-    "What did we decide about the hotel in Kyoto?",
-    "How much was the rail pass again?",
-    "Which temple did my sister want to see first?",
-    "Remind me what the budget for dinner was.",
-]
 CALLS = ("new question", "same question", "AddMessage", "Echo")
 WARM_UP = 10
 FIRST_PORT = 50091
@@ -85,7 +73,10 @@ class Checkout:
     async def round(self, i: int, kept: bool) -> None:
         c, turn = self.client, self.episode
         calls: list[tuple[str, Awaitable[Any]]] = [
-            ("new question", c.build_context(turn, user_message=f"{QUESTIONS[i % 4]} ({i})", **_APPENDED)),
+            (
+                "new question",
+                c.build_context(turn, user_message=f"{QUESTIONS[i % len(QUESTIONS)]} ({i})", **_APPENDED),
+            ),
             ("same question", c.build_context(turn, user_message=QUESTIONS[0], **_APPENDED)),
             ("AddMessage", c.add_message(self.other, "user", f"note {i}")),
             ("Echo", c.echo(b"x" * 64)),
