@@ -29,6 +29,3 @@ class RecordsInFlight:
         commits = [c for (t, _), (e, c) in self._storing.items() if t == tenant_id and e == episode_id]
         if commits:
             await asyncio.wait(commits)
-
-    def __len__(self) -> int:
-        return len(self._storing)
