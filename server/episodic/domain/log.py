@@ -108,24 +108,25 @@ class _Planner:
         self.calls: dict[str, ToolCallRecord] = dict(ctx.tool_calls)
 
     def add(self, item: PreparedMessage) -> None:
-        replay = self._replay(item)
+        identity = item.fingerprint  # a hash of the content: made once per message
+        replay = self._replay(item, identity)
         if replay is not None:
             self.plan.results.append((replay, True))
             return
         message = self._message(item)
         self._record_tools(item.field, item.new, message.seq)
-        self.plan.inserts.append((message, item.fingerprint))
+        self.plan.inserts.append((message, identity))
         self.plan.results.append((message, False))
         self.plan.token_delta += item.token_count
         if item.new.client_message_id:
-            self.seen[item.new.client_message_id] = StoredMessage(message, item.fingerprint)
+            self.seen[item.new.client_message_id] = StoredMessage(message, identity)
 
-    def _replay(self, item: PreparedMessage) -> Message | None:
+    def _replay(self, item: PreparedMessage, identity: str) -> Message | None:
         client_id = item.new.client_message_id
         stored = self.seen.get(client_id) if client_id else None
         if stored is None:
             return None
-        if stored.fingerprint != item.fingerprint:
+        if stored.fingerprint != identity:
             raise AlreadyExists(
                 f"{item.field}.client_message_id {client_id!r} was already used for a "
                 f"message with different content (seq {stored.message.seq})",

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import Connection, RowMapping, and_, bindparam, select, tuple_, update
 
@@ -25,6 +25,7 @@ from episodic.domain.model import Episode, Message, ToolCallRecord
 from episodic.domain.ports.clock import Clock
 from episodic.errors import EpisodicError, NotFound
 from episodic.store import schema as s
+from episodic.store.direct import Direct
 from episodic.store.memories import memory_from_row
 from episodic.store.rows import (
     episode_from_row,
@@ -58,7 +59,7 @@ _EPISODE_LOCKED = (
 # statement that waited for the episode's lock still sees only what committed before it
 # began, so a retry waiting on the first try would miss its message: the dedup read there
 # is a statement of its own, run once the lock is held.
-_EPISODE_AND_CLIENT_ID = (
+_EPISODE_AND_CLIENT_ID = Direct(
     select(E, *(column.label(f"m_{column.name}") for column in M.c))
     .select_from(
         E.outerjoin(
@@ -96,7 +97,7 @@ _PENDING_MEMORIES = (
     .order_by(MEM.c.created_at, MEM.c.memory_id)
 )
 _SCOPE = {"tenant_id": bindparam("b_tenant", type_=s.ID), "episode_id": bindparam("b_episode", type_=s.ID)}
-_GROW_EPISODES = (
+_GROW_EPISODES = Direct(
     update(E)
     .where(E.c.tenant_id == _SCOPE["tenant_id"], E.c.episode_id == _SCOPE["episode_id"])
     .values(
@@ -106,8 +107,9 @@ _GROW_EPISODES = (
     )
 )
 # Built once: a statement object made per call is also keyed for the compiled cache per call.
-_INSERT_MESSAGES = M.insert()
-_INSERT_TOOL_CALLS = TC.insert()
+# The writes run direct on SQLite (store/direct.py): they are most of an AddMessage's SQL.
+_INSERT_MESSAGES = Direct(M.insert())
+_INSERT_TOOL_CALLS = Direct(TC.insert())
 _RESULT_COLUMNS = (
     "has_result",
     "output",
@@ -117,7 +119,7 @@ _RESULT_COLUMNS = (
     "duration_seconds",
     "result_seq",
 )
-_SET_TOOL_RESULTS = (
+_SET_TOOL_RESULTS = Direct(
     update(TC)
     .where(
         TC.c.tenant_id == _SCOPE["tenant_id"],
@@ -201,19 +203,13 @@ def _episode_and_client_id(
     key, client_id = (wanted[0], wanted[1]), wanted[2]
     episodes: dict[Key, Episode] = {}
     stored: defaultdict[Key, dict[str, StoredMessage]] = defaultdict(dict)
-    row = (
-        conn.execute(_EPISODE_AND_CLIENT_ID, {"b_0": key[0], "b_1": key[1], "b_2": client_id})
-        .mappings()
-        .first()
-    )
+    row = _EPISODE_AND_CLIENT_ID.first(conn, {"b_0": key[0], "b_1": key[1], "b_2": client_id})
     if row is None:
         return episodes, stored
     episodes[key] = episode_from_row(row)
     if row["m_seq"] is not None:
         columns = {column.name: row[f"m_{column.name}"] for column in M.c}  # the message's own names
-        stored[key][client_id] = StoredMessage(
-            message_from_row(cast(RowMapping, columns)), row["m_fingerprint"]
-        )
+        stored[key][client_id] = StoredMessage(message_from_row(columns), row["m_fingerprint"])
     return episodes, stored
 
 
@@ -306,18 +302,13 @@ def _result_params(key: Key, record: ToolCallRecord) -> dict[str, Any]:
 
 def _flush(conn: Connection, state: _State, now: datetime) -> None:
     if state.messages:
-        _execute(conn, _INSERT_MESSAGES, state.messages)
+        _INSERT_MESSAGES.execute(conn, state.messages)
     if state.new_calls:
-        _execute(conn, _INSERT_TOOL_CALLS, state.new_calls)
+        _INSERT_TOOL_CALLS.execute(conn, state.new_calls)
     if state.results:
-        _execute(conn, _SET_TOOL_RESULTS, state.results)
+        _SET_TOOL_RESULTS.execute(conn, state.results)
     if state.grown:
-        _execute(conn, _GROW_EPISODES, [_growth_params(state.episodes[key]) for key in sorted(state.grown)])
-
-
-def _execute(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
-    """One row runs as a plain execute: executemany's batching costs more than it saves for one."""
-    conn.execute(statement, rows[0] if len(rows) == 1 else rows)
+        _GROW_EPISODES.execute(conn, [_growth_params(state.episodes[key]) for key in sorted(state.grown)])
 
 
 def _growth_params(episode: Episode) -> dict[str, Any]:

@@ -12,6 +12,7 @@ PostgreSQL: one asyncpg pool for everything; the same sync code runs through
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -379,4 +380,8 @@ def _take_over_sqlite_transactions(engine: Engine, begin: str | None) -> None:
 
     @event.listens_for(engine, "begin")
     def on_begin(connection: Any) -> None:
-        connection.exec_driver_sql(begin)
+        driver = connection.connection.driver_connection
+        if isinstance(driver, sqlite3.Connection):  # through exec_driver_sql: ~25 us more
+            driver.execute(begin)
+        else:  # aiosqlite's, under the async engine
+            connection.exec_driver_sql(begin)

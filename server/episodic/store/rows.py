@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,9 @@ from episodic.domain.model import (
     ToolResult,
 )
 from episodic.domain.recall import Digest, DigestState
+
+# A row's columns by name: a RowMapping, or a plain dict of them (store/direct.py's rows).
+Columns = Mapping[Any, Any]
 
 
 def agent_values(agent: Agent) -> dict[str, Any]:
@@ -125,7 +129,7 @@ def episode_values(e: Episode) -> dict[str, Any]:
     }
 
 
-def episode_from_row(row: RowMapping) -> Episode:
+def episode_from_row(row: Columns) -> Episode:
     reason = row["close_reason"]
     return Episode(
         tenant_id=row["tenant_id"],
@@ -163,7 +167,7 @@ def message_values(tenant_id: str, m: Message, fingerprint: str) -> dict[str, An
     }
 
 
-def message_from_row(row: RowMapping) -> Message:
+def message_from_row(row: Columns) -> Message:
     result = row["tool_result"]
     return Message(
         episode_id=row["episode_id"],
