@@ -277,13 +277,17 @@ class _SqliteThread:
         return [p for p in batch if not p.future.cancelled()]
 
     def _commit(self, loop: asyncio.AbstractEventLoop, batch: list[_Pending[Any]]) -> None:
-        if self._on_batch is not None:
-            tell(loop, self._on_batch, len(batch))
         try:
             outcomes = self._commit_batch(_units(batch), _on_loop(loop, _announcer(batch)))
         except Exception as exc:  # COMMIT itself failed: nothing in the batch is durable
             outcomes = _all_failed(exc, len(batch))
-        tell(loop, _settler(batch), outcomes)
+        # one wake-up of the loop per batch: the batch's size is counted with its answers
+        tell(loop, self._answer, batch, outcomes)
+
+    def _answer(self, batch: list[_Pending[Any]], outcomes: list[Outcome]) -> None:
+        if self._on_batch is not None:
+            self._on_batch(len(batch))
+        _settler(batch)(outcomes)
 
     def _commit_batch(self, units: Sequence[_Unit], executed: Executed | None) -> list[Outcome]:
         if self._conn is None or self._conn.closed:
