@@ -103,9 +103,14 @@ async def test_a_scrape_shows_rpcs_renders_and_state_and_no_tenant_or_user_ids(d
     ):
         ids = await a_few_rpcs(f"127.0.0.1:{grpc_server.port}")
         assert app.metrics.port is not None
-        answer = await scrape(app.metrics.port)
-        # cluster-wide: on the run's shared PostgreSQL, other tests' closed episodes wait too
-        waiting = {state: count for state, count, _ in await app.adapters.sql_digests.waiting()}
+        # cluster-wide: on the run's shared PostgreSQL, other tests' closed episodes wait too,
+        # and may come and go while we scrape: a scrape counts when the queue held still
+        for _ in range(20):
+            before = await app.adapters.sql_digests.waiting()
+            answer = await scrape(app.metrics.port)
+            if await app.adapters.sql_digests.waiting() == before:
+                break
+        waiting = {state: count for state, count, _ in before}
 
     assert answer.status == 200
     text = answer.body
