@@ -90,6 +90,18 @@ def test_a_row_read_direct_is_the_row_sqlalchemy_reads(conn: sa.Connection) -> N
     assert direct.first(conn, {"b_0": "t", "b_1": 99}) is None
 
 
+def test_rows_read_direct_are_the_rows_sqlalchemy_reads_in_order(conn: sa.Connection) -> None:
+    with conn.begin():
+        conn.execute(_TABLE.insert(), _ROWS)
+    newest_first = (
+        sa.select(_TABLE).where(_TABLE.c.tenant_id == sa.bindparam("b_0")).order_by(_TABLE.c.seq.desc())
+    )
+    expected = [dict(r) for r in conn.execute(newest_first, {"b_0": "t"}).mappings()]
+    assert Direct(newest_first).all(conn, {"b_0": "t"}) == expected
+    assert [r["seq"] for r in expected] == [2, 1]
+    assert Direct(newest_first).all(conn, {"b_0": "nobody"}) == []
+
+
 def test_an_update_with_a_literal_in_it_keeps_the_literal(conn: sa.Connection) -> None:
     with conn.begin():
         conn.execute(_TABLE.insert(), _ROWS)

@@ -53,6 +53,7 @@ _EPISODE_LOCKED = (
     .where(E.c.tenant_id == bindparam("b_0"), E.c.episode_id == bindparam("b_1"), E.c.deleted_at.is_(None))
     .with_for_update()
 )
+_ONE_EPISODE = Direct(_EPISODE_LOCKED)  # SQLite's one AddMessage, without a client id
 # An AddMessage (one episode, one client_message_id) on SQLite: the episode and the message
 # already stored under that id if any, in one read; the message's columns come as m_<name>.
 # SQLite only, whose one writer runs one batch at a time: on PostgreSQL (READ COMMITTED) a
@@ -93,6 +94,13 @@ _TOOL_CALLS = select(TC).where(
 _PENDING_MEMORIES = (
     select(MEM)
     .where(tuple_(MEM.c.tenant_id, MEM.c.episode_id).in_(bindparam("b_keys", expanding=True)))
+    .where(MEM.c.state == MemoryState.PENDING.value)
+    .order_by(MEM.c.created_at, MEM.c.memory_id)
+)
+# The same for one episode (a BuildContext turn's append), by equality, direct on SQLite.
+_PENDING_MEMORIES_OF = Direct(
+    select(MEM)
+    .where(MEM.c.tenant_id == bindparam("b_0"), MEM.c.episode_id == bindparam("b_1"))
     .where(MEM.c.state == MemoryState.PENDING.value)
     .order_by(MEM.c.created_at, MEM.c.memory_id)
 )
@@ -174,6 +182,10 @@ class AppendBulk:
 
 def _pending_memories(conn: Connection, keys: Sequence[Key]) -> dict[Key, list[Memory]]:
     found: dict[Key, list[Memory]] = {}
+    if len(keys) == 1:
+        (tenant_id, episode_id), query = keys[0], _PENDING_MEMORIES_OF
+        found[keys[0]] = [memory_from_row(r) for r in query.all(conn, {"b_0": tenant_id, "b_1": episode_id})]
+        return found
     for r in conn.execute(_PENDING_MEMORIES, {"b_keys": list(keys)}).mappings():
         found.setdefault((r["tenant_id"], r["episode_id"]), []).append(memory_from_row(r))
     return found
@@ -182,8 +194,8 @@ def _pending_memories(conn: Connection, keys: Sequence[Key]) -> dict[Key, list[M
 def _load(conn: Connection, items: Sequence[AppendItem]) -> _State:
     keys = sorted({item.key for item in items})
     wanted = _client_ids(items)
-    if len(keys) == 1 and len(wanted) == 1 and conn.dialect.name == "sqlite":
-        episodes, stored = _episode_and_client_id(conn, wanted[0])
+    if len(keys) == 1 and len(wanted) <= 1 and conn.dialect.name == "sqlite":
+        episodes, stored = _episode_and_client_id(conn, keys[0], wanted[0][2] if wanted else None)
         return _State(episodes, stored, _tool_calls_named(conn, items))
     rows = _select_keys(conn, (_EPISODE_LOCKED, _EPISODES_LOCKED_IN), keys)
     episodes = {(r["tenant_id"], r["episode_id"]): episode_from_row(r) for r in rows}
@@ -197,17 +209,20 @@ def _client_ids(items: Sequence[AppendItem]) -> list[tuple[str, str, str]]:
 
 
 def _episode_and_client_id(
-    conn: Connection, wanted: tuple[str, str, str]
+    conn: Connection, key: Key, client_id: str | None
 ) -> tuple[dict[Key, Episode], defaultdict[Key, dict[str, StoredMessage]]]:
-    """What the two reads of `_load` find, in one: the episode and its message under the id."""
-    key, client_id = (wanted[0], wanted[1]), wanted[2]
+    """What the two reads of `_load` find, in one: the episode and its message under the id
+    (when the append names one)."""
     episodes: dict[Key, Episode] = {}
     stored: defaultdict[Key, dict[str, StoredMessage]] = defaultdict(dict)
-    row = _EPISODE_AND_CLIENT_ID.first(conn, {"b_0": key[0], "b_1": key[1], "b_2": client_id})
+    if client_id is None:
+        row = _ONE_EPISODE.first(conn, {"b_0": key[0], "b_1": key[1]})
+    else:
+        row = _EPISODE_AND_CLIENT_ID.first(conn, {"b_0": key[0], "b_1": key[1], "b_2": client_id})
     if row is None:
         return episodes, stored
     episodes[key] = episode_from_row(row)
-    if row["m_seq"] is not None:
+    if client_id is not None and row["m_seq"] is not None:
         columns = {column.name: row[f"m_{column.name}"] for column in M.c}  # the message's own names
         stored[key][client_id] = StoredMessage(message_from_row(columns), row["m_fingerprint"])
     return episodes, stored

@@ -81,6 +81,13 @@ class Direct:
         raw = driver.execute(compiled.sql, compiled.parameters(values)).fetchone()
         return None if raw is None else compiled.row(raw)
 
+    def all(self, conn: Connection, values: Mapping[str, Any]) -> Sequence[Mapping[Any, Any]]:
+        driver = _sqlite(conn)
+        if driver is None:
+            return conn.execute(self._statement, dict(values)).mappings().all()
+        compiled = self._ready(conn.dialect, values)
+        return [compiled.row(raw) for raw in driver.execute(compiled.sql, compiled.parameters(values))]
+
     def _ready(self, dialect: Dialect, values: Mapping[str, Any]) -> _Compiled:
         keys = tuple(values)
         compiled = self._compiled.get(keys)

@@ -48,6 +48,7 @@ from episodic.domain.transfer import ErasureWatch
 from episodic.store import schema as s
 from episodic.store.database import Database
 from episodic.store.erasure import erasures_known, hold_user, refuse_if_erased
+from episodic.store.rows import Columns
 from episodic.store.session_data import lock_episode
 from episodic.store.writer import GroupCommitWriter
 
@@ -261,7 +262,7 @@ def memory_values(m: Memory) -> dict[str, Any]:
     }
 
 
-def memory_from_row(r: RowMapping) -> Memory:
+def memory_from_row(r: Columns) -> Memory:
     source = Source(MemoryOrigin(r["origin"]), r["source_episode_id"], r["from_seq"], r["to_seq"])
     return Memory(
         tenant_id=r["tenant_id"],
