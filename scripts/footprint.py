@@ -24,7 +24,8 @@ Three parts, each printing a table:
    their bytes, from /metrics, beside it).
 2. The breakdown: the same seeding in this process, `--breakdown` conversations warmed, then
    a walk over what the server holds for them (each object counted once, by id) by structure,
-   beside tracemalloc's growth and RSS's.
+   beside tracemalloc's growth and RSS's. RSS beyond the objects the walk counts (malloc's
+   free space inside its heaps, pymalloc's pools): scripts/footprint_probe.py.
 3. The bound: a server whose working-set cache holds about `--bound` conversations warms all
    of them in steps; RSS and the cache's count stop growing past the bound.
 """
