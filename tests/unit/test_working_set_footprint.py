@@ -57,6 +57,15 @@ def test_a_held_message_shares_its_episode_id_encoding_and_empty_metadata_with_t
     assert all(m.metadata is NO_METADATA for m in ws.tail)
 
 
+def test_a_held_long_text_is_the_set_s_own_copy_and_a_short_one_the_row_s() -> None:
+    """A long text is malloc's: copied on the loop's thread, out of the reader thread's arena."""
+    long, short = as_read(1), as_read(2, words=3)
+    ws = WorkingSet.of(sources([long, short]))
+    assert [m.content for m in ws.tail] == [long.content, short.content]
+    assert ws.tail[0].content is not long.content and ws.tail[1].content is short.content
+    assert dataclasses.replace(ws.tail[0], content=long.content) == lean(long, EPISODE_ID)
+
+
 def test_a_turn_s_history_views_share_each_message_text_and_the_set_keeps_none() -> None:
     ws = held(40)
     assert all(r.content is m.content for r, m in zip(history_views(ws.tail), ws.tail, strict=True))
