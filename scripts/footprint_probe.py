@@ -20,7 +20,9 @@ below a page that malloc_trim(0) cannot return: it gave back ~3 MiB, whatever th
 malloc's chunk headers (~2 KiB) and pymalloc's pools. Per heap (malloc_info): the tails'
 texts sit in the 8 SQLite reader threads' arenas (~80 KiB per conversation between them),
 the compacted logs in the main one (~91). MALLOC_ARENA_MAX=1 or 2 took a few KiB off the
-free space's growth, within the noise of RSS (1,000→2,000: 184.7 against 187.3).
+free space's growth, within the noise of RSS (1,000→2,000: 184.7 against 187.3). The
+readers' arenas' ~30% free space went once the working set held its own copy of each text
+(domain/working_set.py `_own_text`: 500→1,000 from ~189 to ~180 KiB per conversation).
 """
 
 from __future__ import annotations
