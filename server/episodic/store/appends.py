@@ -91,18 +91,15 @@ _BY_CLIENT_IDS = select(M).where(
 _TOOL_CALLS = select(TC).where(
     tuple_(TC.c.tenant_id, TC.c.episode_id, TC.c.tool_call_id).in_(bindparam("b_keys", expanding=True))
 )
-_PENDING_MEMORIES = (
-    select(MEM)
-    .where(tuple_(MEM.c.tenant_id, MEM.c.episode_id).in_(bindparam("b_keys", expanding=True)))
-    .where(MEM.c.state == MemoryState.PENDING.value)
-    .order_by(MEM.c.created_at, MEM.c.memory_id)
+_PENDING = (
+    select(MEM).where(MEM.c.state == MemoryState.PENDING.value).order_by(MEM.c.created_at, MEM.c.memory_id)
+)
+_PENDING_MEMORIES = _PENDING.where(
+    tuple_(MEM.c.tenant_id, MEM.c.episode_id).in_(bindparam("b_keys", expanding=True))
 )
 # The same for one episode (a BuildContext turn's append), by equality, direct on SQLite.
 _PENDING_MEMORIES_OF = Direct(
-    select(MEM)
-    .where(MEM.c.tenant_id == bindparam("b_0"), MEM.c.episode_id == bindparam("b_1"))
-    .where(MEM.c.state == MemoryState.PENDING.value)
-    .order_by(MEM.c.created_at, MEM.c.memory_id)
+    _PENDING.where(MEM.c.tenant_id == bindparam("b_0"), MEM.c.episode_id == bindparam("b_1"))
 )
 _SCOPE = {"tenant_id": bindparam("b_tenant", type_=s.ID), "episode_id": bindparam("b_episode", type_=s.ID)}
 _GROW_EPISODES = Direct(
@@ -183,9 +180,8 @@ class AppendBulk:
 def _pending_memories(conn: Connection, keys: Sequence[Key]) -> dict[Key, list[Memory]]:
     found: dict[Key, list[Memory]] = {}
     if len(keys) == 1:
-        (tenant_id, episode_id), query = keys[0], _PENDING_MEMORIES_OF
-        found[keys[0]] = [memory_from_row(r) for r in query.all(conn, {"b_0": tenant_id, "b_1": episode_id})]
-        return found
+        rows = _PENDING_MEMORIES_OF.all(conn, {"b_0": keys[0][0], "b_1": keys[0][1]})
+        return {keys[0]: [memory_from_row(r) for r in rows]}
     for r in conn.execute(_PENDING_MEMORIES, {"b_keys": list(keys)}).mappings():
         found.setdefault((r["tenant_id"], r["episode_id"]), []).append(memory_from_row(r))
     return found

@@ -12,7 +12,6 @@ PostgreSQL: one asyncpg pool for everything; the same sync code runs through
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -31,6 +30,7 @@ from episodic.bounded import within
 from episodic.domain.ports.episodes import ReadBatch
 from episodic.errors import CONFIGURATION, InvalidArgument
 from episodic.store import pg_url, read_batch
+from episodic.store.direct import sqlite_driver
 from episodic.store.faults import Fault, StoreHealth, answered_in_time, as_error, classify, is_wrong_role
 from episodic.store.reader_threads import ReaderThreads
 
@@ -380,8 +380,8 @@ def _take_over_sqlite_transactions(engine: Engine, begin: str | None) -> None:
 
     @event.listens_for(engine, "begin")
     def on_begin(connection: Any) -> None:
-        driver = connection.connection.driver_connection
-        if isinstance(driver, sqlite3.Connection):  # through exec_driver_sql: ~25 us more
+        driver = sqlite_driver(connection)
+        if driver is not None:  # through exec_driver_sql: ~25 us more
             driver.execute(begin)
         else:  # aiosqlite's, under the async engine
             connection.exec_driver_sql(begin)

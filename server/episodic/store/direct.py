@@ -63,7 +63,7 @@ class Direct:
 
     def execute(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         """The statement once per row (rows of one set of keys, as every bulk here has)."""
-        driver = _sqlite(conn)
+        driver = sqlite_driver(conn)
         if driver is None:  # one row runs as a plain execute: executemany's batching costs more
             conn.execute(self._statement, rows[0] if len(rows) == 1 else list(rows))
             return
@@ -74,7 +74,7 @@ class Direct:
             driver.executemany(compiled.sql, [compiled.parameters(row) for row in rows])
 
     def first(self, conn: Connection, values: Mapping[str, Any]) -> Mapping[Any, Any] | None:
-        driver = _sqlite(conn)
+        driver = sqlite_driver(conn)
         if driver is None:
             return conn.execute(self._statement, dict(values)).mappings().first()
         compiled = self._ready(conn.dialect, values)
@@ -82,7 +82,7 @@ class Direct:
         return None if raw is None else compiled.row(raw)
 
     def all(self, conn: Connection, values: Mapping[str, Any]) -> Sequence[Mapping[Any, Any]]:
-        driver = _sqlite(conn)
+        driver = sqlite_driver(conn)
         if driver is None:
             return conn.execute(self._statement, dict(values)).mappings().all()
         compiled = self._ready(conn.dialect, values)
@@ -96,7 +96,7 @@ class Direct:
         return compiled
 
 
-def _sqlite(conn: Connection) -> sqlite3.Connection | None:
+def sqlite_driver(conn: Connection) -> sqlite3.Connection | None:
     """The pysqlite connection under `conn`; None on any other driver (aiosqlite, asyncpg)."""
     driver = conn.connection.driver_connection
     return driver if isinstance(driver, sqlite3.Connection) else None
