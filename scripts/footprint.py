@@ -416,9 +416,24 @@ def walk_messages(walk: Walk, part: str, messages: Iterable[Any]) -> None:
         walk.add(f"{part}: ints", m.token_count)
 
 
+def walk_tail(walk: Walk, tail: Any) -> None:
+    """A tail of columns (domain/tail.py), never iterated (that rebuilds a Message each), or
+    a checkout's list of Message objects."""
+    if not hasattr(tail, "contents"):
+        walk_messages(walk, "tail", tail)
+        walk.add("tail: lists", tail)
+        return
+    for text in tail.contents:
+        walk.add("tail: message text", text)
+    for name in ("seqs", "times_us", "token_counts", "kind", "kinds", "contents", "client_ids"):
+        walk.deep("tail: message columns", getattr(tail, name))
+    walk.deep("tail: metadata, tool calls and results", tail.rare)
+    walk.add("tail: message columns", tail)
+
+
 def walk_working_set(walk: Walk, ws: WorkingSet) -> None:
     """Never `deep` on a tuple made here: a freed temporary's id comes back for the next one."""
-    walk_messages(walk, "tail", ws.tail)
+    walk_tail(walk, ws.tail)
     log = ws.compacted_log
     held = getattr(log, "blocks", None)
     if held is None:  # a checkout before the compacted log held columns: its Message objects
@@ -427,7 +442,6 @@ def walk_working_set(walk: Walk, ws: WorkingSet) -> None:
         walk.deep("compacted log: message text, zlib blocks", held)
         for name in ("seqs", "times_us", "kind", "kinds", "token_counts", "ends", "episode_id"):
             walk.deep("compacted log: message columns", getattr(log, name))
-    walk.add("tail: lists", ws.tail)
     rendered = getattr(ws, "rendered", None)  # a checkout before the views were made per turn
     for r in rendered or ():
         walk.add("rendered: RenderedMessage objects", r)

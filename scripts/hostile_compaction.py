@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
+from episodic.domain.tail import Tail
 from episodic.domain.working_set import WorkingSet
 from episodic.service.compaction import SummaryMaker
 from episodic.summarize import ExtractiveSummarizer
@@ -37,7 +38,7 @@ def working_set(text: str) -> WorkingSet:
     agent = Agent("t", "agent", "", "", "gpt-4o", ENCODING, False, MemoryConfig(), NOW, NOW)
     roles = (Role.USER, Role.ASSISTANT, Role.USER)
     messages = [Message("ep", seq, role, text, 1, ENCODING, NOW) for seq, role in enumerate(roles, start=1)]
-    return WorkingSet(episode, agent, None, messages)
+    return WorkingSet(episode, agent, None, Tail.of(messages))
 
 
 def compaction_seconds(maker: SummaryMaker, unit: str, kib: int) -> float:

@@ -13,6 +13,7 @@ import pytest
 
 from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
 from episodic.domain.recall import DigestText
+from episodic.domain.tail import Tail
 from episodic.domain.working_set import WorkingSet
 from episodic.service.compaction import SharedCompactions, SummaryMaker
 from episodic.tokens import TiktokenCounter
@@ -52,7 +53,7 @@ def working_set(messages: int, episode_id: str = "ep") -> WorkingSet:
         Message(episode_id, seq, Role.USER, "the stream will be cancelled", 5, ENCODING, NOW)
         for seq in range(1, messages + 1)
     ]
-    return WorkingSet(episode, agent, None, tail)
+    return WorkingSet(episode, agent, None, Tail.of(tail))
 
 
 @pytest.fixture

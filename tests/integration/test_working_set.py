@@ -115,10 +115,10 @@ async def test_the_working_set_stays_flat_as_the_conversation_grows(stack: Stack
 
 async def test_least_recently_used_working_sets_are_evicted_by_bytes(stack: Stack) -> None:
     first, second = await conversation(stack, 40, budget=4000), await conversation(stack, 40, budget=4000)
-    service, store = restarted(stack, max_bytes=20_000)
+    service, store = restarted(stack, max_bytes=10_000)  # one set of ~7,000 bytes, not two
     rendered = await turn(service, stack, first)
     await turn(service, stack, second)
-    assert len(service.cache) == 1 and service.cache.total_bytes <= 20_000
+    assert len(service.cache) == 1 and service.cache.total_bytes <= 10_000
     again = await turn(service, stack, first)  # evicted: rebuilt from SQL
     assert len(store.reads[-1].messages) == 40
     assert again.messages == rendered.messages

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from episodic.domain.changes import NO_CHANGES, Declared, Recorded
 from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
 from episodic.domain.recall import Digest, DigestState, Scope, Vector
+from episodic.domain.tail import Tail
 from episodic.domain.working_set import WorkingSet
 from episodic.errors import Unavailable
 from episodic.index import FaissVectorIndex
@@ -240,7 +241,7 @@ def working_set(episode_id: str, messages: int) -> WorkingSet:
     tail = [
         Message(episode_id, seq, Role.USER, "x" * 200, 50, ENCODING, NOW) for seq in range(1, messages + 1)
     ]
-    return WorkingSet(episode, agent, None, tail)
+    return WorkingSet(episode, agent, None, Tail.of(tail))
 
 
 def test_the_working_set_cache_counts_what_it_evicts_over_its_budget() -> None:

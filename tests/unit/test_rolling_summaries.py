@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from episodic.domain.context import Summary
 from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
+from episodic.domain.tail import Tail
 from episodic.domain.working_set import WorkingSet
 from episodic.service.compaction import SummaryMaker
 from episodic.summarize.extractive import ExtractiveSummarizer
@@ -34,7 +35,7 @@ def compacted(previous: Summary | None, round_: int) -> Summary:
     ]
     episode = Episode("t", "ep", "agent", "user", EpisodeState.OPEN, ENCODING, NOW, NOW)
     agent = Agent("t", "agent", "", "", "gpt-4o", ENCODING, False, MemoryConfig(), NOW, NOW)
-    working_set = WorkingSet(episode, agent, previous, tail)
+    working_set = WorkingSet(episode, agent, previous, Tail.of(tail))
     maker = SummaryMaker(tokens=TiktokenCounter(), clock=lambda: NOW)
     return maker.make(ExtractiveSummarizer(), working_set, tail[-1].seq)
 

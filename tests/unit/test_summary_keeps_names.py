@@ -14,6 +14,7 @@ from episodic.domain.assembly import KEEP_AFTER_COMPACTION
 from episodic.domain.context import Summary
 from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
 from episodic.domain.reducers import MESSAGE_OVERHEAD
+from episodic.domain.tail import Tail
 from episodic.domain.working_set import WorkingSet
 from episodic.service.compaction import SummaryMaker
 from episodic.summarize.extractive import ExtractiveSummarizer
@@ -151,7 +152,7 @@ def compacted(transcript: Sequence[Message], summarizer: ExtractiveSummarizer) -
         if kept < len(tail):
             through = tail[-kept - 1].seq
             previous = summaries[-1] if summaries else None
-            working_set = WorkingSet(episode, agent, previous, list(tail))
+            working_set = WorkingSet(episode, agent, previous, Tail.of(tail))
             summaries.append(maker.make(summarizer, working_set, through))
             tail = tail[-kept:]
     return summaries

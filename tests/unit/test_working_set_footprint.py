@@ -6,16 +6,27 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 
 from episodic.domain.context import Summary
 from episodic.domain.earlier import MARK, MAX_MESSAGES, CompactedLog
-from episodic.domain.model import NO_METADATA, Agent, Episode, EpisodeState, MemoryConfig, Message, Role, lean
+from episodic.domain.model import (
+    NO_METADATA,
+    Agent,
+    Episode,
+    EpisodeState,
+    MemoryConfig,
+    Message,
+    Role,
+    ToolCall,
+    ToolResult,
+)
 from episodic.domain.ports.episodes import ContextSources
 from episodic.domain.reducers import history_views
+from episodic.domain.tail import Tail
 from episodic.domain.working_set import WorkingSet
 from episodic.state.working_set import WorkingSetCache
 
@@ -50,51 +61,69 @@ def held(count: int) -> WorkingSet:
     return WorkingSet.of(sources([as_read(seq) for seq in range(1, count + 1)]))
 
 
-def test_a_held_message_shares_its_episode_id_encoding_and_empty_metadata_with_the_others() -> None:
+def test_a_held_message_is_columns_beside_its_text_and_reads_back_as_the_message_read() -> None:
     ws = held(40)
-    assert len({id(m.episode_id) for m in ws.tail}) == 1
-    assert len({id(m.token_encoding) for m in ws.tail}) == 1
-    assert all(m.metadata is NO_METADATA for m in ws.tail)
+    assert list(ws.tail) == [as_read(seq) for seq in range(1, 41)]
+    assert ws.tail.kinds == [(Role.USER, "o200k_base", UTC), (Role.ASSISTANT, "o200k_base", UTC)]
+    assert not ws.tail.rare
+    assert ws.tail[-1] == as_read(40) and ws.tail[1:3] == [as_read(2), as_read(3)]
 
 
 def test_a_held_long_text_is_the_set_s_own_copy_and_a_short_one_the_row_s() -> None:
     """A long text is malloc's: copied on the loop's thread, out of the reader thread's arena."""
     long, short = as_read(1), as_read(2, words=3)
     ws = WorkingSet.of(sources([long, short]))
-    assert [m.content for m in ws.tail] == [long.content, short.content]
-    assert ws.tail[0].content is not long.content and ws.tail[1].content is short.content
-    assert dataclasses.replace(ws.tail[0], content=long.content) == lean(long, EPISODE_ID)
+    assert list(ws.tail) == [long, short]
+    assert ws.tail.contents[0] is not long.content and ws.tail.contents[1] is short.content
 
 
 def test_a_turn_s_history_views_share_each_message_text_and_the_set_keeps_none() -> None:
     ws = held(40)
-    assert all(r.content is m.content for r, m in zip(history_views(ws.tail), ws.tail, strict=True))
-    assert not any(isinstance(value, list) and value is not ws.tail for value in _fields(ws))
+    views = history_views(ws.tail)
+    assert views == history_views(list(ws.tail))
+    assert all(r.content is c for r, c in zip(views, ws.tail.contents, strict=True))
+    assert not any(isinstance(value, list) for value in _fields(ws))
 
 
 def _fields(ws: WorkingSet) -> list[object]:
     return [getattr(ws, f.name) for f in dataclasses.fields(ws)]
 
 
-def test_messages_appended_or_absorbed_later_are_held_lean_too() -> None:
+def test_messages_appended_or_absorbed_later_are_held_as_columns_too() -> None:
     ws = held(4)
     assert ws.appended(as_read(5))
     ws.absorb(sources([as_read(6), as_read(7)]))
-    assert [m.seq for m in ws.tail] == [1, 2, 3, 4, 5, 6, 7]
-    assert len({id(m.episode_id) for m in ws.tail}) == 1
-    assert all(m.metadata is NO_METADATA for m in ws.tail)
+    assert list(ws.tail) == [as_read(seq) for seq in range(1, 8)]
+    assert len(ws.tail.kinds) == 2 and not ws.tail.rare
 
 
-def test_a_lean_message_equals_the_one_read_and_an_already_lean_one_is_returned_as_is() -> None:
-    read = as_read(3)
-    held_one = lean(read, EPISODE_ID)
-    assert held_one == read
-    assert lean(held_one, EPISODE_ID) is held_one
+def test_what_only_some_messages_carry_is_held_beside_the_columns_and_reads_back() -> None:
+    call = ToolCall("call-1", "lookup", {"q": "x"})
+    carried = [
+        Message(EPISODE_ID, 1, Role.USER, "hi", 1, "o200k_base", START, "client-1", {"k": "v"}),
+        Message(EPISODE_ID, 2, Role.ASSISTANT, "", 1, "o200k_base", START, tool_calls=(call,)),
+        Message(EPISODE_ID, 3, Role.TOOL, "", 1, "o200k_base", START, tool_result=ToolResult("call-1", 7)),
+        Message(EPISODE_ID, 4, Role.USER, "gone", 1, "cl100k_base", START, retracted_at=START),
+    ]
+    tail = Tail.of(carried)
+    assert list(tail) == carried
+    assert sorted(tail.rare) == [1, 2, 3, 4] and tail.client_ids == ["client-1", None, None, None]
 
 
-def test_a_message_with_metadata_keeps_it() -> None:
-    read = Message(EPISODE_ID, 1, Role.USER, "hi", 1, "o200k_base", START, metadata={"k": "v"})
-    assert lean(read, EPISODE_ID).metadata == {"k": "v"}
+def test_a_turn_renders_the_tail_without_its_own_message_and_retracted_ones() -> None:
+    tail = Tail.of([as_read(1), as_read(2), as_read(3)])
+    assert [m.seq for m in tail.without(3)] == [1, 2]
+    assert [m.seq for m in tail.without(2)] == [1, 3]
+    assert [m.seq for m in tail.without(9)] == [1, 2, 3]
+    tail.append(dataclasses.replace(as_read(4), retracted_at=START))
+    assert [m.seq for m in tail.without(1)] == [2, 3]
+    assert [m.seq for m in tail.after(2)] == [3, 4] and list(tail.after(2)) == list(tail)[2:]
+
+
+def test_a_held_time_is_the_datetime_it_was_in_its_own_zone() -> None:
+    at = datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours=-5)))
+    (held_one,) = Tail.of([dataclasses.replace(as_read(1), created_at=at)])
+    assert held_one.created_at == at and held_one.created_at.utcoffset() == at.utcoffset()
 
 
 def test_the_shared_empty_metadata_refuses_changes_and_reads_as_an_empty_dict() -> None:
@@ -153,16 +182,15 @@ def test_a_word_s_postings_list_its_messages_in_order_across_extends() -> None:
 
 def walked_bytes(ws: WorkingSet) -> int:
     """What the set holds that grows with its messages, each object once."""
-    seen: set[int] = set()
-    total = 0
-    for obj in [
-        *ws.tail, *(m.content for m in ws.tail), *(m.created_at for m in ws.tail),
-        *(m.episode_id for m in ws.tail), ws.tail,
-    ]:  # fmt: skip
-        if id(obj) not in seen:
-            seen.add(id(obj))
-            total += sys.getsizeof(obj)
-    return total
+    tail = ws.tail
+    columns = (tail.seqs, tail.times_us, tail.token_counts, tail.kind, tail.contents, tail.client_ids)
+    return sum(sys.getsizeof(obj) for obj in [*tail.contents, *columns, tail.rare, tail])
+
+
+def test_a_held_message_costs_under_fifty_bytes_beside_its_text() -> None:
+    ws = held(160)
+    texts = sum(sys.getsizeof(c) for c in ws.tail.contents)
+    assert walked_bytes(ws) - texts < 50 * 160
 
 
 def test_the_size_the_cache_evicts_by_covers_what_the_set_holds_without_doubling_it() -> None:

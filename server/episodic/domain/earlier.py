@@ -25,7 +25,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from episodic.domain.excerpts import bm25, neighbour_sums, unlabelled
 from episodic.domain.model import Message, Role
 from episodic.domain.recall import Hit, Signal, reciprocal_rank_fusion
+from episodic.domain.tail import from_micros, micros
 from episodic.domain.text_analysis import only_terms, terms, words
 
 MAX_MESSAGES = 2000  # held per episode: RSS stays flat however long the conversation grows
@@ -146,7 +147,7 @@ class CompactedLog:
     def created_at(self, position: int) -> datetime:
         """The held message's time, as `message(position).created_at`."""
         zone = self.kinds[self.kind[position]][2]
-        return (_EPOCH + timedelta(microseconds=self.times_us[position])).replace(tzinfo=zone)
+        return from_micros(self.times_us[position], zone)
 
     def text(self, position: int) -> str:
         return _opened(self.blocks[position // BLOCK], self.ends, position - position % BLOCK)[
@@ -203,7 +204,7 @@ class CompactedLog:
         if kind not in self.kinds:
             self.kinds.append(kind)
         self.seqs.append(m.seq)
-        self.times_us.append((at.replace(tzinfo=None) - _EPOCH) // _MICROSECOND)
+        self.times_us.append(micros(at))
         self.kind.append(self.kinds.index(kind))
         self.token_counts.append(m.token_count)
 
@@ -431,8 +432,6 @@ def _index_type(n: int) -> type[np.unsignedinteger[Any]]:
 
 
 _Kind = tuple[Role, str, tzinfo | None]  # a held message's role, token encoding and time zone
-_EPOCH = datetime(1970, 1, 1)
-_MICROSECOND = timedelta(microseconds=1)
 _OPENED: OrderedDict[int, tuple[bytes, tuple[str, ...]]] = OrderedDict()  # by id of the block
 _MOST_OPENED = 64  # blocks: a turn renders a few passages, a first one costs up to ~80 candidates
 

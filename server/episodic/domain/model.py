@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -181,7 +180,7 @@ def _no_metadata() -> JsonObject:
 class Message:
     """One stored entry of an episode's log. Lean: what it holds in RAM is its text and a few
     small fields (usage, latency and audit are in `model_calls`, on disk); a working set holds
-    its messages `lean`, their repeated fields shared."""
+    its tail as columns (`domain.tail`), not as these."""
 
     episode_id: str
     seq: int
@@ -195,22 +194,6 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_result: ToolResult | None = None
     retracted_at: datetime | None = None  # RetractMessage: in the log, in no projection
-
-
-def lean(m: Message, episode_id: str) -> Message:
-    """`m` as a working set holds it: the fields every message of a log repeats shared rather
-    than one copy per message (a row read from SQL brings a new string or dict for each): the
-    episode id as `episode_id` (the working set's), the encoding interned, no metadata as
-    NO_METADATA. ~200 of a message's ~450 bytes beyond its text. `m` itself when already so."""
-    shared_id = episode_id if m.episode_id == episode_id else m.episode_id
-    encoding = sys.intern(m.token_encoding)
-    metadata = m.metadata or NO_METADATA
-    if m.episode_id is shared_id and m.token_encoding is encoding and m.metadata is metadata:
-        return m
-    return Message(
-        shared_id, m.seq, m.role, m.content, m.token_count, encoding, m.created_at, m.client_message_id,
-        metadata, m.tool_calls, m.tool_result, m.retracted_at,
-    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

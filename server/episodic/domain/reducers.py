@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 from episodic.domain.context import RenderedMessage, Section
 from episodic.domain.json_text import json_text
-from episodic.domain.model import Message, Role
+from episodic.domain.model import Message, Role, ToolResult
+from episodic.domain.tail import Columns, Tail
 
 CountTokens = Callable[[str], int]
 
@@ -45,18 +46,26 @@ _SETTERS = tuple(getattr(RenderedMessage, name).__set__ for name in _VIEW_FIELDS
 
 def history_views(tail: Sequence[Message]) -> list[RenderedMessage]:
     """`from_log` of each message, in order (equal to what RenderedMessage(...) would make)."""
+    return _views(_columns(tail))
+
+
+def _columns(tail: Sequence[Message]) -> Columns:
+    """What rendering reads of each message: a working set's `Tail` holds it as columns."""
+    return tail.columns() if isinstance(tail, Tail) else Columns.of(tail)
+
+
+def _views(columns: Columns) -> list[RenderedMessage]:
     role, content, section, tokens, calls, call_id, seq, stubbed = _SETTERS
     new, cls, history, views = object.__new__, RenderedMessage, Section.HISTORY, []
-    for m in tail:
+    for role_of, text, token_count, tool_calls, result, seq_of in zip(*columns, strict=True):
         view = new(cls)
-        result = m.tool_result
-        role(view, m.role)
-        content(view, m.content if m.content or result is None else _visible_text(m))
+        role(view, role_of)
+        content(view, text if text or result is None else _visible_text(text, result))
         section(view, history)
-        tokens(view, m.token_count + MESSAGE_OVERHEAD)
-        calls(view, m.tool_calls)
+        tokens(view, token_count + MESSAGE_OVERHEAD)
+        calls(view, tool_calls)
         call_id(view, result.tool_call_id if result is not None else "")
-        seq(view, m.seq)
+        seq(view, seq_of)
         stubbed(view, False)
         views.append(view)
     return views
@@ -100,11 +109,10 @@ class TailReach:
         return enough and message.role is not Role.TOOL
 
 
-def _visible_text(message: Message) -> str:
+def _visible_text(content: str, result: ToolResult | None) -> str:
     """A tool message without text shows its structured result (what its count covers)."""
-    result = message.tool_result
-    if message.content or result is None:
-        return message.content
+    if content or result is None:
+        return content
     parts = [json_text(result.output)] if result.output is not None else []
     if result.error:
         parts.append(f"error: {result.error}")
@@ -124,28 +132,29 @@ class Stubbed:
 
 def stub_old_tool_results(tail: Sequence[Message], keep: int, count: CountTokens) -> Stubbed:
     """Renders the tail; all but the `keep` newest tool results become ~10-token stubs."""
-    out = history_views(tail)
-    results = [i for i, m in enumerate(tail) if m.role is Role.TOOL and m.tool_result is not None]
-    old = results[: max(len(results) - keep, 0)]
+    columns = _columns(tail)
+    out = _views(columns)
+    roles, results = columns.roles, columns.tool_results
+    with_result = [i for i, r in enumerate(results) if r is not None and roles[i] is Role.TOOL]
+    old = with_result[: max(len(with_result) - keep, 0)]
     if not old:
         return Stubbed(out, 0)
-    names = {call.tool_call_id: call.tool_name for m in tail for call in m.tool_calls}
+    names = {call.tool_call_id: call.tool_name for calls in columns.tool_calls for call in calls}
     for i in old:
-        out[i] = _stub(tail[i], names, count)
+        out[i] = _stub(results[i], columns.seqs[i], names, count)
     return Stubbed(out, len(old))
 
 
-def _stub(message: Message, names: dict[str, str], count: CountTokens) -> RenderedMessage:
-    result = message.tool_result
+def _stub(result: ToolResult | None, seq: int, names: dict[str, str], count: CountTokens) -> RenderedMessage:
     assert result is not None
-    text = stub_text(names.get(result.tool_call_id, "tool"), result.succeeded, message.seq)
+    text = stub_text(names.get(result.tool_call_id, "tool"), result.succeeded, seq)
     return RenderedMessage(
         Role.TOOL,
         text,
         Section.HISTORY,
         count(text) + MESSAGE_OVERHEAD,
         tool_call_id=result.tool_call_id,
-        seq=message.seq,
+        seq=seq,
         stubbed=True,
     )
 

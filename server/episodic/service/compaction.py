@@ -69,7 +69,7 @@ def _first_seq(transcript: Sequence[Message]) -> int:
 
 def snapshot(working_set: WorkingSet) -> WorkingSet:
     """A copy whose tail the event loop does not change while a thread summarizes it."""
-    return WorkingSet(working_set.episode, working_set.agent, working_set.summary, list(working_set.tail))
+    return WorkingSet(working_set.episode, working_set.agent, working_set.summary, working_set.tail.copy())
 
 
 Span = tuple[int, int]

@@ -430,7 +430,7 @@ def _inputs(
 ) -> AssemblyInput:
     """The user message appended by this call (`user_seq`) is rendered last, not in history;
     retracted messages are in no context."""
-    tail = [m for m in ws.tail if m.seq != user_seq and m.retracted_at is None]
+    tail = ws.tail.without(user_seq)
     return AssemblyInput(
         system_prompt=r.system_prompt if r.system_prompt is not None else ws.agent.system_prompt,
         user_message=r.user_message,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from episodic.domain.model import Message
@@ -61,7 +61,7 @@ class BackgroundCompactor:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _newly_covered(tail: list[Message], through: int) -> list[Message]:
+def _newly_covered(tail: Sequence[Message], through: int) -> list[Message]:
     """The tail messages the summary folds in (it starts after the previous summary)."""
     return [m for m in tail if m.seq <= through and m.retracted_at is None]
 

@@ -38,6 +38,7 @@ from episodic.domain.assembly import KEEP_AFTER_COMPACTION
 from episodic.domain.context import Summary
 from episodic.domain.model import Agent, Episode, EpisodeState, MemoryConfig, Message, Role
 from episodic.domain.reducers import MESSAGE_OVERHEAD
+from episodic.domain.tail import Tail
 from episodic.domain.text_analysis import SUMMARY_STOPWORDS
 from episodic.domain.working_set import WorkingSet
 from episodic.service.compaction import SummaryMaker
@@ -206,7 +207,7 @@ def replay(messages: Sequence[Message], summarizer: ExtractiveSummarizer, allowa
         if through:
             previous = summaries[-1] if summaries else None
             summaries.append(
-                maker.make(summarizer, WorkingSet(episode, agent, previous, list(tail)), through)
+                maker.make(summarizer, WorkingSet(episode, agent, previous, Tail.of(tail)), through)
             )
             tail = [m for m in tail if m.seq > through]
     return summaries
