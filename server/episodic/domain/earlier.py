@@ -18,14 +18,13 @@ Linear in the postings of the query's words and in the messages held.
 
 from __future__ import annotations
 
-import sys
 import zlib
 from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ from numpy.typing import NDArray
 from episodic.domain.excerpts import bm25, neighbour_sums, unlabelled
 from episodic.domain.model import Message, Role
 from episodic.domain.recall import Hit, Signal, reciprocal_rank_fusion
-from episodic.domain.tail import from_micros, micros
+from episodic.domain.tail import Kind, from_micros, kind_index, micros
 from episodic.domain.text_analysis import only_terms, terms, words
 
 MAX_MESSAGES = 2000  # held per episode: RSS stays flat however long the conversation grows
@@ -76,7 +75,7 @@ class CompactedLog:
     # index of (role, encoding, zone) in `kinds`: rebuilt, a datetime equals the one held
     times_us: array[int] = field(default_factory=lambda: _no_column("q"))
     kind: array[int] = field(default_factory=lambda: _no_column("H"))
-    kinds: list[_Kind] = field(default_factory=lambda: _NO_ITEMS)
+    kinds: list[Kind] = field(default_factory=lambda: _NO_ITEMS)
     token_counts: array[int] = field(default_factory=lambda: _no_column("i"))
     # message i's UTF-8 text: blocks[i // BLOCK][ends[i - 1] : ends[i]] decompressed (from 0
     # for the first of a block); only the last block may hold fewer than BLOCK
@@ -199,13 +198,9 @@ class CompactedLog:
         self.ends, self.sizes, self.quoted, self.headed = array("H"), array("H"), array("i"), array("i")
 
     def _hold_columns(self, m: Message) -> None:
-        at = m.created_at
-        kind = (m.role, sys.intern(m.token_encoding), at.tzinfo)
-        if kind not in self.kinds:
-            self.kinds.append(kind)
         self.seqs.append(m.seq)
-        self.times_us.append(micros(at))
-        self.kind.append(self.kinds.index(kind))
+        self.times_us.append(micros(m.created_at))
+        self.kind.append(kind_index(self.kinds, m))
         self.token_counts.append(m.token_count)
 
     def _hold_texts(self, texts: list[str]) -> None:
@@ -431,7 +426,6 @@ def _index_type(n: int) -> type[np.unsignedinteger[Any]]:
     return np.uint8 if n <= 0x100 else np.uint16 if n <= 0x10000 else np.uint32
 
 
-_Kind = tuple[Role, str, tzinfo | None]  # a held message's role, token encoding and time zone
 _OPENED: OrderedDict[int, tuple[bytes, tuple[str, ...]]] = OrderedDict()  # by id of the block
 _MOST_OPENED = 64  # blocks: a turn renders a few passages, a first one costs up to ~80 candidates
 

@@ -2,7 +2,7 @@
 
 A `Message` held in RAM cost ~185 bytes beside its text: the object (12 slots, 128 bytes),
 its created_at datetime (48) and its list slot; 13 KiB of a 73-message tail at the seed's
-sizing. As columns a message costs ~35: its seq, time and token count in arrays, its kind
+sizing. As columns a message costs ~40: its seq, time and token count in arrays, its kind
 (role, encoding, time zone) as an index, its text and client id in lists, and what few
 messages carry (metadata, tool calls, a tool result, a retraction) in a dict by seq.
 
@@ -23,7 +23,7 @@ from typing import NamedTuple, overload
 
 from episodic.domain.model import NO_METADATA, JsonObject, Message, Role, ToolCall, ToolResult
 
-_Kind = tuple[Role, str, tzinfo | None]  # a held message's role, token encoding and time zone
+Kind = tuple[Role, str, tzinfo | None]  # a held message's role, token encoding and time zone
 _EPOCH = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
 _MALLOCED_CHARS = 464  # an ASCII str this long is malloc's (pymalloc: to 512 bytes, 49 of them its own)
@@ -38,6 +38,14 @@ def micros(at: datetime) -> int:
 def from_micros(us: int, zone: tzinfo | None) -> datetime:
     """`micros`' inverse: equal to the datetime it was taken from, given its zone."""
     return (_EPOCH + timedelta(microseconds=us)).replace(tzinfo=zone)
+
+
+def kind_index(kinds: list[Kind], m: Message) -> int:
+    """The index of `m`'s kind in `kinds`, appended when new (a log has a handful of kinds)."""
+    kind = (m.role, sys.intern(m.token_encoding), m.created_at.tzinfo)
+    if kind not in kinds:
+        kinds.append(kind)
+    return kinds.index(kind)
 
 
 class _Rare(NamedTuple):
@@ -92,7 +100,7 @@ class Tail(Sequence[Message]):
     times_us: array[int] = field(default_factory=lambda: array("q"))
     token_counts: array[int] = field(default_factory=lambda: array("i"))
     kind: array[int] = field(default_factory=lambda: array("H"))  # index into `kinds`
-    kinds: list[_Kind] = field(default_factory=list)
+    kinds: list[Kind] = field(default_factory=list)
     contents: list[str] = field(default_factory=list)
     client_ids: list[str | None] = field(default_factory=list)
     rare: dict[int, _Rare] = field(default_factory=dict)  # by seq
@@ -133,10 +141,7 @@ class Tail(Sequence[Message]):
     def append(self, m: Message) -> None:
         if not self.seqs:
             self.episode_id = self.episode_id or m.episode_id
-        kind = (m.role, sys.intern(m.token_encoding), m.created_at.tzinfo)
-        if kind not in self.kinds:
-            self.kinds.append(kind)
-        self.kind.append(self.kinds.index(kind))
+        self.kind.append(kind_index(self.kinds, m))
         self.seqs.append(m.seq)
         self.times_us.append(micros(m.created_at))
         self.token_counts.append(m.token_count)
